@@ -1,0 +1,54 @@
+"""The one error hierarchy of safebunny.
+
+Every error says what is wrong, quotes the value received and says what to do.
+Messages never contain a password: callers pass URIs through
+:func:`safebunny.uri.redact` before they put them in a message.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SafeBunnyError",
+    "SafeBunnyOptionError",
+    "SafeBunnyBrokerError",
+    "SafeBunnyPublishError",
+    "SafeBunnyDataLossError",
+    "SafeBunnyInboxConflictError",
+    "SafeBunnyNotImplementedError",
+]
+
+
+class SafeBunnyError(Exception):
+    """Base class of every error raised by safebunny."""
+
+
+class SafeBunnyOptionError(SafeBunnyError, ValueError):
+    """An option or a column is missing, unknown or has an invalid value."""
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class SafeBunnyBrokerError(SafeBunnyError):
+    """The broker could not be reached, refused us, or closed a channel or connection."""
+
+    def __init__(self, message: str, reply_code: int | None = None) -> None:
+        super().__init__(message)
+        self.reply_code = reply_code
+
+
+class SafeBunnyPublishError(SafeBunnyBrokerError):
+    """A publish was nacked, returned as unroutable, or not confirmed in time."""
+
+
+class SafeBunnyDataLossError(SafeBunnyError):
+    """Data that a logged batch needs is gone (a missing journal, an offset removed by retention)."""
+
+
+class SafeBunnyInboxConflictError(SafeBunnyError):
+    """The inbox table holds data that contradicts what is being written."""
+
+
+class SafeBunnyNotImplementedError(SafeBunnyError, NotImplementedError):
+    """A feature that is named but not built yet."""

@@ -1,0 +1,162 @@
+"""Option parsing shared by the source and the sink.
+
+Options are read case-insensitively, as Spark's own options are; users write them in
+camelCase (``maxMessagesPerTrigger``). Each role declares its options as a tuple of
+:class:`OptionSpec`; :func:`parse_options` validates a raw mapping against it and
+returns a dict keyed by the canonical camelCase name. Unknown names are errors that
+suggest the closest valid name; a bad value names the option, quotes the value and
+says what is accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.uri import redact
+
+__all__ = [
+    "OptionSpec",
+    "parse_options",
+    "parse_bool",
+    "parse_int",
+    "parse_choice",
+    "parse_str",
+    "options_table",
+]
+
+Parser = Callable[[str, str], Any]
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its camelCase name, parser, default and documentation."""
+
+    name: str
+    parser: Parser
+    default: Any = None
+    required: bool = False
+    doc: str = ""
+    values: str = ""
+    secret: bool = False
+
+    def parse(self, raw: str) -> Any:
+        return self.parser(self.name, raw)
+
+
+def _shown(name: str, raw: str) -> str:
+    return repr(redact(raw)) if isinstance(raw, str) else repr(raw)
+
+
+def parse_str(name: str, raw: str) -> str:
+    """Any non-empty string."""
+    if not isinstance(raw, str) or raw == "":
+        raise SafeBunnyOptionError(f"Option '{name}' must be a non-empty string, but got {raw!r}.", name)
+    return raw
+
+
+def parse_bool(name: str, raw: str) -> bool:
+    """``true`` or ``false``, in any case."""
+    value = str(raw).strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise SafeBunnyOptionError(
+        f"Option '{name}' must be 'true' or 'false', but got {_shown(name, raw)}.", name
+    )
+
+
+def parse_int(minimum: int | None = None, maximum: int | None = None) -> Parser:
+    """A parser for integers within ``[minimum, maximum]``."""
+
+    def parse(name: str, raw: str) -> int:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            raise SafeBunnyOptionError(
+                f"Option '{name}' must be an integer, but got {_shown(name, raw)}.", name
+            ) from None
+        if minimum is not None and value < minimum:
+            raise SafeBunnyOptionError(
+                f"Option '{name}' must be at least {minimum}, but got {value}.", name
+            )
+        if maximum is not None and value > maximum:
+            raise SafeBunnyOptionError(
+                f"Option '{name}' must be at most {maximum}, but got {value}.", name
+            )
+        return value
+
+    return parse
+
+
+def parse_choice(*choices: str) -> Parser:
+    """A parser for one of ``choices``, compared case-insensitively."""
+
+    def parse(name: str, raw: str) -> str:
+        value = str(raw).strip()
+        for choice in choices:
+            if value.lower() == choice.lower():
+                return choice
+        allowed = ", ".join(repr(c) for c in choices)
+        raise SafeBunnyOptionError(
+            f"Option '{name}' must be one of {allowed}, but got {_shown(name, raw)}.", name
+        )
+
+    return parse
+
+
+def parse_options(
+    raw: Mapping[str, str],
+    specs: Iterable[OptionSpec],
+    *,
+    role: str,
+    passthrough: Iterable[str] = ("path", "checkpointlocation"),
+) -> dict[str, Any]:
+    """Validate ``raw`` against ``specs`` and return values keyed by canonical name.
+
+    ``role`` names the side in error messages (``"source"``, ``"sink"``). Keys listed in
+    ``passthrough`` (lower-case) are Spark's own and ignored.
+    """
+    specs = tuple(specs)
+    by_lower = {spec.name.lower(): spec for spec in specs}
+    skip = {p.lower() for p in passthrough}
+    result: dict[str, Any] = {}
+    for key, value in raw.items():
+        lower = key.lower()
+        if lower in skip:
+            continue
+        spec = by_lower.get(lower)
+        if spec is None:
+            names = [s.name for s in specs]
+            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5) or difflib.get_close_matches(
+                lower, [n.lower() for n in names], n=1, cutoff=0.5
+            )
+            hint = ""
+            if close:
+                match = next(n for n in names if n.lower() == close[0].lower())
+                hint = f" Did you mean '{match}'?"
+            raise SafeBunnyOptionError(
+                f"Unknown option '{key}' for the safebunny {role}.{hint} "
+                f"Valid options: {', '.join(sorted(names))}.",
+                key,
+            )
+        result[spec.name] = spec.parse(value)
+    for spec in specs:
+        if spec.name not in result:
+            if spec.required:
+                raise SafeBunnyOptionError(
+                    f"Option '{spec.name}' is required for the safebunny {role}: {spec.doc}", spec.name
+                )
+            result[spec.name] = spec.default
+    return result
+
+
+def options_table(specs: Iterable[OptionSpec]) -> str:
+    """Render ``specs`` as a Markdown table (option, values, default, meaning)."""
+    lines = ["| option | values | default | meaning |", "| --- | --- | --- | --- |"]
+    for spec in specs:
+        default = "(required)" if spec.required else ("none" if spec.default is None else f"`{spec.default}`")
+        lines.append(f"| `{spec.name}` | {spec.values} | {default} | {spec.doc} |")
+    return "\n".join(lines)

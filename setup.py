@@ -1,0 +1,30 @@
+"""One installable distribution: the core library ``safebunny`` and its Spark plugin
+``pyspark_safebunny`` (a top-level module, so Spark finds it by itself)."""
+
+from setuptools import setup
+
+setup(
+    name="safebunny",
+    version="0.1.0",
+    description="Exactly-once RabbitMQ sagas on Spark Structured Streaming",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    package_dir={"safebunny": "python/safebunny", "pyspark_safebunny": "connector/pyspark_safebunny"},
+    packages=["safebunny", "pyspark_safebunny"],
+    package_data={"safebunny": ["py.typed", "jars/*.jar"], "pyspark_safebunny": ["py.typed"]},
+    install_requires=[
+        "pyspark[sql]>=4.3,<4.4",
+        "pandas<3",
+        "pika>=1.3",
+        "orjson>=3.9",
+        "pyarrow>=15",
+        "deltalake>=1.0",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5"],
+        "bench": ["rstream>=0.20", "matplotlib", "psutil", "tqdm"],
+        "stream": ["rstream>=0.20"],
+    },
+    entry_points={"console_scripts": ["safebunny=safebunny.cli:main"]},
+)

@@ -1,0 +1,217 @@
+"""Real RabbitMQ brokers for the tests.
+
+:func:`acquire_broker` picks one in this order and says which: ``SAFEBUNNY_TEST_AMQP_URI``;
+a broker already answering on 127.0.0.1:5672; a throwaway ``rabbitmq-server`` from the
+Debian package on free ports; testcontainers' RabbitMQ where a Docker engine answers.
+:class:`ThrowawayBroker` is also used directly by tests that stop or restart a broker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Broker", "ThrowawayBroker", "acquire_broker", "free_port", "amqp_answers"]
+
+RABBIT_BIN = Path(os.environ.get("SAFEBUNNY_RABBIT_BIN", "/usr/lib/rabbitmq/bin"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def amqp_answers(uri: str, timeout: float = 3.0) -> bool:
+    """True when an AMQP handshake with ``uri`` succeeds."""
+    import pika
+
+    params = pika.URLParameters(uri)
+    params.socket_timeout = timeout
+    params.blocked_connection_timeout = timeout
+    params.connection_attempts = 1
+    try:
+        pika.BlockingConnection(params).close()
+        return True
+    except Exception:
+        return False
+
+
+@dataclass
+class Broker:
+    """A broker the tests can use: its AMQP URI, where it came from, how to stop it."""
+
+    uri: str
+    origin: str
+    stream_port: int | None = None
+    management_port: int | None = None
+    stop: Callable[[], None] = field(default=lambda: None)
+
+
+class ThrowawayBroker:
+    """A private ``rabbitmq-server`` on free loopback ports with its own data and logs.
+
+    Start costs about 7 s and stop about 9 s on the reference machine, so share one per
+    test session unless the test must restart or stop it.
+    """
+
+    def __init__(self, plugins: tuple[str, ...] = ("rabbitmq_stream",)) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="safebunny-broker-"))
+        self.node = f"sbtest{os.getpid()}x{free_port()}@localhost"
+        self.port = free_port()
+        self.dist_port = free_port()
+        self.epmd_port = free_port()
+        self.stream_port = free_port() if "rabbitmq_stream" in plugins else None
+        self.plugins = plugins
+        self.uri = f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
+        self.pid_file = self.base / "rabbit.pid"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            HOME=str(self.base),
+            RABBITMQ_NODENAME=self.node,
+            RABBITMQ_NODE_IP_ADDRESS="127.0.0.1",
+            RABBITMQ_NODE_PORT=str(self.port),
+            RABBITMQ_DIST_PORT=str(self.dist_port),
+            ERL_EPMD_PORT=str(self.epmd_port),
+            ERL_EPMD_ADDRESS="127.0.0.1",
+            RABBITMQ_MNESIA_BASE=str(self.base / "mnesia"),
+            RABBITMQ_LOG_BASE=str(self.base / "log"),
+            RABBITMQ_CONFIG_FILE=str(self.base / "rabbitmq"),
+            RABBITMQ_ENABLED_PLUGINS_FILE=str(self.base / "enabled_plugins"),
+            RABBITMQ_PID_FILE=str(self.pid_file),
+            RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
+        )
+        return env
+
+    def _write_config(self) -> None:
+        (self.base / "log").mkdir(exist_ok=True)
+        conf = ["loopback_users = none", "listeners.tcp.default = 127.0.0.1:%d" % self.port]
+        if self.stream_port:
+            conf.append(f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}")
+        (self.base / "rabbitmq.conf").write_text("\n".join(conf) + "\n")
+        (self.base / "enabled_plugins").write_text("[{}].".format(",".join(self.plugins)))
+
+    def start(self, timeout: float = 90.0) -> ThrowawayBroker:
+        if not (RABBIT_BIN / "rabbitmq-server").exists():
+            raise RuntimeError(f"no rabbitmq-server under {RABBIT_BIN}: apt-get install rabbitmq-server")
+        self._write_config()
+        subprocess.run(
+            [str(RABBIT_BIN / "rabbitmq-server"), "-detached"], env=self.env(), check=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.pid_file.exists():
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        break
+                except OSError:
+                    pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(f"throwaway broker did not open port {self.port}; logs in {self.base}/log")
+        self.ctl("await_startup", timeout=timeout)
+
+    def ctl(self, *args: str, timeout: float = 60.0) -> str:
+        out = subprocess.run(
+            [str(RABBIT_BIN / "rabbitmqctl"), "-n", self.node, *args], env=self.env(),
+            capture_output=True, text=True, timeout=timeout,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def stop(self) -> None:
+        """Stop the node (its data stays, so :meth:`start` again restarts it)."""
+        if self.pid_file.exists():
+            try:
+                self.ctl("stop", str(self.pid_file), timeout=60)
+            except Exception:
+                self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the broker's Erlang VM (a crash, not a clean stop)."""
+        if self.pid_file.exists():
+            try:
+                os.kill(int(self.pid_file.read_text().strip()), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+            self.pid_file.unlink(missing_ok=True)
+
+    def destroy(self) -> None:
+        """Stop the node, its epmd, and remove its files."""
+        self.stop()
+        subprocess.run(["pkill", "-f", f"epmd.*-port {self.epmd_port}"], check=False)
+        subprocess.run(
+            ["pkill", "-f", f"ERL_EPMD_PORT={self.epmd_port}"], check=False, stderr=subprocess.DEVNULL
+        )
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def _docker_answers() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except Exception:
+        return False
+
+
+def acquire_broker() -> Broker:
+    """Find or start a broker (see the module docstring); raise with advice if none."""
+    env_uri = os.environ.get("SAFEBUNNY_TEST_AMQP_URI")
+    if env_uri:
+        if not amqp_answers(env_uri):
+            raise RuntimeError("SAFEBUNNY_TEST_AMQP_URI is set but no broker answers there")
+        return Broker(env_uri, "SAFEBUNNY_TEST_AMQP_URI", stream_port=_stream_port_env())
+    local = "amqp://guest:guest@127.0.0.1:5672/%2F"
+    if amqp_answers(local):
+        return Broker(local, "the broker already running on 127.0.0.1:5672", stream_port=_probe(5552))
+    errors = []
+    if (RABBIT_BIN / "rabbitmq-server").exists():
+        try:
+            tb = ThrowawayBroker().start()
+            return Broker(tb.uri, f"a throwaway rabbitmq-server on port {tb.port}", tb.stream_port,
+                          stop=tb.destroy)
+        except Exception as exc:  # fall through to the next choice
+            errors.append(f"throwaway broker: {exc}")
+    if _docker_answers():
+        from testcontainers.rabbitmq import RabbitMqContainer  # type: ignore[import-not-found]
+
+        container = RabbitMqContainer("rabbitmq:3.13").start()
+        host, port = container.get_container_host_ip(), container.get_exposed_port(5672)
+        return Broker(f"amqp://guest:guest@{host}:{port}/%2F", "testcontainers' RabbitMQ",
+                      stop=container.stop)
+    raise RuntimeError(
+        "No RabbitMQ broker for the tests: set SAFEBUNNY_TEST_AMQP_URI, start one on 127.0.0.1:5672 "
+        "('rabbitmq-server -detached'), install Debian's rabbitmq-server "
+        "('apt-get install rabbitmq-server'), or run a Docker engine for testcontainers. "
+        + "; ".join(errors)
+    )
+
+
+def _probe(port: int) -> int | None:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return port
+    except OSError:
+        return None
+
+
+def _stream_port_env() -> int | None:
+    value = os.environ.get("SAFEBUNNY_TEST_STREAM_PORT")
+    return int(value) if value else None

@@ -1,0 +1,220 @@
+"""Shared fixtures: one real broker per run, self-cleaning queues, one local SparkSession.
+
+Tiers: ``tests/unit`` needs nothing; ``tests/integration`` (marker ``integration``) needs
+the broker; ``tests/e2e`` (marker ``e2e``) needs the broker and Spark. Markers are added
+from the folder, so a test cannot forget its tier.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from brokers import Broker, acquire_broker  # noqa: E402
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+_BROKER: Broker | None = None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "integration" in parts:
+            item.add_marker(pytest.mark.integration)
+        elif "e2e" in parts:
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _BROKER
+    if any(item.get_closest_marker("integration") for item in session.items):
+        _BROKER = acquire_broker()
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}"
+        if reporter is not None:
+            reporter.write_line(line, bold=True)
+        else:
+            print(line)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _BROKER is not None:
+        _BROKER.stop()
+
+
+@pytest.fixture(scope="session")
+def broker() -> Broker:
+    if _BROKER is None:
+        pytest.fail("the broker fixture is only for tests under tests/integration or tests/e2e")
+    return _BROKER
+
+
+@pytest.fixture(scope="session")
+def amqp_uri(broker: Broker) -> str:
+    return broker.uri
+
+
+class Admin:
+    """Broker-side helpers for tests: declare, publish, read back, count."""
+
+    def __init__(self, uri: str) -> None:
+        import pika
+
+        self.uri = uri
+        self.connection = pika.BlockingConnection(pika.URLParameters(uri))
+        self.channel = self.connection.channel()
+
+    def _ch(self):  # type: ignore[no-untyped-def]
+        if self.channel.is_closed:
+            self.channel = self.connection.channel()
+        return self.channel
+
+    def declare_queue(self, name: str, kind: str = "classic", arguments: dict | None = None) -> str:
+        args = dict(arguments or {})
+        if kind != "classic":
+            args["x-queue-type"] = kind
+        self._ch().queue_declare(name, durable=True, arguments=args)
+        return name
+
+    def publish(self, queue: str, bodies: list[bytes], properties: list | None = None,
+                exchange: str = "") -> None:
+        import pika
+
+        ch = self._ch()
+        ch.confirm_delivery()
+        for i, body in enumerate(bodies):
+            props = properties[i] if properties else pika.BasicProperties(delivery_mode=2)
+            ch.basic_publish(exchange, queue, body, props, mandatory=False)
+
+    def ready(self, queue: str) -> int:
+        """Messages ready in ``queue`` (a passive declare; unacked messages are not counted)."""
+        return self._ch().queue_declare(queue, passive=True).method.message_count
+
+    def get_all(self, queue: str, limit: int = 1_000_000) -> list:
+        """Take every ready message off ``queue`` (acked); returns (method, properties, body)."""
+        out = []
+        ch = self._ch()
+        while len(out) < limit:
+            method, props, body = ch.basic_get(queue, auto_ack=True)
+            if method is None:
+                break
+            out.append((method, props, body))
+        return out
+
+    def delete_queue(self, name: str) -> None:
+        try:
+            self._ch().queue_delete(name)
+        except Exception:
+            pass
+
+    def delete_exchange(self, name: str) -> None:
+        try:
+            self._ch().exchange_delete(name)
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        try:
+            self.connection.close()
+        except Exception:
+            pass
+
+
+def queue_totals(broker: Broker, queue: str) -> tuple[int, int]:
+    """``(ready, unacked)`` of ``queue`` as the broker counts them (rabbitmqctl)."""
+    from urllib.parse import urlsplit
+
+    port = urlsplit(broker.uri).port
+    if port != 5672:
+        raise RuntimeError("queue_totals needs rabbitmqctl access to the local broker")
+    out = subprocess.run(
+        ["rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready",
+         "messages_unacknowledged"], capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    for line in out.splitlines():
+        cols = line.split()
+        if cols and cols[0] == queue:
+            return int(cols[1]), int(cols[2])
+    raise KeyError(queue)
+
+
+@pytest.fixture
+def admin(amqp_uri: str) -> Iterator[Admin]:
+    a = Admin(amqp_uri)
+    yield a
+    a.close()
+
+
+def _name_for(request: pytest.FixtureRequest) -> str:
+    base = re.sub(r"[^A-Za-z0-9]+", "-", request.node.name).strip("-")[:60]
+    return f"sbt-{base}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """A broker-object name derived from the test's id, unique per run."""
+    return _name_for(request)
+
+
+@pytest.fixture
+def make_queue(admin: Admin, request: pytest.FixtureRequest) -> Iterator:
+    """Factory: ``make_queue(kind="classic", arguments=None)`` declares a durable queue named
+    after the test and deletes it when the test ends."""
+    created: list[str] = []
+
+    def make(kind: str = "classic", arguments: dict | None = None, suffix: str = "") -> str:
+        name = _name_for(request) + suffix
+        admin.declare_queue(name, kind, arguments)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        admin.delete_queue(name)
+
+
+@pytest.fixture
+def make_exchange(admin: Admin, request: pytest.FixtureRequest) -> Iterator:
+    """Factory: ``make_exchange(kind="topic")`` declares a durable exchange, deleted at the end."""
+    created: list[str] = []
+
+    def make(kind: str = "topic") -> str:
+        name = _name_for(request) + "-x"
+        admin._ch().exchange_declare(name, kind, durable=True)
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        admin.delete_exchange(name)
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local SparkSession for the whole run (``local[2]``), for e2e tests only."""
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("safebunny-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
