@@ -95,7 +95,7 @@ class ThrowawayBroker:
 
     def _write_config(self) -> None:
         (self.base / "log").mkdir(exist_ok=True)
-        conf = ["loopback_users = none", "listeners.tcp.default = 127.0.0.1:%d" % self.port]
+        conf = ["loopback_users = none", f"listeners.tcp.default = 127.0.0.1:{self.port}"]
         if self.stream_port:
             conf.append(f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}")
         (self.base / "rabbitmq.conf").write_text("\n".join(conf) + "\n")

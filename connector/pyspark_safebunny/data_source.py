@@ -1,12 +1,15 @@
-"""``SafeBunnyDataSource``: the entry point Spark instantiates for ``format("safebunny")``."""
+"""``SafeBunnyDataSource``: the entry point Spark instantiates for ``format("safebunny")``.
+
+It only dispatches: the source lives in ``stream_reader``/``batch_reader`` (schema in
+``schema``), the sink in ``writer``. Imports are lazy so that each Spark role loads only
+what it runs.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource
-
-from safebunny.errors import SafeBunnyNotImplementedError
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import (
@@ -21,25 +24,33 @@ __all__ = ["SafeBunnyDataSource"]
 
 
 class SafeBunnyDataSource(DataSource):
-    """RabbitMQ as a Spark data source: read queues, publish with confirms."""
+    """RabbitMQ as a Spark data source: read queues (ack on commit), publish with confirms."""
 
     @classmethod
     def name(cls) -> str:
         return "safebunny"
 
     def schema(self) -> StructType:
-        raise SafeBunnyNotImplementedError(
-            "The safebunny source is not implemented yet (issue 3); the format is registered."
-        )
+        from pyspark_safebunny.schema import source_schema
+
+        return source_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        raise SafeBunnyNotImplementedError("Batch reads with safebunny are not implemented yet.")
+        from pyspark_safebunny.batch_reader import create_batch_reader
+
+        return create_batch_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        raise SafeBunnyNotImplementedError("Streaming reads with safebunny are not implemented yet.")
+        from pyspark_safebunny.stream_reader import create_stream_reader
+
+        return create_stream_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        raise SafeBunnyNotImplementedError("Batch writes with safebunny are not implemented yet.")
+        from pyspark_safebunny.writer import create_writer
+
+        return create_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        raise SafeBunnyNotImplementedError("Streaming writes with safebunny are not implemented yet.")
+        from pyspark_safebunny.writer import create_stream_writer
+
+        return create_stream_writer(self.options, schema, overwrite)
