@@ -204,11 +204,11 @@ def make_exchange(admin: Admin, request: pytest.FixtureRequest) -> Iterator:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole run (``local[2]``), for e2e tests only."""
+    """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times)."""
     from pyspark.sql import SparkSession
 
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,3]")
         .appName("safebunny-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

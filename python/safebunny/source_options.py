@@ -1,0 +1,83 @@
+"""The options of the safebunny source (``spark.readStream.format("safebunny")``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
+from safebunny.uri import validate_uri
+
+__all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table"]
+
+
+def _uri(name: str, raw: str) -> str:
+    return validate_uri(raw, name)
+
+
+def _starting_offsets(name: str, raw: str) -> str | int | dict[str, int]:
+    """``earliest``, ``latest``, an offset number, or ``{"timestamp": <epoch ms>}``."""
+    value = str(raw).strip()
+    lower = value.lower()
+    if lower in ("earliest", "latest"):
+        return lower
+    if lower.lstrip("-").isdigit():
+        number = int(lower)
+        if number < 0:
+            raise SafeBunnyOptionError(f"Option '{name}' must not be negative, but got {value!r}.", name)
+        return number
+    if lower.startswith("timestamp:"):
+        stamp = lower.split(":", 1)[1]
+        if stamp.isdigit():
+            return {"timestamp": int(stamp)}
+    raise SafeBunnyOptionError(
+        f"Option '{name}' must be 'earliest', 'latest', an offset number such as '1200', or "
+        f"'timestamp:<epoch milliseconds>', but got {value!r}.",
+        name,
+    )
+
+
+SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
+    OptionSpec("uri", _uri, required=True, values="`amqp://` or `amqps://` URI",
+               doc="The broker, e.g. `amqp://user:password@host:5672/%2F`. The password is never logged."),
+    OptionSpec("queue", parse_str, required=True, values="queue name",
+               doc="The queue to read. It must exist (declare it, or let the saga topology do it)."),
+    OptionSpec("queueType", parse_choice("auto", "classic", "quorum", "stream"), default="auto",
+               values="`auto`, `classic`, `quorum`, `stream`",
+               doc="How to read the queue. `auto` asks the broker; set it to skip the probe."),
+    OptionSpec("journalLocation", parse_str, values="directory or URI",
+               doc="Classic and quorum queues: where each batch's messages are written before its offset "
+                   "is returned, on storage every executor can read (DBFS/S3 on a cluster). Required there."),
+    OptionSpec("maxMessagesPerTrigger", parse_int(1), values="integer >= 1",
+               doc="At most this many messages per micro-batch (Spark's ReadMaxRows). Also bounds the "
+                   "prefetch, so the reader's memory."),
+    OptionSpec("maxBytesPerTrigger", parse_int(1), values="integer >= 1",
+               doc="At most about this many body bytes per micro-batch (Spark's ReadMaxBytes)."),
+    OptionSpec("startingOffsets", _starting_offsets, default="earliest",
+               values="`earliest`, `latest`, offset, `timestamp:<ms>`",
+               doc="Stream queues: where a new query starts. A restarted query resumes from its checkpoint."),
+    OptionSpec("minPartitions", parse_int(1), default=1, values="integer >= 1",
+               doc="Stream queues: split each batch's offset range into at least this many partitions."),
+    OptionSpec("failOnDataLoss", parse_bool, default=True, values="`true`, `false`",
+               doc="Fail when a logged batch's journal is missing or retention removed requested stream "
+                   "offsets; `false` skips them with a loud warning."),
+    OptionSpec("includeHeaders", parse_bool, default=False, values="`true`, `false`",
+               doc="Add the `headers` column (map<string,string>; nested values as JSON)."),
+    OptionSpec("pollTimeoutMs", parse_int(0), default=1000, values="milliseconds",
+               doc="How long one micro-batch waits for the first message when the queue is empty."),
+    OptionSpec("heartbeatSeconds", parse_int(0), default=30, values="seconds",
+               doc="AMQP heartbeat of the reader's connection (0 disables)."),
+    OptionSpec("streamPort", parse_int(0), default=5552, values="port, 0 to disable",
+               doc="Stream queues: the stream protocol port; 0 reads over AMQP 0-9-1 instead."),
+)
+
+
+def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
+    """Validate the source's options; raises :class:`SafeBunnyOptionError` naming the option."""
+    return parse_options(raw, SOURCE_OPTIONS, role="source")
+
+
+def source_options_table() -> str:
+    """The README's table of source options."""
+    return options_table(SOURCE_OPTIONS)
