@@ -1,0 +1,269 @@
+"""Message fields -> the source's column values, and Arrow record batches of them.
+
+Shared by every reader (classic/quorum journal reader, stream-queue reader). The columns
+and their order are those of ``pyspark_safebunny.schema.schema_for(include_headers,
+include_offset=True)``; :func:`arrow_schema` is the exact Arrow schema Spark expects for it
+(``to_arrow_schema(schema, timezone="UTC")``: Spark rejects a batch whose schema differs,
+nullability included). This module does not import pyspark.
+
+Header rendering (``headers`` column, ``map<string,string>``), see :func:`render_header_value`:
+
+* ``str`` as is; ``bytes`` decoded as UTF-8, or standard base64 when they are not valid UTF-8;
+* ``bool`` -> ``true``/``false``; ``int``/``float`` -> their JSON text; ``Decimal`` -> ``str``;
+* ``datetime`` -> ISO 8601 in UTC (naive values, as pika decodes them, are taken as UTC);
+* ``None`` -> a null map value;
+* nested tables and arrays -> compact JSON with sorted keys (orjson ``OPT_SORT_KEYS``), with
+  the same rules for nested bytes, decimals and datetimes, so equal headers render equally.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+__all__ = [
+    "BASE_COLUMNS",
+    "arrow_schema",
+    "column_names",
+    "amqp_timestamp",
+    "render_header_value",
+    "render_headers",
+    "pika_row",
+    "rows_to_record_batch",
+]
+
+#: The base columns, in schema order (``headers`` and ``offset`` follow when present).
+BASE_COLUMNS: tuple[str, ...] = (
+    "value",
+    "messageId",
+    "correlationId",
+    "routingKey",
+    "exchange",
+    "queue",
+    "redelivered",
+    "deliveryCount",
+    "timestamp",
+    "contentType",
+    "type",
+)
+
+_BASE_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("value", pa.binary()),
+    pa.field("messageId", pa.string()),
+    pa.field("correlationId", pa.string()),
+    pa.field("routingKey", pa.string()),
+    pa.field("exchange", pa.string()),
+    pa.field("queue", pa.string(), nullable=False),
+    pa.field("redelivered", pa.bool_(), nullable=False),
+    pa.field("deliveryCount", pa.int32()),
+    pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("contentType", pa.string()),
+    pa.field("type", pa.string()),
+)
+_HEADERS_FIELD = pa.field("headers", pa.map_(pa.string(), pa.string()))
+_OFFSET_FIELD = pa.field("offset", pa.int64())
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def arrow_schema(include_headers: bool, include_offset: bool = True) -> pa.Schema:
+    """The Arrow schema Spark expects for ``schema_for(include_headers, include_offset)``."""
+    fields = list(_BASE_FIELDS)
+    if include_headers:
+        fields.append(_HEADERS_FIELD)
+    if include_offset:
+        fields.append(_OFFSET_FIELD)
+    return pa.schema(fields)
+
+
+def column_names(include_headers: bool, include_offset: bool = True) -> list[str]:
+    """The column names in schema order."""
+    return arrow_schema(include_headers, include_offset).names
+
+
+def amqp_timestamp(props: Any) -> _dt.datetime | None:
+    """The AMQP 0-9-1 ``timestamp`` property (epoch seconds) as an aware UTC datetime, or None.
+
+    ``props`` is a pika ``BasicProperties``, a mapping with a ``timestamp`` key, or the
+    timestamp itself (an ``int`` of epoch seconds or a ``datetime``).
+    """
+    if props is None:
+        return None
+    if isinstance(props, Mapping):
+        value = props.get("timestamp")
+    elif isinstance(props, (int, float, _dt.datetime)) and not isinstance(props, bool):
+        value = props
+    else:
+        value = getattr(props, "timestamp", None)
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, _dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+    try:
+        return _EPOCH + _dt.timedelta(seconds=int(value))
+    except (OverflowError, ValueError, TypeError):
+        return None
+
+
+def _bytes_text(value: bytes | bytearray | memoryview) -> str:
+    raw = bytes(value)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return base64.b64encode(raw).decode("ascii")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_text(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    raise TypeError(f"cannot render a header value of type {type(value).__name__}")
+
+
+def _normalise(value: Any) -> Any:
+    """Make nested tables JSON-ready: keys as text, naive datetimes as UTC."""
+    if isinstance(value, Mapping):
+        return {(_bytes_text(k) if isinstance(k, (bytes, bytearray)) else str(k)): _normalise(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    if isinstance(value, _dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=_dt.timezone.utc)
+    return value
+
+
+def render_header_value(value: Any) -> str | None:
+    """One header value as text (rules in the module docstring)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _bytes_text(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, _dt.datetime):
+        aware = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+        return aware.astimezone(_dt.timezone.utc).isoformat()
+    try:
+        return orjson.dumps(_normalise(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
+                            default=_json_default).decode("utf-8")
+    except (TypeError, orjson.JSONEncodeError):
+        return str(value)
+
+
+def render_headers(headers: Mapping[Any, Any] | None) -> dict[str, str | None] | None:
+    """A header table as ``{str: str}`` (values may be None), or None when there are no headers.
+
+    Keys given as bytes (AMQP 1.0 application properties) are decoded like values.
+    """
+    if headers is None:
+        return None
+    out: dict[str, str | None] = {}
+    for key, value in headers.items():
+        name = _bytes_text(key) if isinstance(key, (bytes, bytearray, memoryview)) else str(key)
+        out[name] = render_header_value(value)
+    return out
+
+
+def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_headers: bool,
+             offset: int | None = None, delivery_count: int | None = None) -> dict[str, Any]:
+    """One row from a pika delivery (``basic_deliver``/``basic_get`` method, properties, body).
+
+    ``delivery_count`` defaults to the quorum queue's ``x-delivery-count`` header when present.
+    """
+    headers = getattr(properties, "headers", None) or None
+    if delivery_count is None and headers is not None:
+        count = headers.get("x-delivery-count")
+        if isinstance(count, int) and not isinstance(count, bool):
+            delivery_count = count
+    row: dict[str, Any] = {
+        "value": bytes(body) if body is not None else None,
+        "messageId": getattr(properties, "message_id", None),
+        "correlationId": getattr(properties, "correlation_id", None),
+        "routingKey": getattr(method, "routing_key", None),
+        "exchange": getattr(method, "exchange", None),
+        "queue": queue,
+        "redelivered": bool(getattr(method, "redelivered", False)),
+        "deliveryCount": delivery_count,
+        "timestamp": amqp_timestamp(properties),
+        "contentType": getattr(properties, "content_type", None),
+        "type": getattr(properties, "type", None),
+        "offset": offset,
+    }
+    if include_headers:
+        row["headers"] = render_headers(headers)
+    return row
+
+
+def _timestamp_array(values: Sequence[Any]) -> pa.Array:
+    """Datetimes (aware or naive UTC) or ints of epoch microseconds -> ``timestamp[us, UTC]``."""
+    micros: list[int | None] = []
+    for v in values:
+        if v is None:
+            micros.append(None)
+        elif isinstance(v, _dt.datetime):
+            aware = v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)
+            delta = aware - _EPOCH
+            micros.append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        else:
+            micros.append(int(v))
+    return pa.array(micros, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+
+
+def _headers_array(values: Sequence[Any]) -> pa.Array:
+    items: list[list[tuple[str, str | None]] | None] = []
+    for v in values:
+        if v is None:
+            items.append(None)
+        else:
+            items.append([(str(k), None if x is None else str(x)) for k, x in v.items()])
+    return pa.array(items, type=_HEADERS_FIELD.type)
+
+
+def rows_to_record_batch(rows: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
+                         include_headers: bool) -> pa.RecordBatch:
+    """An Arrow batch with exactly :func:`arrow_schema` ``(include_headers, include_offset=True)``.
+
+    ``rows`` is either a list of row dicts keyed by column name or a dict of columns (lists
+    of equal length). Missing columns are null (``redelivered`` defaults to False); extra
+    keys are ignored. ``timestamp`` values are datetimes (naive ones are UTC) or ints of
+    epoch microseconds; ``headers`` values are ``{str: str}`` dicts as from
+    :func:`render_headers`.
+    """
+    schema = arrow_schema(include_headers, include_offset=True)
+    if isinstance(rows, Mapping):
+        columns = rows
+        lengths = {len(v) for v in columns.values()}
+        if len(lengths) > 1:
+            raise ValueError(f"columns must have equal lengths, but got lengths {sorted(lengths)}")
+        n = lengths.pop() if lengths else 0
+    else:
+        n = len(rows)
+        columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    arrays: list[pa.Array] = []
+    for field in schema:
+        values = columns.get(field.name)
+        if values is None:
+            values = [False] * n if field.name == "redelivered" else [None] * n
+        if field.name == "timestamp":
+            arrays.append(_timestamp_array(values))
+        elif field.name == "headers":
+            arrays.append(_headers_array(values))
+        elif field.name == "redelivered":
+            arrays.append(pa.array([bool(v) for v in values], type=pa.bool_()))
+        else:
+            if field.name == "queue" and any(v is None for v in values):
+                raise ValueError("the 'queue' column must not be null")
+            arrays.append(pa.array(values, type=field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

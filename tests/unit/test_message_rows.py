@@ -1,0 +1,146 @@
+"""Message fields -> column values and Arrow batches (pure; no broker, no JVM)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pyspark.sql.pandas.types import to_arrow_schema
+
+from pyspark_safebunny.schema import schema_for
+from safebunny import message_rows
+from safebunny.message_rows import (
+    amqp_timestamp,
+    arrow_schema,
+    pika_row,
+    render_header_value,
+    render_headers,
+    rows_to_record_batch,
+)
+
+UTC = dt.timezone.utc
+
+
+def test_public_api():
+    assert set(message_rows.__all__) == {
+        "BASE_COLUMNS", "arrow_schema", "column_names", "amqp_timestamp", "render_header_value",
+        "render_headers", "pika_row", "rows_to_record_batch",
+    }
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_arrow_schema_is_exactly_what_spark_expects(include_headers):
+    expected = to_arrow_schema(schema_for(include_headers, include_offset=True), timezone="UTC")
+    assert arrow_schema(include_headers).equals(expected)
+    assert rows_to_record_batch([], include_headers).schema.equals(expected)
+
+
+def test_amqp_timestamp_forms():
+    when = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
+    seconds = int(when.timestamp())
+    assert amqp_timestamp(SimpleNamespace(timestamp=seconds)) == when
+    assert amqp_timestamp({"timestamp": seconds}) == when
+    assert amqp_timestamp(seconds) == when
+    assert amqp_timestamp(dt.datetime(2024, 5, 1, 12)) == when
+    assert amqp_timestamp(SimpleNamespace(timestamp=None)) is None
+    assert amqp_timestamp(None) is None
+    assert amqp_timestamp({}) is None
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        ("plain", "plain"),
+        (b"caf\xc3\xa9", "café"),
+        (b"\xff\x00\xfe", "/wD+"),
+        (True, "true"),
+        (False, "false"),
+        (42, "42"),
+        (-7, "-7"),
+        (1.5, "1.5"),
+        (Decimal("12.340"), "12.340"),
+        (dt.datetime(2024, 5, 1, 12, 0, 0), "2024-05-01T12:00:00+00:00"),
+        ({"b": 1, "a": [1, b"x", None], "c": {"z": True, "y": b"\xff"}},
+         '{"a":[1,"x",null],"b":1,"c":{"y":"/w==","z":true}}'),
+        ([3, "x", dt.datetime(2024, 1, 1)], '[3,"x","2024-01-01T00:00:00+00:00"]'),
+        ({"d": Decimal("1.10")}, '{"d":"1.10"}'),
+    ],
+)
+def test_render_header_value(value, text):
+    assert render_header_value(value) == text
+
+
+def test_render_headers():
+    assert render_headers(None) is None
+    assert render_headers({}) == {}
+    assert render_headers({b"k": b"v", "n": None, "i": 1}) == {"k": "v", "n": None, "i": "1"}
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text() | st.binary(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(max_size=5), json_values, max_size=5))
+def test_nested_rendering_is_stable_under_key_order(table):
+    reordered = dict(reversed(list(table.items())))
+    assert render_header_value(table) == render_header_value(reordered)
+    assert render_headers(table) == render_headers(reordered)
+
+
+def test_pika_row_maps_every_column():
+    method = SimpleNamespace(routing_key="rk", exchange="ex", redelivered=True, delivery_tag=9)
+    props = SimpleNamespace(message_id="m1", correlation_id="c1", timestamp=1_700_000_000,
+                            content_type="application/json", type="OrderPlaced",
+                            headers={"x-delivery-count": 2, "n": {"b": 2, "a": 1}})
+    row = pika_row("q", method, props, b"body", include_headers=True)
+    assert row == {
+        "value": b"body", "messageId": "m1", "correlationId": "c1", "routingKey": "rk", "exchange": "ex",
+        "queue": "q", "redelivered": True, "deliveryCount": 2,
+        "timestamp": dt.datetime.fromtimestamp(1_700_000_000, UTC), "contentType": "application/json",
+        "type": "OrderPlaced", "offset": None,
+        "headers": {"x-delivery-count": "2", "n": '{"a":1,"b":2}'},
+    }
+    plain = pika_row("q", method, SimpleNamespace(headers=None), b"", include_headers=False, offset=5)
+    assert "headers" not in plain and plain["offset"] == 5 and plain["deliveryCount"] is None
+
+
+def test_rows_to_record_batch_from_rows_and_columns_agree():
+    when = dt.datetime(2024, 5, 1, 12, 0, 0, 250, tzinfo=UTC)
+    rows = [
+        {"value": b"a", "messageId": "1", "queue": "q", "redelivered": False, "timestamp": when,
+         "headers": {"k": "v"}, "offset": 10},
+        {"value": None, "queue": "q", "redelivered": True, "timestamp": None, "headers": None, "offset": 11},
+    ]
+    batch = rows_to_record_batch(rows, include_headers=True)
+    assert batch.num_rows == 2
+    got = batch.to_pylist()
+    assert got[0]["timestamp"] == when
+    assert got[0]["headers"] == [("k", "v")]
+    assert got[1]["headers"] is None and got[1]["redelivered"] is True
+    assert got[0]["deliveryCount"] is None and got[0]["offset"] == 10
+    micros = int(when.timestamp()) * 1_000_000 + 250
+    columns = {"value": [b"a", None], "messageId": ["1", None], "queue": ["q", "q"],
+               "redelivered": [False, True], "timestamp": [micros, None],
+               "headers": [{"k": "v"}, None], "offset": [10, 11]}
+    assert rows_to_record_batch(columns, include_headers=True).equals(batch)
+
+
+def test_rows_to_record_batch_rejects_bad_input():
+    with pytest.raises(ValueError, match="equal lengths"):
+        rows_to_record_batch({"value": [b"a"], "queue": ["q", "q"]}, include_headers=False)
+    with pytest.raises(ValueError, match="'queue'"):
+        rows_to_record_batch([{"value": b"a"}], include_headers=False)
+
+
+def test_record_batch_has_no_headers_column_unless_asked():
+    batch = rows_to_record_batch([{"queue": "q"}], include_headers=False)
+    assert "headers" not in batch.schema.names
+    assert isinstance(batch, pa.RecordBatch)
