@@ -50,8 +50,17 @@ def schema_for(include_headers: bool, include_offset: bool) -> StructType:
 def source_schema(raw_options: Mapping[str, str]) -> StructType:
     """Validate the options (so errors come at ``load()``) and return the schema.
 
-    The ``offset`` column is always present: it is the stream offset for stream queues and
+    When the queue may need a journal and ``journalLocation`` is missing, this asks the broker
+    for the queue's type (``queueType=auto``), so a missing queue, a wrong password or an
+    unreachable host are reported at ``load()`` too. The ``offset`` column is always present: it is the stream offset for stream queues and
     null for classic and quorum queues, so the schema does not depend on a broker probe.
     """
     options = parse_source_options(raw_options)
+    if options["queueType"] in ("classic", "quorum") or (
+        options["queueType"] == "auto" and not options["journalLocation"]
+    ):
+        # fail at load(), not when the query starts, when a journal is needed and missing
+        from pyspark_safebunny.stream_reader import require_journal, resolve_queue_type
+
+        require_journal(options, resolve_queue_type(options))
     return schema_for(options["includeHeaders"], include_offset=True)

@@ -1,0 +1,245 @@
+"""``SafeBunnyQueueStreamReader``: classic and quorum queues, acked only on commit.
+
+The contract (shared/DESIGN.md, "The source"):
+
+* ``latestOffset`` (driver side, one long-lived process) takes up to the read limit of
+  deliveries from the :class:`~safebunny.consumer.QueueConsumer`, writes them to the
+  :class:`~safebunny.journal.Journal` and only then returns the new offset
+  ``{"seq": n, "tick": t}``: ``seq`` counts messages taken by this query (never a delivery
+  tag, which is channel-scoped), ``tick`` only moves to make Spark plan an empty batch.
+* ``partitions``/``read`` serve a batch from its journal file, so a replay is exact.
+* ``commit(end)`` acks with ``multiple=True`` through the last delivery of that batch and
+  deletes its journal. Unknown offsets (after a restart) ack nothing: the broker requeued
+  those messages and they come back flagged ``redelivered``.
+* Spark commits a batch only when it plans the next one. When no message arrives and a
+  batch is still unacked, ``latestOffset`` returns the same ``seq`` with ``tick + 1``: Spark
+  plans one empty batch and commits the previous one at once, so an idle query or an
+  ``availableNow`` run ends with everything acked.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from safebunny.consumer import Delivery, QueueConsumer
+from safebunny.crashpoints import crash_point
+from safebunny.errors import SafeBunnyDataLossError
+from safebunny.journal import Journal
+from safebunny.message_rows import amqp_timestamp, render_headers, rows_to_record_batch
+
+__all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
+
+log = logging.getLogger("safebunny.source")
+
+#: Messages per micro-batch when neither ``maxMessagesPerTrigger`` nor a byte limit is set.
+DEFAULT_MAX_MESSAGES = 10_000
+
+
+@dataclass
+class JournalPartition(InputPartition):
+    """One logged batch: the sequence range ``(start_seq, end_seq]`` in the journal."""
+
+    location: str
+    start_seq: int
+    end_seq: int
+    fail_on_data_loss: bool
+    include_headers: bool
+
+    def __init__(self, location: str, start_seq: int, end_seq: int, fail_on_data_loss: bool,
+                 include_headers: bool) -> None:
+        super().__init__((start_seq, end_seq))
+        self.location = location
+        self.start_seq = start_seq
+        self.end_seq = end_seq
+        self.fail_on_data_loss = fail_on_data_loss
+        self.include_headers = include_headers
+
+
+def deliveries_to_batch(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.RecordBatch:
+    """The Arrow batch of the source's schema for ``deliveries`` (column-wise, no row dicts)."""
+    props = [d.properties for d in deliveries]
+    counts: list[int | None] = []
+    for p in props:
+        h = p.headers
+        c = h.get("x-delivery-count") if h else None
+        counts.append(c if isinstance(c, int) and not isinstance(c, bool) else None)
+    columns: dict[str, list[Any]] = {
+        "value": [d.body for d in deliveries],
+        "messageId": [p.message_id for p in props],
+        "correlationId": [p.correlation_id for p in props],
+        "routingKey": [d.routing_key for d in deliveries],
+        "exchange": [d.exchange for d in deliveries],
+        "queue": [queue] * len(deliveries),
+        "redelivered": [d.redelivered for d in deliveries],
+        "deliveryCount": counts,
+        "timestamp": [amqp_timestamp(p) if p.timestamp is not None else None for p in props],
+        "contentType": [p.content_type for p in props],
+        "type": [p.type for p in props],
+        "offset": [None] * len(deliveries),
+    }
+    if include_headers:
+        columns["headers"] = [render_headers(p.headers) if p.headers else None for p in props]
+    return rows_to_record_batch(columns, include_headers)
+
+
+class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads a classic or quorum queue; see the module docstring for the contract."""
+
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self.queue: str = options["queue"]
+        self.include_headers: bool = options["includeHeaders"]
+        self.max_messages: int | None = options["maxMessagesPerTrigger"]
+        self.max_bytes: int | None = options["maxBytesPerTrigger"]
+        self.location: str = options["journalLocation"]
+        self._consumer: QueueConsumer | None = None
+        self._journal: Journal | None = None
+        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag)
+        self._pending: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self._target_seq: int | None = None
+        self._target_count: int | None = None
+        self._last_seq = 0
+
+    # ------------------------------------------------------------------ helpers
+    def _batch_cap(self) -> int:
+        return self.max_messages or DEFAULT_MAX_MESSAGES
+
+    def _prefetch(self) -> int:
+        # room for one uncommitted batch plus the next, so batches need not wait for commits
+        return min(65535, 2 * self._batch_cap())
+
+    def _journal_(self) -> Journal:
+        if self._journal is None:
+            self._journal = Journal(self.location)
+            self._journal.ensure()
+        return self._journal
+
+    def _consumer_(self) -> QueueConsumer:
+        if self._consumer is None:
+            self._consumer = QueueConsumer(
+                self.options["uri"], self.queue, prefetch=self._prefetch(),
+                heartbeat=self.options["heartbeatSeconds"],
+            ).start()
+        return self._consumer
+
+    def _limits(self, limit: ReadLimit) -> tuple[int, int | None]:
+        if isinstance(limit, ReadMaxRows):
+            return max(1, int(limit.max_rows)), self.max_bytes
+        if isinstance(limit, ReadMaxBytes):
+            return self._batch_cap(), max(1, int(limit.max_bytes))
+        if isinstance(limit, ReadAllAvailable):
+            return self._prefetch(), None
+        return self._batch_cap(), self.max_bytes
+
+    # ------------------------------------------------------------------ Spark API
+    def initialOffset(self) -> dict:
+        return {"seq": 0, "tick": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.max_messages is not None:
+            return ReadMaxRows(self.max_messages)
+        if self.max_bytes is not None:
+            return ReadMaxBytes(self.max_bytes)
+        return ReadMaxRows(DEFAULT_MAX_MESSAGES)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        fresh = self._consumer is None
+        consumer = self._consumer_()
+        # A fresh consumer counted the queue before it started consuming: exact. Otherwise the
+        # count misses deliveries in flight between the broker and the buffer (documented).
+        self._target_count = consumer.backlog if fresh else consumer.queue_depth() + consumer.buffered()
+        self._target_seq = None
+        log.info("availableNow: reading the %d messages in queue %r now", self._target_count, self.queue)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        seq, tick = int(start["seq"]), int(start.get("tick", 0))
+        self._last_seq = seq
+        consumer = self._consumer_()
+        journal = self._journal_()
+        count, max_bytes = self._limits(limit)
+        first_wait = self.options["pollTimeoutMs"] / 1000.0
+        if self._target_count is not None:
+            if self._target_seq is None:
+                self._target_seq = seq + self._target_count
+            count = min(count, self._target_seq - seq)
+        deliveries = consumer.take(count, max_bytes, first_wait) if count > 0 else []
+        if deliveries:
+            end = seq + len(deliveries)
+            crash_point("source.after_consume")
+            journal.write(seq, end, deliveries_to_batch(self.queue, deliveries, self.include_headers))
+            crash_point("source.after_journal_write")
+            last = deliveries[-1]
+            self._pending[end] = (last.generation, last.delivery_tag)
+            self._last_seq = end
+            return {"seq": end, "tick": 0}
+        if self._pending:
+            # nothing new, but a planned batch is still unacked: make Spark commit it now
+            return {"seq": seq, "tick": tick + 1}
+        return start
+
+    def reportLatestOffset(self) -> dict | None:
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        # the lag shows in the query's progress as latestOffset.seq - endOffset.seq
+        return {"seq": self._last_seq + consumer.queue_depth() + consumer.buffered(), "tick": 0}
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        start_seq, end_seq = int(start["seq"]), int(end["seq"])
+        if end_seq <= start_seq:
+            return []
+        journal = self._journal_()
+        if not journal.exists(start_seq, end_seq):
+            error = journal.missing(start_seq, end_seq)
+            if self.options["failOnDataLoss"]:
+                raise error
+            log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)
+            return []
+        return [JournalPartition(self.location, start_seq, end_seq, self.options["failOnDataLoss"],
+                                 self.include_headers)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, JournalPartition)
+        journal = Journal(partition.location)
+        try:
+            yield from journal.read(partition.start_seq, partition.end_seq)
+        except SafeBunnyDataLossError as exc:
+            if partition.fail_on_data_loss:
+                raise
+            log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", exc)
+
+    def commit(self, end: dict) -> None:
+        end_seq = int(end["seq"])
+        crash_point("source.before_ack")
+        done = [s for s in self._pending if s <= end_seq]
+        if done and self._consumer is not None:
+            generation, tag = self._pending[done[-1]]
+            acked = self._consumer.ack_through(generation, tag)
+            if not acked:
+                log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
+                            "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
+        for s in done:
+            del self._pending[s]
+        crash_point("source.after_ack")
+        self._journal_().delete_through(end_seq)
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.stop()
+            self._consumer = None

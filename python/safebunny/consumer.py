@@ -1,0 +1,300 @@
+"""A queue consumer whose connection lives on its own I/O thread.
+
+The driver-side reader of a classic or quorum queue holds deliveries unacked across
+micro-batches: from the moment a batch is planned until Spark commits it. Between Spark's
+calls nothing would service a :class:`pika.BlockingConnection`, and the broker would close
+it after the heartbeat timeout, requeueing everything. So the connection is owned by one
+thread that keeps calling ``process_data_events``; the Spark-facing thread only takes
+deliveries from a buffer and asks for acks through ``add_callback_threadsafe``.
+
+Delivery tags are channel-scoped: every delivery carries the *generation* of the channel
+that delivered it, and an ack for an older generation is dropped (the broker has already
+requeued those messages; they come back flagged ``redelivered``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError
+from safebunny.uri import connection_parameters, describe
+
+__all__ = ["Delivery", "QueueConsumer", "open_connection"]
+
+log = logging.getLogger("safebunny.consumer")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One message taken off the queue, with the channel generation that delivered it."""
+
+    generation: int
+    delivery_tag: int
+    body: bytes
+    properties: Any
+    exchange: str
+    routing_key: str
+    redelivered: bool
+
+
+def open_connection(uri: str, heartbeat: int | None = None) -> Any:
+    """Open a :class:`pika.BlockingConnection`, translating failures into clear errors."""
+    import pika
+    import pika.exceptions as px
+
+    where = describe(uri)
+    params = connection_parameters(uri, heartbeat=heartbeat)
+    params.connection_attempts = 1
+    params.socket_timeout = 10
+    params.blocked_connection_timeout = 60
+    try:
+        return pika.BlockingConnection(params)
+    except px.ProbableAuthenticationError:
+        raise SafeBunnyBrokerError(
+            f"The broker at {where} refused the credentials of user {params.credentials.username!r}: "
+            "check the user and password in option 'uri'."
+        ) from None
+    except px.ProbableAccessDeniedError:
+        raise SafeBunnyBrokerError(
+            f"User {params.credentials.username!r} may not use {where}: check the vhost in option 'uri' "
+            "and the user's permissions."
+        ) from None
+    except px.AMQPConnectionError as exc:
+        raise SafeBunnyBrokerError(
+            f"Cannot connect to RabbitMQ at {where} ({type(exc).__name__}): check the host and port in "
+            "option 'uri' and that the broker is running."
+        ) from None
+
+
+class QueueConsumer:
+    """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
+
+    ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
+    Call :meth:`take` to get deliveries, :meth:`ack_through` to ack a prefix of them.
+    """
+
+    def __init__(self, uri: str, queue: str, prefetch: int, heartbeat: int = 30) -> None:
+        if not 0 <= prefetch <= 65535:
+            raise ValueError(f"prefetch must be within 0..65535, but got {prefetch}")
+        self.uri = uri
+        self.queue = queue
+        self.prefetch = prefetch
+        self.heartbeat = heartbeat
+        self.generation = 0
+        self._buffer: deque[Delivery] = deque()
+        self._cond = threading.Condition()
+        self._connection: Any = None
+        self._channel: Any = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._ready = threading.Event()
+        self._fatal: BaseException | None = None
+        self.last_error: str | None = None
+        self.backlog: int = 0
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self) -> QueueConsumer:
+        """Connect, start consuming, and return once the consumer is registered."""
+        self._connect()  # in the caller's thread, so errors surface to it
+        self._thread = threading.Thread(target=self._run, name=f"safebunny-io-{self.queue}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _connect(self) -> None:
+        import pika.exceptions as px
+
+        connection = open_connection(self.uri, self.heartbeat)
+        channel = connection.channel()
+        try:
+            declared = channel.queue_declare(self.queue, passive=True)
+        except px.ChannelClosedByBroker as exc:
+            connection.close()
+            if exc.reply_code == 404:
+                raise SafeBunnyBrokerError(
+                    f"Queue {self.queue!r} does not exist at {describe(self.uri)}: declare it first "
+                    "(or let the saga topology declare it), or fix option 'queue'.",
+                    404,
+                ) from None
+            raise SafeBunnyBrokerError(f"Cannot use queue {self.queue!r}: {exc.reply_text}", exc.reply_code) from None
+        self.backlog = declared.method.message_count
+        channel.basic_qos(prefetch_count=self.prefetch)
+        self.generation += 1
+        generation = self.generation
+
+        def on_message(ch: Any, method: Any, properties: Any, body: bytes) -> None:
+            delivery = Delivery(
+                generation, method.delivery_tag, body, properties, method.exchange, method.routing_key,
+                method.redelivered,
+            )
+            with self._cond:
+                self._buffer.append(delivery)
+                self._cond.notify_all()
+
+        channel.basic_consume(self.queue, on_message, auto_ack=False)
+        self._connection, self._channel = connection, channel
+        self._ready.set()
+
+    def _run(self) -> None:
+        import pika.exceptions as px
+
+        backoff = 0.5
+        while not self._stopping.is_set():
+            try:
+                if self._connection is None or self._connection.is_closed:
+                    self._reconnect_after_loss()
+                self._connection.process_data_events(time_limit=0.2)
+                backoff = 0.5
+            except (px.AMQPError, OSError, SafeBunnyBrokerError) as exc:
+                self._note_loss(exc)
+                if self._stopping.wait(backoff):
+                    break
+                backoff = min(backoff * 2, 10.0)
+            except BaseException as exc:  # a bug: surface it to the Spark thread
+                self._fatal = exc
+                with self._cond:
+                    self._cond.notify_all()
+                return
+        self._close_quietly()
+
+    def _note_loss(self, exc: BaseException) -> None:
+        code = getattr(exc, "reply_code", None)
+        text = getattr(exc, "reply_text", "") or str(exc)
+        if code == 406 and "timeout" in text.lower():
+            message = (
+                f"The broker closed the channel of queue {self.queue!r} because a delivery stayed unacked "
+                f"longer than its consumer_timeout ({text}). Those messages are requeued and will be "
+                "read again flagged 'redelivered'. Make batches finish faster or raise consumer_timeout."
+            )
+        else:
+            message = f"Lost the connection to {describe(self.uri)} while consuming {self.queue!r}: {text!r}; reconnecting."
+        self.last_error = message
+        log.warning(message)
+        self._ready.clear()
+        self._close_quietly()
+        self._connection = None
+
+    def _reconnect_after_loss(self) -> None:
+        # Deliveries of the old channel can no longer be acked; the broker requeued them.
+        with self._cond:
+            self._buffer.clear()
+        self._connect()
+        log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
+                    describe(self.uri), self.queue, self.generation)
+
+    def _close_quietly(self) -> None:
+        try:
+            if self._connection is not None and self._connection.is_open:
+                self._connection.close()
+        except Exception:
+            pass
+
+    def stop(self) -> None:
+        """Stop the I/O thread and close the connection (unacked messages are requeued)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        with self._cond:
+            self._buffer.clear()
+
+    # ----------------------------------------------------------------- Spark-facing
+    def _check(self) -> None:
+        if self._fatal is not None:
+            raise SafeBunnyError(f"The consumer thread of queue {self.queue!r} died: {self._fatal!r}")
+
+    def take(
+        self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05
+    ) -> list[Delivery]:
+        """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies).
+
+        Waits up to ``first_wait`` seconds for the first one, then up to ``linger`` seconds
+        more while the buffer is short of ``max_messages``; never blocks the I/O thread.
+        """
+        self._check()
+        deadline = time.monotonic() + first_wait
+        taken: list[Delivery] = []
+        size = 0
+        with self._cond:
+            while not self._buffer and time.monotonic() < deadline and self._fatal is None:
+                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if self._buffer and len(self._buffer) < max_messages and linger > 0:
+                end = time.monotonic() + linger
+                while len(self._buffer) < max_messages and time.monotonic() < end:
+                    self._cond.wait(timeout=max(0.0, end - time.monotonic()))
+            while self._buffer and len(taken) < max_messages:
+                head = self._buffer[0]
+                if head.generation != self.generation:
+                    self._buffer.popleft()
+                    continue
+                if max_bytes is not None and taken and size + len(head.body) > max_bytes:
+                    break
+                taken.append(self._buffer.popleft())
+                size += len(head.body)
+        self._check()
+        return taken
+
+    def buffered(self) -> int:
+        with self._cond:
+            return len(self._buffer)
+
+    def _call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        """Run ``fn`` on the I/O thread and wait for its result."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # handed back to the caller
+                box["error"] = exc
+            finally:
+                done.set()
+
+        connection = self._connection
+        if connection is None or not connection.is_open:
+            raise SafeBunnyBrokerError(f"No open connection to {describe(self.uri)} for queue {self.queue!r}.")
+        connection.add_callback_threadsafe(run)
+        if not done.wait(timeout):
+            raise SafeBunnyBrokerError(f"The consumer of queue {self.queue!r} did not answer within {timeout}s.")
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+
+    def ack_through(self, generation: int, delivery_tag: int) -> bool:
+        """Ack every delivery up to ``delivery_tag`` (``multiple=True``) on channel ``generation``.
+
+        Returns False, acking nothing, when that channel is gone: the broker has requeued
+        those messages already.
+        """
+        if generation != self.generation:
+            return False
+        channel = self._channel
+
+        def ack() -> None:
+            channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
+
+        try:
+            self._call(ack)
+        except Exception as exc:
+            log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
+                        self.queue, delivery_tag, exc)
+            return False
+        return True
+
+    def queue_depth(self) -> int:
+        """Messages ready in the queue (not counting those delivered to us); 0 if unknown."""
+        channel = self._channel
+
+        def depth() -> int:
+            return channel.queue_declare(self.queue, passive=True).method.message_count
+
+        try:
+            self.backlog = int(self._call(depth, timeout=10))
+        except Exception:
+            pass
+        return self.backlog

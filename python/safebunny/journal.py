@@ -1,0 +1,119 @@
+"""The source's journal: each planned batch of a classic or quorum queue, on durable storage.
+
+A batch's messages are written here *before* its end offset is returned to Spark, and read
+back by the executors; a replay after a crash therefore returns exactly the logged batch.
+Files are Arrow IPC streams named by the batch's sequence range, written to a temporary
+name and renamed, so a reader never sees half a file. Any filesystem pyarrow knows works
+(local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``; on Databricks use a ``/dbfs/``
+or ``/Volumes/`` path).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
+
+__all__ = ["Journal", "batch_file_name", "parse_batch_file_name"]
+
+_NAME = re.compile(r"^batch-(\d{20})-(\d{20})\.arrow$")
+
+
+def batch_file_name(start_seq: int, end_seq: int) -> str:
+    """The file holding the messages with sequence numbers in ``(start_seq, end_seq]``."""
+    return f"batch-{start_seq:020d}-{end_seq:020d}.arrow"
+
+
+def parse_batch_file_name(name: str) -> tuple[int, int] | None:
+    match = _NAME.match(name)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+class Journal:
+    """Batches of one query's source, under ``location``."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        try:
+            self.fs, self.root = pafs.FileSystem.from_uri(location)
+        except (pa.ArrowInvalid, ValueError):
+            if "://" in location:
+                raise SafeBunnyOptionError(
+                    f"Option 'journalLocation' is not a path or URI pyarrow can open: {location!r}.",
+                    "journalLocation",
+                ) from None
+            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(location)
+
+    def ensure(self) -> None:
+        """Create the directory; fail clearly when it cannot be written."""
+        try:
+            self.fs.create_dir(self.root, recursive=True)
+        except OSError as exc:
+            raise SafeBunnyOptionError(
+                f"Cannot create option 'journalLocation' {self.location!r}: {exc}. Point it at a writable "
+                "directory that every executor can read.",
+                "journalLocation",
+            ) from None
+
+    def _path(self, start_seq: int, end_seq: int) -> str:
+        return f"{self.root.rstrip('/')}/{batch_file_name(start_seq, end_seq)}"
+
+    def write(self, start_seq: int, end_seq: int, batch: pa.RecordBatch) -> str:
+        """Durably write a batch (temporary file, fsync where local, rename) and return its path."""
+        path = self._path(start_seq, end_seq)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        with self.fs.open_output_stream(tmp) as sink:
+            with pa.ipc.new_stream(sink, batch.schema) as writer:
+                writer.write_batch(batch)
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        self.fs.move(tmp, path)
+        return path
+
+    def exists(self, start_seq: int, end_seq: int) -> bool:
+        return self.fs.get_file_info(self._path(start_seq, end_seq)).type == pafs.FileType.File
+
+    def read(self, start_seq: int, end_seq: int) -> Iterator[pa.RecordBatch]:
+        """Yield the record batches of a logged batch; raise when its file is gone."""
+        path = self._path(start_seq, end_seq)
+        try:
+            source = self.fs.open_input_stream(path)
+        except FileNotFoundError:
+            raise self.missing(start_seq, end_seq) from None
+        with source:
+            reader = pa.ipc.open_stream(source)
+            yield from reader
+
+    def missing(self, start_seq: int, end_seq: int) -> SafeBunnyDataLossError:
+        return SafeBunnyDataLossError(
+            f"The journal of the batch of messages ({start_seq}, {end_seq}] is missing from "
+            f"{self.location!r} ({batch_file_name(start_seq, end_seq)}). Spark logged this batch, so "
+            "its messages cannot be served again exactly. Restore the file, or set option "
+            "'failOnDataLoss' to 'false' to skip the batch (its messages were requeued by the broker "
+            "and will be read again as redelivered)."
+        )
+
+    def delete_through(self, end_seq: int) -> int:
+        """Delete every batch file (and leftover temporary file) ending at or before ``end_seq``."""
+        removed = 0
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
+        except FileNotFoundError:
+            return 0
+        for info in infos:
+            name = info.base_name
+            parsed = parse_batch_file_name(name.split(".arrow")[0] + ".arrow") if ".arrow" in name else None
+            if parsed is not None and parsed[1] <= end_seq:
+                self.fs.delete_file(info.path)
+                removed += 1
+        return removed
