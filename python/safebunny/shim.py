@@ -1,0 +1,350 @@
+"""The JVM shim: safebunny's deterministic ids as Spark SQL functions, built and attached on demand.
+
+The id rule of :mod:`safebunny.ids` also exists in Scala (``safebunny/scala/*.scala``) so that
+SQL and Scala cells derive the same message ids as Python, at JVM speed (no Python worker):
+
+* ``safebunny_message_id(causation_id, node, type, index)``
+* ``safebunny_correlation_id(business_key)``
+
+A null argument gives null; an empty string or a negative index fails the query, as the Python
+functions raise.
+
+Typical use from Python, on a session that is already running::
+
+    import safebunny.shim
+    safebunny.shim.register(spark)
+    spark.sql("SELECT safebunny_message_id(id, 'billing', 'InvoiceRequested', 0) FROM orders")
+
+:func:`jar_path` compiles the Scala sources with the Scala 2.13 compiler that ships in pyspark's
+``jars/`` folder (no Maven, no sbt, only ``java``), runs a self-test against known vectors, and
+caches the jar in ``~/.cache/safebunny/`` (or ``$SAFEBUNNY_CACHE_DIR``) under a name keyed by a
+hash of the sources and the pyspark version; a file lock keeps concurrent builds apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from safebunny.errors import SafeBunnyError
+
+__all__ = [
+    "MESSAGE_ID_FUNCTION",
+    "CORRELATION_ID_FUNCTION",
+    "ENTRY_CLASS",
+    "jar_path",
+    "spark_conf",
+    "register",
+    "build_jar",
+    "scala_sources",
+    "cache_dir",
+]
+
+MESSAGE_ID_FUNCTION = "safebunny_message_id"
+CORRELATION_ID_FUNCTION = "safebunny_correlation_id"
+ENTRY_CLASS = "safebunny.spark.Registrar"
+"""A class with a no-argument constructor whose ``accept(SparkSession)`` registers both functions."""
+SELF_TEST_CLASS = "safebunny.spark.SelfTest"
+MESSAGE_ID_UDF_CLASS = "safebunny.spark.MessageIdUDF"
+CORRELATION_ID_UDF_CLASS = "safebunny.spark.CorrelationIdUDF"
+
+_SOURCES_ENV = "SAFEBUNNY_SCALA_SOURCES"
+_CACHE_ENV = "SAFEBUNNY_CACHE_DIR"
+_PACKAGED_SOURCES = Path(__file__).resolve().parent / "scala"
+_REPO_SOURCES = Path("python", "safebunny", "scala")
+_LOCK_TIMEOUT_S = 600.0
+_JAR_PREFIX = "safebunny-shim_2.13-"
+
+
+def _is_source_dir(path: Path) -> bool:
+    return path.is_dir() and any(path.glob("*.scala"))
+
+
+def _installed_from() -> Path | None:
+    """The local directory pip installed safebunny from (``direct_url.json``), if any."""
+    try:
+        from importlib.metadata import distribution
+
+        text = distribution("safebunny").read_text("direct_url.json")
+    except Exception:
+        return None
+    if not text:
+        return None
+    url = json.loads(text).get("url", "")
+    if not url.startswith("file://"):
+        return None
+    from urllib.parse import unquote, urlsplit
+
+    return Path(unquote(urlsplit(url).path))
+
+
+def _source_candidates() -> list[Path]:
+    candidates: list[Path] = []
+    if os.environ.get(_SOURCES_ENV):
+        candidates.append(Path(os.environ[_SOURCES_ENV]))
+    candidates.append(_PACKAGED_SOURCES)
+    origin = _installed_from()
+    if origin is not None:
+        candidates.append(origin / _REPO_SOURCES)
+    cwd = Path.cwd().resolve()
+    candidates.extend(parent / _REPO_SOURCES for parent in (cwd, *cwd.parents))
+    return candidates
+
+
+def scala_sources() -> list[Path]:
+    """The Scala source files of the shim, sorted by name.
+
+    Looked up in this order: ``$SAFEBUNNY_SCALA_SOURCES``; ``safebunny/scala/`` inside the
+    installed package; ``python/safebunny/scala`` of the directory pip installed safebunny from;
+    ``python/safebunny/scala`` under the current directory or one of its parents (a checkout).
+    """
+    candidates = _source_candidates()
+    for directory in candidates:
+        if _is_source_dir(directory):
+            return sorted(directory.glob("*.scala"))
+    searched = ", ".join(f"'{c}'" for c in candidates[:4])
+    raise SafeBunnyError(
+        f"safebunny: the Scala sources of the JVM shim were not found (searched {searched} and the "
+        f"current directory's parents); install a safebunny wheel that ships safebunny/scala/*.scala, "
+        f"or set {_SOURCES_ENV} to the folder holding them (python/safebunny/scala in a checkout)"
+    )
+
+
+def cache_dir() -> Path:
+    """Where built jars are kept: ``$SAFEBUNNY_CACHE_DIR``, else ``$XDG_CACHE_HOME/safebunny``,
+    else ``~/.cache/safebunny``."""
+    if os.environ.get(_CACHE_ENV):
+        return Path(os.environ[_CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "safebunny"
+
+
+def _pyspark_jars() -> tuple[Path, str]:
+    try:
+        import pyspark
+    except ImportError as exc:
+        raise SafeBunnyError(
+            "safebunny: building the JVM shim needs pyspark (its jars/ folder holds the Scala compiler "
+            f"and Spark); install pyspark[sql]>=4.3 first ({exc})"
+        )
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    if not jars.is_dir():
+        raise SafeBunnyError(
+            f"safebunny: pyspark has no jars folder at '{jars}'; use a full pyspark install "
+            "(not pyspark-client / Spark Connect only), or build the jar with `sbt package`"
+        )
+    return jars, pyspark.__version__
+
+
+def _one(jars: Path, pattern: str) -> Path:
+    found = sorted(jars.glob(pattern))
+    if not found:
+        raise SafeBunnyError(
+            f"safebunny: no '{pattern}' in '{jars}'; this pyspark does not ship the Scala 2.13 toolchain "
+            "the offline build needs; build the jar with `sbt package` and pass it to spark.jars"
+        )
+    return found[-1]
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    found = shutil.which("java")
+    if found is None:
+        raise SafeBunnyError(
+            "safebunny: 'java' was not found (JAVA_HOME is unset or has no bin/java, and java is not "
+            "on PATH); install Java 17 or 21, the same one Spark uses"
+        )
+    return found
+
+
+def _source_key(sources: Sequence[Path], pyspark_version: str, compiler: Path) -> str:
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    digest.update(f"pyspark={pyspark_version};compiler={compiler.name}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _run(cmd: list[str], what: str, timeout: float) -> str:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SafeBunnyError(f"safebunny: {what} did not finish within {timeout:.0f} s; retry on a less busy machine")
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout)[-4000:]
+        raise SafeBunnyError(f"safebunny: {what} failed (exit {done.returncode}):\n{tail}")
+    return done.stdout
+
+
+def _vectors_tsv(vectors_json: Path, out: Path) -> Path:
+    data = json.loads(vectors_json.read_text(encoding="utf-8"))
+    lines = [
+        "\t".join(["msg", v["causation_id"], v["node"], v["message_type"], str(v["index"]), v["expected"]])
+        for v in data["message_ids"]
+    ]
+    lines += ["\t".join(["corr", v["business_key"], v["expected"]]) for v in data["correlation_ids"]]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def build_jar(out: Path | str, sources: Sequence[Path] | None = None, vectors: Path | str | None = None,
+              timeout: float = 600.0) -> Path:
+    """Compile the shim offline into the jar ``out`` and self-test it; returns ``out``.
+
+    Uses ``java -cp scala-compiler:scala-library:scala-reflect scala.tools.nsc.Main`` from
+    pyspark's ``jars/`` folder against every jar there, then runs ``safebunny.spark.SelfTest``
+    on the compiled classes: built-in vectors, plus every vector of ``vectors``
+    (``tests/vectors/message_ids.json``) when given. The jar is written to a temporary name and
+    renamed, so a reader never sees half a jar.
+    """
+    out = Path(out)
+    sources = list(sources) if sources is not None else scala_sources()
+    jars, _ = _pyspark_jars()
+    java = _java()
+    toolchain = [_one(jars, "scala-compiler-2.13.*.jar"), _one(jars, "scala-library-2.13.*.jar"),
+                 _one(jars, "scala-reflect-2.13.*.jar")]
+    classpath = os.pathsep.join(str(j) for j in sorted(jars.glob("*.jar")))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="safebunny-shim-", dir=out.parent) as tmp:
+        classes = Path(tmp, "classes")
+        classes.mkdir()
+        _run([java, "-Xss8m", "-cp", os.pathsep.join(map(str, toolchain)), "scala.tools.nsc.Main",
+              "-usejavacp:false", "-classpath", classpath, "-d", str(classes), "-release", "17",
+              "-deprecation", "-feature", *map(str, sources)],
+             "compiling the Scala shim", timeout)
+        test_args = [str(_vectors_tsv(Path(vectors), Path(tmp, "vectors.tsv")))] if vectors else []
+        stdout = _run([java, "-cp", os.pathsep.join([str(classes), str(toolchain[1])]), SELF_TEST_CLASS,
+                       *test_args], "the shim's self-test", timeout)
+        if "SELFTEST OK" not in stdout:
+            raise SafeBunnyError(f"safebunny: the shim's self-test printed no verdict: {stdout[-2000:]!r}")
+        partial = Path(tmp, out.name)
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: safebunny.shim\r\n\r\n")
+            for path in sorted(classes.rglob("*.class")):
+                jar.write(path, path.relative_to(classes).as_posix())
+        os.replace(partial, out)
+    return out
+
+
+@contextmanager
+def _file_lock(path: Path, timeout: float) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock; the rename in build_jar keeps the jar whole anyway
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise SafeBunnyError(
+                        f"safebunny: another process held the shim build lock '{path}' for over {timeout:.0f} s; "
+                        "if no build is running, delete that file and retry"
+                    )
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def jar_path(rebuild: bool = False) -> str:
+    """The path of the shim jar for this pyspark, building it into :func:`cache_dir` if missing.
+
+    The jar's name carries a hash of the Scala sources and the pyspark version, so an upgrade of
+    either builds a new jar; a build takes about 10 s and happens once per machine. ``rebuild``
+    forces a new build.
+    """
+    sources = scala_sources()
+    jars, version = _pyspark_jars()
+    key = _source_key(sources, version, _one(jars, "scala-compiler-2.13.*.jar"))
+    target = cache_dir() / f"{_JAR_PREFIX}{key}.jar"
+    if target.is_file() and not rebuild:
+        return str(target)
+    with _file_lock(cache_dir() / f".{target.stem}.lock", _LOCK_TIMEOUT_S):
+        if rebuild or not target.is_file():
+            build_jar(target, sources)
+    return str(target)
+
+
+def spark_conf() -> dict[str, str]:
+    """Session settings that put the shim on the driver and executor class paths at start.
+
+    ``SparkSession.builder.config(map=safebunny.shim.spark_conf())`` (merge with your own
+    ``spark.jars`` if you set one); then :func:`register` only registers the functions.
+    """
+    return {"spark.jars": jar_path()}
+
+
+def _load_entry(spark: Any) -> Any:
+    """An instance of :data:`ENTRY_CLASS` loaded through the session's jar class loader, or None."""
+    jvm = spark._jvm
+    gateway = spark.sparkContext._gateway
+    loader = spark._jsparkSession.sharedState().jarClassLoader()
+    try:
+        cls = jvm.java.lang.Class.forName(ENTRY_CLASS, True, loader)
+    except Exception as exc:  # py4j wraps ClassNotFoundException
+        if "ClassNotFoundException" in str(exc):
+            return None
+        raise
+    ctor = cls.getDeclaredConstructor(gateway.new_array(jvm.java.lang.Class, 0))
+    return ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
+
+
+def register(spark: Any, jar: str | None = None) -> None:
+    """Register ``safebunny_message_id`` and ``safebunny_correlation_id`` in ``spark``.
+
+    Works on a running classic session: if the shim's classes are not loadable yet (the session
+    was not started with :func:`spark_conf`, and no cluster library provides them), the jar
+    (``jar``, else :func:`jar_path`) is added with ``ADD JAR``, which ships it to the executors
+    and to the session's class loader, and the functions are registered from the JVM. On a Spark
+    Connect session the jar is uploaded with ``addArtifacts`` and the Java UDF classes are
+    registered with ``registerJavaFunction``. The functions are temporary: register once per
+    session (SQL, Scala and Python cells of one notebook share it). Calling it again is harmless.
+    """
+    if not hasattr(spark, "_jsparkSession"):
+        _register_connect(spark, jar)
+        return
+    entry = _load_entry(spark)
+    if entry is None:
+        path = jar or jar_path()
+        spark.sql("ADD JAR " + _sql_string(path))
+        entry = _load_entry(spark)
+        if entry is None:
+            raise SafeBunnyError(
+                f"safebunny: '{ENTRY_CLASS}' is still not loadable after ADD JAR '{path}'; start the session "
+                "with .config('spark.jars', safebunny.shim.jar_path()) instead"
+            )
+    entry.accept(spark._jsparkSession)
+
+
+def _register_connect(spark: Any, jar: str | None) -> None:
+    spark.addArtifacts(jar or jar_path())
+    spark.udf.registerJavaFunction(MESSAGE_ID_FUNCTION, MESSAGE_ID_UDF_CLASS, "string")
+    spark.udf.registerJavaFunction(CORRELATION_ID_FUNCTION, CORRELATION_ID_UDF_CLASS, "string")
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+if __name__ == "__main__":  # python -m safebunny.shim : build (if needed) and print the jar's path
+    print(jar_path(rebuild="--rebuild" in sys.argv[1:]))
