@@ -165,7 +165,8 @@ def render_header_value(value: Any) -> str | None:
 def render_headers(headers: Mapping[Any, Any] | None) -> dict[str, str | None] | None:
     """A header table as ``{str: str}`` (values may be None), or None when there are no headers.
 
-    Keys given as bytes (AMQP 1.0 application properties) are decoded like values.
+    Keys given as bytes (AMQP 1.0 application properties) are decoded like values. The result
+    is ordered by key, so the ``headers`` map of a message is the same whichever protocol read it.
     """
     if headers is None:
         return None
@@ -173,7 +174,7 @@ def render_headers(headers: Mapping[Any, Any] | None) -> dict[str, str | None] |
     for key, value in headers.items():
         name = _bytes_text(key) if isinstance(key, (bytes, bytearray, memoryview)) else str(key)
         out[name] = render_header_value(value)
-    return out
+    return dict(sorted(out.items()))
 
 
 def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_headers: bool,

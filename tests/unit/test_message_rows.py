@@ -144,3 +144,7 @@ def test_record_batch_has_no_headers_column_unless_asked():
     batch = rows_to_record_batch([{"queue": "q"}], include_headers=False)
     assert "headers" not in batch.schema.names
     assert isinstance(batch, pa.RecordBatch)
+
+
+def test_render_headers_orders_keys():
+    assert list(render_headers({"b": 1, "a": 2, "c": None})) == ["a", "b", "c"]
