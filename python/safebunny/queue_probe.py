@@ -1,0 +1,178 @@
+"""Which kind of queue is this? ``classic``, ``quorum`` or ``stream``, asked of the broker.
+
+AMQP 0-9-1 has no "describe queue" method, so the probe works like this:
+
+1. When the stream protocol port answers, its ``metadata`` command says whether the name is
+   a stream (one round trip). A stream is then known without touching AMQP at all.
+2. Otherwise (or when it is not a stream), over AMQP 0-9-1: a *passive* declare tells whether
+   the queue exists (404 otherwise: :class:`QueueNotFoundError`). Then a declare with
+   ``x-queue-type`` set makes the broker compare arguments: it either succeeds (the type
+   matched) or fails with 406 naming the first argument that differs and its current value.
+   The probe adds that argument with the broker's value and tries again, until the broker
+   names ``x-queue-type`` (and with it the real type) or accepts. ``durable``,
+   ``auto_delete`` and ``exclusive`` mismatches mean a classic queue (quorum and stream
+   queues are always durable and never exclusive or auto-delete).
+
+Limits: the argument declare is an ordinary ``queue.declare``; were the queue deleted between
+the passive declare and it, the broker would create it (a window of one round trip). Values
+are parsed from the broker's 406 text, so an argument of an unusual type makes the probe
+give up with an error that says to set ``queueType``. Setting the ``queueType`` option
+explicitly skips the probe entirely.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from safebunny.errors import SafeBunnyBrokerError
+from safebunny.stream_client import (
+    BrokerAuthenticationError,
+    BrokerUnreachableError,
+    QueueNotFoundError,
+    RStreamClient,
+    StreamEndpoint,
+    VhostNotFoundError,
+    broker_error,
+    open_blocking,
+    stream_protocol_answers,
+)
+
+__all__ = [
+    "QUEUE_TYPES",
+    "detect_queue_type",
+    "parse_inequivalent_arg",
+    "QueueNotFoundError",
+    "BrokerUnreachableError",
+    "BrokerAuthenticationError",
+    "VhostNotFoundError",
+]
+
+QUEUE_TYPES = ("classic", "quorum", "stream")
+_MAX_ROUNDS = 16
+
+_INEQUIVALENT = re.compile(
+    r"inequivalent arg '(?P<arg>[^']+)' for queue '.*' in vhost '.*': received (?P<received>.+?) but current is "
+    r"(?P<current>.+)$"
+)
+_TYPED_VALUE = re.compile(r"^the value '(?P<value>.*)' of type '(?P<type>[a-z]+)'$")
+
+
+def parse_inequivalent_arg(reply_text: str) -> tuple[str, Any, bool] | None:
+    """Parse a 406 ``inequivalent arg`` reply: ``(argument, current value, value_known)``.
+
+    ``current value`` is ``None`` when the queue has no such argument. Returns None when the
+    text is not an ``inequivalent arg`` reply.
+
+    >>> parse_inequivalent_arg("PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in "
+    ...                        "vhost '/': received 'classic' but current is 'quorum'")
+    ('x-queue-type', 'quorum', True)
+    """
+    match = _INEQUIVALENT.search(reply_text.strip())
+    if not match:
+        return None
+    arg, current = match["arg"], match["current"].strip()
+    if current == "none":
+        return arg, None, True
+    typed = _TYPED_VALUE.match(current)
+    if typed:
+        value, kind = typed["value"], typed["type"]
+        if kind in ("signedint", "long", "short", "byte", "unsignedbyte", "unsignedshort", "unsignedint"):
+            try:
+                return arg, int(value), True
+            except ValueError:
+                return arg, value, False
+        if kind == "longstr":
+            return arg, value, True
+        if kind == "bool":
+            return arg, value == "true", True
+        return arg, value, False
+    if current.startswith("'") and current.endswith("'"):
+        return arg, current[1:-1], True
+    return arg, current, False
+
+
+def _probe_stream_protocol(endpoint: StreamEndpoint, queue: str) -> bool | None:
+    """True/False when the stream port answers (is ``queue`` a stream?), None when it does not."""
+    if endpoint.stream_port <= 0 or not stream_protocol_answers(endpoint.host, endpoint.stream_port):
+        return None
+    client = RStreamClient(endpoint)
+    try:
+        client.connect()
+        return client.stream_exists(queue)
+    finally:
+        client.close()
+
+
+def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
+    import pika.exceptions as pe
+
+    connection = open_blocking(uri, action=f"look up queue {queue!r}")
+    try:
+        try:
+            connection.channel().queue_declare(queue, passive=True)
+        except pe.ChannelClosedByBroker as exc:
+            raise broker_error(exc, endpoint, f"look up queue {queue!r}", queue) from None
+        arguments: dict[str, Any] = {"x-queue-type": "stream"}
+        for _ in range(_MAX_ROUNDS):
+            try:
+                connection.channel().queue_declare(queue, durable=True, arguments=dict(arguments))
+                return str(arguments["x-queue-type"])
+            except pe.ChannelClosedByBroker as exc:
+                if exc.reply_code == 404:
+                    raise broker_error(exc, endpoint, f"look up queue {queue!r}", queue) from None
+                if exc.reply_code == 405:
+                    raise SafeBunnyBrokerError(
+                        f"Queue {queue!r} at {endpoint.where()} is exclusive to another connection "
+                        f"({exc.reply_text}); it cannot be read by safebunny.", 405,
+                    ) from None
+                parsed = parse_inequivalent_arg(exc.reply_text) if exc.reply_code == 406 else None
+                if parsed is None:
+                    raise SafeBunnyBrokerError(
+                        f"Could not tell the type of queue {queue!r} at {endpoint.where()}: the broker answered "
+                        f"{exc.reply_code} {exc.reply_text!r}. Set the option 'queueType' to 'classic', 'quorum' "
+                        "or 'stream' to skip this probe.", exc.reply_code,
+                    ) from None
+                arg, current, known = parsed
+                if arg in ("durable", "auto_delete", "exclusive"):
+                    return "classic"
+                if arg == "x-queue-type":
+                    return "classic" if current is None else str(current)
+                if not known:
+                    raise SafeBunnyBrokerError(
+                        f"Could not tell the type of queue {queue!r} at {endpoint.where()}: its argument {arg!r} "
+                        f"has a value the probe cannot repeat ({exc.reply_text!r}). Set the option 'queueType' "
+                        "to 'classic', 'quorum' or 'stream' to skip this probe.", 406,
+                    ) from None
+                if current is None:
+                    arguments.pop(arg, None)
+                else:
+                    arguments[arg] = current
+        raise SafeBunnyBrokerError(
+            f"Could not tell the type of queue {queue!r} at {endpoint.where()} after {_MAX_ROUNDS} declares. Set "
+            "the option 'queueType' to 'classic', 'quorum' or 'stream' to skip this probe."
+        )
+    finally:
+        try:
+            connection.close()
+        except Exception:
+            pass
+
+
+def detect_queue_type(uri: str, queue: str, stream_port: int) -> str:
+    """``"classic"``, ``"quorum"`` or ``"stream"`` for ``queue`` (see the module docstring).
+
+    Raises :class:`QueueNotFoundError`, :class:`BrokerUnreachableError`,
+    :class:`BrokerAuthenticationError`, :class:`VhostNotFoundError` (all
+    :class:`SafeBunnyBrokerError`), naming ``host:port`` and the vhost but never the password.
+    """
+    endpoint = StreamEndpoint.from_uri(uri, stream_port)
+    if _probe_stream_protocol(endpoint, queue):
+        return "stream"
+    kind = _probe_amqp(uri, endpoint, queue)
+    if kind not in QUEUE_TYPES:
+        raise SafeBunnyBrokerError(
+            f"Queue {queue!r} at {endpoint.where()} has type {kind!r}, which safebunny cannot read "
+            f"(it reads {', '.join(QUEUE_TYPES)})."
+        )
+    return kind
