@@ -1,0 +1,188 @@
+"""The sink: ``df.write.format("safebunny")`` and ``df.writeStream.format("safebunny")``.
+
+:func:`create_writer` and :func:`create_stream_writer` run on the driver when the write or
+query starts; they validate the options and the input's columns, so bad input fails
+before anything is published. Each task (``write``, on an executor) turns its Arrow
+batches into messages (:mod:`safebunny.outgoing`), publishes them with confirms
+(:mod:`safebunny.publisher`, one cached connection per Python worker) and returns a
+:class:`SafeBunnyWriteStats` only after every message was confirmed and routed; any nack,
+return or timeout fails the task, and Spark's retry republishes the same ids. The
+driver-side ``commit``/``abort`` log a summary of the batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.outgoing import MessageBuilder, SinkPlan, plan_sink
+from safebunny.sink_options import parse_sink_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "SafeBunnyWriter",
+    "SafeBunnyStreamWriter",
+    "SafeBunnyWriteStats",
+    "create_writer",
+    "create_stream_writer",
+    "summarize",
+]
+
+LOG = logging.getLogger("safebunny.sink")
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark's MicroBatchExecution on every task
+
+
+@dataclass
+class SafeBunnyWriteStats(WriterCommitMessage):
+    """What one task published: sent to the driver's ``commit``/``abort``."""
+
+    partition_id: int
+    attempt: int
+    published: int
+    confirmed: int
+    returned: int
+    nacked: int
+    seconds: float
+
+
+def summarize(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
+    """Totals over the tasks' commit messages (``None`` for a task that failed)."""
+    stats = [m for m in messages if isinstance(m, SafeBunnyWriteStats)]
+    total = {"tasks": len(messages), "succeeded": len(stats)}
+    for field in ("published", "confirmed", "returned", "nacked"):
+        total[field] = sum(getattr(m, field) for m in stats)
+    return total
+
+
+def _describe(total: Mapping[str, int]) -> str:
+    return (f"{total['succeeded']}/{total['tasks']} tasks succeeded, {total['published']} messages published, "
+            f"{total['confirmed']} confirmed, {total['returned']} returned, {total['nacked']} nacked")
+
+
+def _columns(schema: StructType) -> dict[str, str]:
+    return {field.name: field.dataType.simpleString() for field in schema.fields}
+
+
+class _Publishing:
+    """The part shared by the batch and the streaming writer: options, plan and the task's work."""
+
+    def __init__(self, options: dict[str, Any], plan: SinkPlan) -> None:
+        self.options = options
+        self.plan = plan
+
+    def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
+        from pyspark import TaskContext
+
+        from safebunny.publisher import acquire, release
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx else 0
+        attempt = ctx.attemptNumber() if ctx else 0
+        if streaming:
+            batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx else None
+            scope = f"batch:{batch_id}/partition:{partition}"
+        else:
+            scope = f"write/partition:{partition}"
+        builder = MessageBuilder(self.plan, scope)
+        opts = self.options
+        started = time.monotonic()
+        publisher = acquire(opts["uri"], max_in_flight=opts["maxInFlight"],
+                            confirm_timeout=opts["confirmTimeoutMs"] / 1000.0,
+                            heartbeat=opts["heartbeatSeconds"], connect_timeout=opts["connectTimeoutMs"] / 1000.0)
+        healthy = False
+        try:
+            publish = publisher.publish
+            build = builder.build
+            for batch in batches:
+                rows = batch.num_rows
+                if rows == 0:
+                    continue
+                names = batch.schema.names
+                cols = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
+                none = [None] * rows
+                value = cols["value"]
+                mids = cols.get("messageId", none)
+                corrs = cols.get("correlationId", none)
+                causes = cols.get("causationId", none)
+                headers = cols.get("headers", none)
+                ctypes = cols.get("contentType", none)
+                types = cols.get("type", none)
+                exchanges = cols.get("exchange", none)
+                keys = cols.get("routingKey", none)
+                stamp = int(time.time())
+                for i in range(rows):
+                    msg = build(value[i], timestamp=stamp, message_id_=mids[i], correlation_id=corrs[i],
+                                causation_id=causes[i], headers=headers[i], content_type=ctypes[i],
+                                message_type=types[i], exchange=exchanges[i], routing_key=keys[i])
+                    publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
+            counts = publisher.flush()
+            healthy = True
+        finally:
+            release(publisher, healthy)
+        stats = SafeBunnyWriteStats(partition, attempt, counts.published, counts.confirmed, counts.returned,
+                                    counts.nacked, round(time.monotonic() - started, 3))
+        LOG.info("safebunny sink task %s (partition %d, attempt %d): %d published, %d confirmed",
+                 scope, partition, attempt, stats.published, stats.confirmed)
+        return stats
+
+
+class SafeBunnyWriter(_Publishing, DataSourceArrowWriter):
+    """``df.write.format("safebunny")``: one task per partition, each confirmed before it succeeds."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SafeBunnyWriteStats:
+        return self._write(iterator, streaming=False)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        LOG.info("safebunny sink write committed: %s", _describe(summarize(messages)))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        LOG.warning("safebunny sink write aborted: %s. Messages of the tasks that succeeded stay published; "
+                    "running the write again republishes them with the same ids.", _describe(summarize(messages)))
+
+
+class SafeBunnyStreamWriter(_Publishing, DataSourceStreamArrowWriter):
+    """``df.writeStream.format("safebunny")``: every micro-batch's messages confirmed before it commits."""
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SafeBunnyWriteStats:
+        return self._write(iterator, streaming=True)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        LOG.info("safebunny sink batch %d committed: %s", batchId, _describe(summarize(messages)))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        LOG.warning("safebunny sink batch %d aborted: %s. Messages of the tasks that succeeded stay published; "
+                    "the replayed batch republishes them with the same ids.", batchId,
+                    _describe(summarize(messages)))
+
+
+def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[dict[str, Any], SinkPlan]:
+    parsed = parse_sink_options(options)
+    return parsed, plan_sink(parsed, _columns(schema))
+
+
+def create_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SafeBunnyWriter:
+    """The batch writer; validates the options and columns on the driver, before any task runs."""
+    if overwrite:
+        raise SafeBunnyOptionError(
+            "The safebunny sink cannot overwrite: published messages cannot be taken back. "
+            "Use mode('append').", "mode")
+    parsed, plan = _prepare(options, schema)
+    return SafeBunnyWriter(parsed, plan)
+
+
+def create_stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SafeBunnyStreamWriter:
+    """The streaming writer; validates the options and columns on the driver when the query starts.
+
+    ``overwrite`` (complete output mode) is accepted: each batch's rows are published as messages.
+    """
+    parsed, plan = _prepare(options, schema)
+    return SafeBunnyStreamWriter(parsed, plan)

@@ -1,0 +1,284 @@
+"""What the sink publishes for a row: column checks, the message-id rule, AMQP properties.
+
+Pure logic (no broker, no Spark), so that every rule here is unit-tested.
+
+Columns (all optional except ``value``):
+
+==================  =======================  ==============================================
+column              type                     meaning
+==================  =======================  ==============================================
+``value``           binary or string         the body (required, never null)
+``messageId``       string                   the message id; derived when null or absent
+``correlationId``   string                   the conversation; inherited when null or absent
+``causationId``     string                   the id of the message that caused this one
+``headers``         map<string,string>       application headers
+``contentType``     string                   the ``content_type`` property
+``type``            string                   the ``type`` property and the id's type slot
+``exchange``        string                   overrides the ``exchange`` option
+``routingKey``      string                   overrides the ``routingKey`` option
+==================  =======================  ==============================================
+
+The message-id rule (first that applies):
+
+1. the row's ``messageId``;
+2. with a ``causationId``: :func:`safebunny.ids.message_id` of ``(causationId, node, type,
+   index)``, where ``node`` is the ``node`` option, else the row's routing key, else its
+   exchange; ``type`` is the row's ``type``, else the ``type`` option, else ``"message"``;
+   ``index`` counts earlier rows of the same task with the same ``(causationId, node, type)``;
+3. otherwise a content id: a UUIDv5 (under :data:`safebunny.ids.NAMESPACE`) of the tag
+   ``safebunny.content.v1``, the *scope* (the streaming batch id and the Spark partition
+   id; just the partition id for a batch ``df.write``), the SHA-256 of the row's content
+   (body, correlation id, headers, content type, type, exchange, routing key) and the
+   number of earlier rows in the task with the same content. A retried task or a replayed
+   micro-batch sees the same rows in the same partitions, so it gets the same ids whatever
+   their order; two rows of one batch never share an id. A batch ``df.write`` run again with
+   the same rows publishes the same ids: add a ``messageId`` or ``causationId`` column when
+   repeated runs carry distinct messages.
+
+The correlation id is the ``correlationId`` column, else the ``causationId`` (the cause
+names the conversation), else the message's own id (the message starts one). The
+causation id travels in the header :data:`CAUSATION_HEADER`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from pika import BasicProperties
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.ids import NAMESPACE, encode_name, message_id
+
+__all__ = [
+    "ACCEPTED_COLUMNS",
+    "CAUSATION_HEADER",
+    "DEFAULT_TYPE",
+    "SinkPlan",
+    "OutgoingMessage",
+    "MessageBuilder",
+    "plan_sink",
+    "validate_columns",
+    "content_id",
+]
+
+#: Accepted input columns and their Spark types (``DataType.simpleString()``).
+ACCEPTED_COLUMNS: dict[str, tuple[str, ...]] = {
+    "value": ("binary", "string"),
+    "messageId": ("string",),
+    "correlationId": ("string",),
+    "causationId": ("string",),
+    "headers": ("map<string,string>",),
+    "contentType": ("string",),
+    "type": ("string",),
+    "exchange": ("string",),
+    "routingKey": ("string",),
+}
+#: The header that carries the causation id.
+CAUSATION_HEADER = "x-causation-id"
+#: The type slot of derived ids when a row has no type.
+DEFAULT_TYPE = "message"
+_CONTENT_TAG = "safebunny.content.v1"
+_NS_BYTES = NAMESPACE.bytes
+_TEXT = "text/plain; charset=utf-8"
+_BINARY = "application/octet-stream"
+
+
+def _accepted() -> str:
+    return ", ".join(f"'{name}' ({' or '.join(kinds)})" for name, kinds in ACCEPTED_COLUMNS.items())
+
+
+def validate_columns(columns: Mapping[str, str]) -> None:
+    """Check the input's columns (name → Spark type string) against :data:`ACCEPTED_COLUMNS`.
+
+    Raises :class:`SafeBunnyOptionError` for an unknown column (listing the accepted ones),
+    a column of the wrong type, or a missing ``value``.
+    """
+    for name, kind in columns.items():
+        kinds = ACCEPTED_COLUMNS.get(name)
+        if kinds is None:
+            close = [c for c in ACCEPTED_COLUMNS if c.lower() == name.lower()] or difflib.get_close_matches(
+                name, list(ACCEPTED_COLUMNS), n=1, cutoff=0.6)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise SafeBunnyOptionError(
+                f"The safebunny sink does not accept the column {name!r}.{hint} Accepted columns: {_accepted()}. "
+                "Drop or rename the column before writing.", name)
+        if kind not in kinds:
+            raise SafeBunnyOptionError(
+                f"Column {name!r} must be of type {' or '.join(kinds)}, but it is {kind}. "
+                f"Cast it, e.g. col({name!r}).cast({kinds[-1]!r}).", name)
+    if "value" not in columns:
+        raise SafeBunnyOptionError(
+            f"The safebunny sink needs a 'value' column (the message body, binary or string); got columns "
+            f"{sorted(columns)}. Accepted columns: {_accepted()}.", "value")
+
+
+@dataclass(frozen=True)
+class SinkPlan:
+    """What the sink needs to turn rows into messages: the input's columns and the options that matter."""
+
+    columns: tuple[str, ...]
+    value_is_text: bool
+    exchange: str
+    routing_key: str | None
+    node: str | None
+    message_type: str | None
+    content_type: str | None
+
+
+def plan_sink(options: Mapping[str, Any], columns: Mapping[str, str]) -> SinkPlan:
+    """Validate the parsed sink options together with the input's columns (name → type string)."""
+    validate_columns(columns)
+    if options.get("routingKey") is None and "routingKey" not in columns:
+        raise SafeBunnyOptionError(
+            "The safebunny sink needs a routing key: set the option 'routingKey' (for example "
+            "'billing.InvoiceCreated') or add a string 'routingKey' column.", "routingKey")
+    return SinkPlan(
+        columns=tuple(columns),
+        value_is_text=columns["value"] == "string",
+        exchange=options.get("exchange") or "",
+        routing_key=options.get("routingKey"),
+        node=options.get("node"),
+        message_type=options.get("type"),
+        content_type=options.get("contentType"),
+    )
+
+
+class OutgoingMessage(NamedTuple):
+    """One message ready to publish."""
+
+    exchange: str
+    routing_key: str
+    body: bytes
+    message_id: str
+    properties: Any  # pika.BasicProperties
+
+
+def _feed(parts: list[bytes], value: str | bytes | None) -> None:
+    if value is None:
+        parts.append(b"N")
+        return
+    data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    parts.append(b"B%d:" % len(data))
+    parts.append(data)
+
+
+def _uuid5(name: str) -> str:
+    """``str(uuid.uuid5(NAMESPACE, name))``, without the ``UUID`` object (this runs once per row)."""
+    h = bytearray(hashlib.sha1(_NS_BYTES + name.encode("utf-8")).digest()[:16])
+    h[6] = (h[6] & 0x0F) | 0x50
+    h[8] = (h[8] & 0x3F) | 0x80
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+
+def _header_items(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    return list(headers)
+
+
+def content_id(scope: str, body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]],
+               content_type: str | None, message_type: str | None, exchange: str, routing_key: str,
+               occurrence: int) -> str:
+    """The content id of rule 3 (see the module docstring)."""
+    return _uuid5(encode_name(
+        _CONTENT_TAG, scope,
+        _digest(body, correlation_id, headers, content_type, message_type, exchange, routing_key),
+        str(occurrence)))
+
+
+def _digest(body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]], content_type: str | None,
+            message_type: str | None, exchange: str, routing_key: str) -> str:
+    parts: list[bytes] = []
+    _feed(parts, body)
+    _feed(parts, correlation_id)
+    parts.append(b"H%d:" % len(headers))
+    for key, value in sorted(headers, key=lambda kv: kv[0]):
+        _feed(parts, key)
+        _feed(parts, None if value is None else str(value))
+    for field in (content_type, message_type, exchange, routing_key):
+        _feed(parts, field)
+    return hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+class MessageBuilder:
+    """Turns one task's rows into :class:`OutgoingMessage` s, applying the id rule.
+
+    One builder per task (Spark partition): the occurrence counters of rules 2 and 3 live
+    here. ``scope`` identifies the task's slot in the query (see the module docstring).
+    """
+
+    def __init__(self, plan: SinkPlan, scope: str) -> None:
+        self.plan = plan
+        self.scope = scope
+        self.rows = 0
+        self._slots: dict[tuple[str, str, str], int] = {}
+        self._contents: dict[str, int] = {}
+
+    def build(self, value: bytes | str | None, *, timestamp: int, message_id_: str | None = None,
+              correlation_id: str | None = None, causation_id: str | None = None,
+              headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+              content_type: str | None = None, message_type: str | None = None,
+              exchange: str | None = None, routing_key: str | None = None) -> OutgoingMessage:
+        """The message for one row; ``timestamp`` is the AMQP timestamp (epoch seconds)."""
+        plan = self.plan
+        row = self.rows
+        self.rows += 1
+        if value is None:
+            raise SafeBunnyOptionError(
+                f"Row {row} of this task has a null 'value'; the safebunny sink publishes every row and "
+                "never drops one. Filter out or fill null values before writing.", "value")
+        body = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+        exchange = plan.exchange if exchange is None else exchange
+        routing_key = plan.routing_key if routing_key is None else routing_key
+        if routing_key is None:
+            raise SafeBunnyOptionError(
+                f"Row {row} of this task has a null 'routingKey' and the option 'routingKey' is not set. "
+                "Set the option as a default or fill the column.", "routingKey")
+        message_type = plan.message_type if message_type is None else message_type
+        if content_type is None:
+            content_type = plan.content_type or (_TEXT if plan.value_is_text else _BINARY)
+        items = _header_items(headers)
+        if message_id_ == "" or causation_id == "":
+            name = "messageId" if message_id_ == "" else "causationId"
+            raise SafeBunnyOptionError(
+                f"Row {row} of this task has an empty {name!r}; use null for 'none' or a real id.", name)
+
+        if message_id_ is not None:
+            mid = message_id_
+        elif causation_id is not None:
+            node = plan.node or routing_key or exchange
+            if not node:
+                raise SafeBunnyOptionError(
+                    f"Row {row} of this task has a causationId but no node for its derived id: the routing "
+                    "key and exchange are both empty. Set the option 'node'.", "node")
+            slot = (causation_id, node, message_type or DEFAULT_TYPE)
+            index = self._slots.get(slot, 0)
+            self._slots[slot] = index + 1
+            mid = message_id(causation_id, node, slot[2], index)
+        else:
+            digest = _digest(body, correlation_id, items, content_type, message_type, exchange, routing_key)
+            occurrence = self._contents.get(digest, 0)
+            self._contents[digest] = occurrence + 1
+            mid = _uuid5(encode_name(_CONTENT_TAG, self.scope, digest, str(occurrence)))
+
+        header_dict: dict[str, Any] | None = dict(items) if items else None
+        if causation_id is not None:
+            header_dict = header_dict or {}
+            header_dict[CAUSATION_HEADER] = causation_id
+        props = BasicProperties(
+            content_type=content_type,
+            headers=header_dict,
+            delivery_mode=2,
+            correlation_id=correlation_id if correlation_id is not None else (causation_id or mid),
+            message_id=mid,
+            timestamp=timestamp,
+            type=message_type,
+        )
+        return OutgoingMessage(exchange, routing_key, body, mid, props)

@@ -1,0 +1,396 @@
+"""``ConfirmingPublisher``: publish with confirms, ``mandatory`` and an in-flight window.
+
+Nothing counts as written until the broker has confirmed it and has not returned it. The
+publisher drives pika's ``SelectConnection`` from the calling thread (no I/O thread):
+``publish`` sends without waiting, and waits only when ``max_in_flight`` messages are
+unconfirmed; :meth:`ConfirmingPublisher.flush` waits for the rest. A ``basic.nack``, a
+``basic.return`` (unroutable), a channel or connection closed by the broker (a missing
+exchange), or a message unconfirmed for longer than ``confirm_timeout`` raises
+:class:`~safebunny.errors.SafeBunnyPublishError` naming the exchange and routing key, and
+leaves the publisher closed. Without Spark::
+
+    with ConfirmingPublisher("amqp://guest:guest@localhost:5672/%2F") as pub:
+        pub.publish("", "my-queue", b"hello", pika.BasicProperties(message_id="m-1", delivery_mode=2))
+        pub.flush()  # raises unless every message was confirmed and routed
+        print(pub.counts)
+
+:func:`acquire` / :func:`release` keep one open publisher per URI and settings in the
+process, so the tasks that a reused Spark Python worker runs share a connection.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
+from safebunny.uri import connection_parameters, describe
+
+__all__ = ["ConfirmingPublisher", "PublishCounts", "acquire", "release", "close_all"]
+
+# Send buffered frames to the socket after this many publishes even if the window has room.
+_PUMP_EVERY = 128
+
+
+@dataclass
+class PublishCounts:
+    """Messages published, confirmed (acked and routed), returned (unroutable) and nacked."""
+
+    published: int = 0
+    confirmed: int = 0
+    returned: int = 0
+    nacked: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class ConfirmingPublisher:
+    """A confirming AMQP publisher on one connection and one channel (see the module docstring).
+
+    Parameters
+    ----------
+    uri:
+        ``amqp://`` or ``amqps://`` URI; the password never appears in errors.
+    max_in_flight:
+        Unconfirmed messages allowed before :meth:`publish` waits.
+    confirm_timeout:
+        Seconds a message may stay unconfirmed before the publish fails.
+    heartbeat:
+        AMQP heartbeat in seconds (0 disables).
+    connect_timeout:
+        Seconds that opening the connection and channel may take.
+    """
+
+    def __init__(self, uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0,
+                 heartbeat: int = 30, connect_timeout: float = 10.0) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, but got {max_in_flight!r}")
+        self.uri = uri
+        self.max_in_flight = max_in_flight
+        self.confirm_timeout = confirm_timeout
+        self.heartbeat = heartbeat
+        self.connect_timeout = connect_timeout
+        self.counts = PublishCounts()
+        self.last_used = 0.0
+        self._conn: Any = None
+        self._channel: Any = None
+        self._next_tag = 1
+        # delivery tag -> (exchange, routing key, message id, publish time)
+        self._pending: dict[int, tuple[str, str, str | None, float]] = {}
+        self._returned_tags: set[int] = set()
+        self._error: SafeBunnyBrokerError | None = None
+        self._blocked: str | None = None
+        self._since_pump = 0
+        self._last: tuple[str, str] = ("", "")
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def open(self) -> ConfirmingPublisher:
+        """Connect, open a channel and put it in confirm mode."""
+        import pika
+
+        params = connection_parameters(self.uri, heartbeat=self.heartbeat)
+        params.connection_attempts = 1
+        params.socket_timeout = self.connect_timeout
+        params.blocked_connection_timeout = None
+        state: dict[str, Any] = {}
+
+        def on_open(conn: Any) -> None:
+            conn.channel(on_open_callback=lambda ch: ch.confirm_delivery(
+                ack_nack_callback=self._on_confirm, callback=lambda _frame: state.setdefault("ready", ch)))
+
+        def on_open_error(_conn: Any, exc: BaseException) -> None:
+            state["error"] = exc
+
+        self._conn = pika.SelectConnection(params, on_open_callback=on_open,
+                                           on_open_error_callback=on_open_error,
+                                           on_close_callback=self._on_connection_closed)
+        self._conn.ioloop.activate_poller()  # we drive the loop ourselves, as pika's BlockingConnection does
+        self._conn.add_on_connection_blocked_callback(self._on_blocked)
+        self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
+        deadline = time.monotonic() + self.connect_timeout
+        while "ready" not in state:
+            if "error" in state or self._error is not None:
+                error = state.get("error") or self._error
+                self._teardown()
+                raise SafeBunnyBrokerError(
+                    f"Could not connect to the broker at {describe(self.uri)}: {error!s}. "
+                    "Check the 'uri' option and that the broker is running.") from None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._teardown()
+                raise SafeBunnyBrokerError(
+                    f"Connecting to the broker at {describe(self.uri)} took longer than {self.connect_timeout:g} s. "
+                    "Check the 'uri' option, the network, or raise 'connectTimeoutMs'.")
+            self._pump(remaining)
+        self._channel = state["ready"]
+        self._channel.add_on_return_callback(self._on_return)
+        self._channel.add_on_close_callback(self._on_channel_closed)
+        self.last_used = time.monotonic()
+        return self
+
+    @property
+    def is_open(self) -> bool:
+        """True while the connection and channel are open and nothing has failed."""
+        return (self._error is None and self._conn is not None and self._conn.is_open
+                and self._channel is not None and self._channel.is_open)
+
+    def close(self) -> None:
+        """Close the connection (waits briefly for the close handshake)."""
+        if self._conn is None:
+            return
+        try:
+            if self._conn.is_open:
+                self._conn.close()
+            deadline = time.monotonic() + 2.0
+            while not self._conn.is_closed and time.monotonic() < deadline:
+                self._pump(0.2)
+        except Exception:  # noqa: BLE001 - closing is best effort
+            pass
+        self._teardown()
+
+    def _teardown(self) -> None:
+        conn, self._conn, self._channel = self._conn, None, None
+        if conn is not None:
+            try:
+                conn.ioloop.deactivate_poller()
+                conn.ioloop.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __enter__(self) -> ConfirmingPublisher:
+        return self if self._conn is not None else self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- publishing --------------------------------------------------------------------
+    def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any,
+                message_id: str | None = None) -> None:
+        """Send one message with ``mandatory=True``; waits only while the window is full.
+
+        ``properties`` is a ``pika.BasicProperties``. Raises
+        :class:`~safebunny.errors.SafeBunnyPublishError` as soon as any earlier message of
+        this publisher was nacked or returned, or timed out.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._channel is None:
+            raise SafeBunnyBrokerError("The publisher is not open: call open() first.")
+        while len(self._pending) >= self.max_in_flight:
+            self._wait_some()
+        self._channel.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        tag = self._next_tag
+        self._next_tag = tag + 1
+        self._pending[tag] = (exchange, routing_key, message_id or getattr(properties, "message_id", None),
+                              time.monotonic())
+        self._last = (exchange, routing_key)
+        self.counts.published += 1
+        self._since_pump += 1
+        if self._since_pump >= _PUMP_EVERY:
+            self._since_pump = 0
+            self._pump(0)
+            self._check()
+
+    def flush(self, timeout: float | None = None) -> PublishCounts:
+        """Wait until every published message is confirmed; return the counts.
+
+        ``timeout`` bounds the wait (default: the confirm timeout, counted per message).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._pending:
+            if deadline is not None and time.monotonic() > deadline:
+                self._fail_timeout(next(iter(self._pending.values())), timeout or 0.0)
+            self._wait_some()
+        self._check()
+        self.last_used = time.monotonic()
+        return self.counts
+
+    def reset_counts(self) -> PublishCounts:
+        """Return the counts so far and start new ones (used per Spark task)."""
+        counts, self.counts = self.counts, PublishCounts()
+        return counts
+
+    def service(self) -> None:
+        """Process pending I/O (heartbeats, a close by the broker) without blocking."""
+        if self._conn is not None:
+            self._pump(0)
+
+    # -- internals ---------------------------------------------------------------------
+    def _pump(self, timeout: float) -> None:
+        """Run the I/O loop once: send buffered frames, handle what arrived, wait at most ``timeout``."""
+        conn = self._conn
+        if conn is None:
+            return
+        ioloop = conn.ioloop
+        handle = ioloop.call_later(max(timeout, 0.0), _noop)
+        try:
+            ioloop.poll()
+            ioloop.process_timeouts()
+        finally:
+            ioloop.remove_timeout(handle)
+
+    def _wait_some(self) -> None:
+        oldest = next(iter(self._pending.values()))
+        remaining = oldest[3] + self.confirm_timeout - time.monotonic()
+        if remaining <= 0:
+            self._fail_timeout(oldest, self.confirm_timeout)
+        self._since_pump = 0
+        self._pump(min(remaining, 1.0))
+        self._check()
+        if self._conn is None and self._pending:
+            raise SafeBunnyBrokerError("The publisher was closed while messages were unconfirmed.")
+
+    def _check(self) -> None:
+        if self._error is not None:
+            error = self._error
+            self._teardown()
+            raise error
+
+    def _fail_timeout(self, oldest: tuple[str, str, str | None, float], waited: float) -> None:
+        blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
+        self._error = SafeBunnyPublishError(
+            f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
+            f"{oldest[1]!r} within {waited:g} s ({len(self._pending)} messages unconfirmed).{blocked} "
+            "The task fails so that Spark retries it with the same ids; check the broker's health or raise "
+            "'confirmTimeoutMs'.")
+        self._check()
+
+    def _on_confirm(self, frame: Any) -> None:
+        method = frame.method
+        nack = method.NAME == "Basic.Nack"
+        tag = method.delivery_tag
+        if method.multiple:
+            tags = []
+            for t in self._pending:  # insertion order is tag order
+                if t > tag:
+                    break
+                tags.append(t)
+        else:
+            tags = [tag]
+        for t in tags:
+            info = self._pending.pop(t, None)
+            if info is None:
+                continue
+            if nack:
+                self.counts.nacked += 1
+                if self._error is None:
+                    self._error = SafeBunnyPublishError(
+                        f"The broker nacked message {info[2]!r} to exchange {info[0]!r} with routing key "
+                        f"{info[1]!r}: it did not take responsibility for it (a queue it routes to may be "
+                        "full with x-overflow=reject-publish, or the broker hit an internal error). The task "
+                        "fails so that Spark retries it with the same ids.")
+            elif t in self._returned_tags:
+                self._returned_tags.discard(t)
+            else:
+                self.counts.confirmed += 1
+
+    def _on_return(self, _channel: Any, method: Any, properties: Any, _body: bytes) -> None:
+        self.counts.returned += 1
+        mid = getattr(properties, "message_id", None)
+        for tag, info in self._pending.items():
+            if tag not in self._returned_tags and info[2] == mid:
+                self._returned_tags.add(tag)
+                break
+        if self._error is None:
+            self._error = SafeBunnyPublishError(
+                f"Message {mid!r} to exchange {method.exchange!r} with routing key {method.routing_key!r} was "
+                f"returned as unroutable ({method.reply_code} {method.reply_text}): no queue is bound for that "
+                "routing key. Bind a queue to the exchange for it, or fix the 'routingKey' option or column.",
+                reply_code=method.reply_code)
+
+    def _on_channel_closed(self, _channel: Any, reason: Any) -> None:
+        import pika.exceptions
+
+        if self._error is None and isinstance(reason, pika.exceptions.ChannelClosedByBroker):
+            code = getattr(reason, "reply_code", None)
+            text = getattr(reason, "reply_text", str(reason))
+            exchange, routing_key = self._last
+            advice = (" Declare the exchange before writing (or fix the 'exchange' option or column)."
+                      if code == 404 else "")
+            self._error = SafeBunnyPublishError(
+                f"The broker closed the channel while publishing to exchange {exchange!r} with routing key "
+                f"{routing_key!r}: {code} {text}.{advice}", reply_code=code)
+
+    def _on_connection_closed(self, _conn: Any, reason: Any) -> None:
+        import pika.exceptions
+
+        if self._error is None and not isinstance(reason, pika.exceptions.ConnectionClosedByClient):
+            exchange, routing_key = self._last
+            self._error = SafeBunnyPublishError(
+                f"The connection to {describe(self.uri)} closed while publishing to exchange {exchange!r} with "
+                f"routing key {routing_key!r}: {reason!s}. The task fails so that Spark retries it.")
+
+    def _on_blocked(self, _conn: Any, frame: Any) -> None:
+        self._blocked = getattr(frame.method, "reason", "resource alarm")
+
+    def _on_unblocked(self, _conn: Any, _frame: Any) -> None:
+        self._blocked = None
+
+
+def _noop() -> None:
+    return None
+
+
+_POOL: dict[tuple[Any, ...], list[ConfirmingPublisher]] = {}
+_LOCK = threading.Lock()
+
+
+def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
+            connect_timeout: float = 10.0,
+            factory: Callable[..., ConfirmingPublisher] = ConfirmingPublisher) -> ConfirmingPublisher:
+    """An open publisher for these settings: a cached one that is still healthy, or a new one.
+
+    A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
+    (nobody serviced its heartbeats meanwhile). Give it back with :func:`release`.
+    """
+    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout)
+    while True:
+        with _LOCK:
+            cached = _POOL.get(key)
+            publisher = cached.pop() if cached else None
+        if publisher is None:
+            break
+        idle = time.monotonic() - publisher.last_used
+        if heartbeat and idle > heartbeat:
+            publisher.close()
+            continue
+        try:
+            publisher.service()
+        except Exception:  # noqa: BLE001 - a dead cached connection is replaced
+            publisher.close()
+            continue
+        if publisher.is_open:
+            publisher.reset_counts()
+            return publisher
+        publisher.close()
+    return factory(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
+                   connect_timeout=connect_timeout).open()
+
+
+def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
+    """Return ``publisher`` to the cache, or close it when ``healthy`` is false or it failed."""
+    if not healthy or not publisher.is_open or publisher._pending:
+        publisher.close()
+        return
+    publisher.last_used = time.monotonic()
+    key = (publisher.uri, publisher.max_in_flight, publisher.confirm_timeout, publisher.heartbeat,
+           publisher.connect_timeout)
+    with _LOCK:
+        _POOL.setdefault(key, []).append(publisher)
+
+
+def close_all() -> None:
+    """Close every cached publisher (runs at interpreter exit)."""
+    with _LOCK:
+        publishers = [p for ps in _POOL.values() for p in ps]
+        _POOL.clear()
+    for publisher in publishers:
+        publisher.close()
+
+
+atexit.register(close_all)
