@@ -1,0 +1,196 @@
+"""The JVM shim: the same ids as ``safebunny.ids``, as Spark SQL functions, attached to a live session.
+
+The shared ``spark`` fixture was started without the jar, so these tests also prove that
+``safebunny.shim.register(spark)`` works on a running session; one test starts its own session
+with ``spark.jars`` (the other documented way), and two build the jar from scratch (the offline
+build with the full vectors, and concurrent first builds sharing one cache).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from safebunny import shim
+from safebunny.errors import SafeBunnyError
+from safebunny.ids import correlation_id_for, message_id
+
+REPO = Path(__file__).resolve().parents[2]
+VECTORS = json.loads((REPO / "tests" / "vectors" / "message_ids.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def sql(spark):  # type: ignore[no-untyped-def]
+    """The shared session with the shim registered on it (live, no restart)."""
+    shim.register(spark)
+    shim.register(spark)  # a second call is harmless
+    return spark
+
+
+def test_message_ids_match_the_vectors_byte_for_byte(sql):  # type: ignore[no-untyped-def]
+    rows = [(v["causation_id"], v["node"], v["message_type"], v["index"], v["expected"])
+            for v in VECTORS["message_ids"]]
+    df = sql.createDataFrame(rows, "c string, n string, t string, i bigint, expected string")
+    got = df.selectExpr("expected", "safebunny_message_id(c, n, t, i) AS got").collect()
+    assert len(got) == len(rows) == 13
+    assert [r.got for r in got] == [r.expected for r in got]
+
+
+def test_correlation_ids_match_the_vectors_byte_for_byte(sql):  # type: ignore[no-untyped-def]
+    rows = [(v["business_key"], v["expected"]) for v in VECTORS["correlation_ids"]]
+    df = sql.createDataFrame(rows, "k string, expected string")
+    got = df.selectExpr("expected", "safebunny_correlation_id(k) AS got").collect()
+    assert [r.got for r in got] == [r.expected for r in got] and len(got) == 6
+
+
+def test_sql_literals_casts_and_nulls(sql):  # type: ignore[no-untyped-def]
+    row = sql.sql(
+        """SELECT safebunny_message_id('order-1', 'billing', 'InvoiceRequested', 0) AS int_index,
+                  safebunny_message_id('order-1', 'billing', 'InvoiceRequested', CAST(1 AS BIGINT)) AS long_index,
+                  safebunny_message_id('order-1', 'billing', 'InvoiceRequested', '1') AS string_index,
+                  safebunny_message_id(NULL, 'billing', 'InvoiceRequested', 0) AS null_cause,
+                  safebunny_message_id('order-1', NULL, 'InvoiceRequested', 0) AS null_node,
+                  safebunny_message_id('order-1', 'billing', NULL, 0) AS null_type,
+                  safebunny_message_id('order-1', 'billing', 'InvoiceRequested', NULL) AS null_index,
+                  safebunny_correlation_id('order-1') AS corr,
+                  safebunny_correlation_id(NULL) AS null_key"""
+    ).first()
+    assert row.int_index == message_id("order-1", "billing", "InvoiceRequested", 0)
+    assert row.long_index == row.string_index == message_id("order-1", "billing", "InvoiceRequested", 1)
+    assert row.null_cause is row.null_node is row.null_type is row.null_index is row.null_key is None
+    assert row.corr == correlation_id_for("order-1")
+
+
+@pytest.mark.parametrize(
+    "expr, words",
+    [
+        ("safebunny_message_id('', 'billing', 'T', 0)", ["causation_id", "non-empty"]),
+        ("safebunny_message_id('c', '', 'T', 0)", ["'node'", "non-empty"]),
+        ("safebunny_message_id('c', 'n', 'T', -1)", ["'index'", ">= 0", "-1"]),
+        ("safebunny_correlation_id('')", ["business_key", "non-empty"]),
+    ],
+)
+def test_invalid_arguments_fail_the_query_naming_the_argument(sql, expr, words):  # type: ignore[no-untyped-def]
+    with pytest.raises(Exception) as info:
+        sql.sql(f"SELECT {expr} AS x").collect()
+    message = str(info.value)
+    assert all(w in message for w in words), message[-2000:]
+
+
+_field = st.text(min_size=1, max_size=40)
+_alphabetish = st.text(alphabet="ab|:1 é🐇", min_size=1, max_size=8)  # the encoding's own separators
+
+
+def _collect(strategy: st.SearchStrategy, n: int) -> list:
+    """Draw ``n`` hypothesis examples cheaply in Python, so that Spark runs one job for all of them."""
+    out: list = []
+
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(strategy)
+    def draw(example: object) -> None:
+        out.append(example)
+
+    draw()
+    return out
+
+
+def test_message_ids_match_python_on_random_inputs(sql):  # type: ignore[no-untyped-def]
+    rows = _collect(st.tuples(st.one_of(_field, _alphabetish), st.one_of(_field, _alphabetish),
+                              st.one_of(_field, _alphabetish), st.integers(0, 2**63 - 1)), 400)
+    assert len(rows) >= 300
+    df = sql.createDataFrame(rows, "c string, n string, t string, i bigint").repartition(3)
+    got = df.selectExpr("c", "n", "t", "i", "safebunny_message_id(c, n, t, i) AS id").collect()
+    assert len(got) == len(rows)
+    wrong = [(r.c, r.n, r.t, r.i, r.id) for r in got if r.id != message_id(r.c, r.n, r.t, r.i)]
+    assert wrong == []
+
+
+def test_correlation_ids_match_python_on_random_inputs(sql):  # type: ignore[no-untyped-def]
+    keys = _collect(st.one_of(_field, _alphabetish, st.text(min_size=1, max_size=500)), 300)
+    got = sql.createDataFrame([(k,) for k in keys], "k string").selectExpr("k", "safebunny_correlation_id(k) AS id")
+    wrong = [(r.k, r.id) for r in got.collect() if r.id != correlation_id_for(r.k)]
+    assert wrong == []
+
+
+_FRESH_SESSION = textwrap.dedent(
+    """
+    import safebunny.shim
+    from pyspark.sql import SparkSession
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").config(map=safebunny.shim.spark_conf())
+             .getOrCreate())
+    loadable = safebunny.shim._load_entry(spark) is not None  # on the class path from the start
+    safebunny.shim.register(spark)
+    row = spark.sql("SELECT safebunny_message_id('order-1', 'billing', 'InvoiceRequested', 0) AS m").first()
+    print("RESULT", loadable, row.m)
+    spark.stop()
+    """
+)
+
+
+def test_a_session_started_with_spark_conf_needs_no_add_jar():
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    out = subprocess.run([sys.executable, "-c", _FRESH_SESSION], capture_output=True, text=True, timeout=300,
+                         env=env, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-3000:]
+    expected = message_id("order-1", "billing", "InvoiceRequested", 0)
+    assert f"RESULT True {expected}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+
+
+def test_offline_build_script_self_tests_every_vector(tmp_path):  # type: ignore[no-untyped-def]
+    jar = tmp_path / "shim.jar"
+    out = subprocess.run([sys.executable, str(REPO / "scala_shim" / "build_offline.py"), "--out", str(jar)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "self-test passed" in out.stdout
+    names = set(zipfile.ZipFile(jar).namelist())
+    assert {"safebunny/spark/Ids.class", "safebunny/spark/Registrar.class",
+            "safebunny/spark/MessageIdUDF.class", "META-INF/MANIFEST.MF"} <= names
+
+
+def test_offline_build_fails_loudly_on_a_wrong_vector(tmp_path):  # type: ignore[no-untyped-def]
+    bad = json.loads(json.dumps(VECTORS))
+    bad["message_ids"][0]["expected"] = "00000000-0000-5000-8000-000000000000"
+    vectors = tmp_path / "bad.json"
+    vectors.write_text(json.dumps(bad), encoding="utf-8")
+    with pytest.raises(SafeBunnyError) as info:
+        shim.build_jar(tmp_path / "shim.jar", vectors=vectors)
+    assert "SELFTEST MISMATCH" in str(info.value) and "order-1" in str(info.value)
+    assert not (tmp_path / "shim.jar").exists()
+
+
+_CONCURRENT_BUILD = textwrap.dedent(
+    """
+    import sys
+    from safebunny import shim
+    real = shim.build_jar
+    def counting(*args, **kwargs):
+        print("BUILT", flush=True)
+        return real(*args, **kwargs)
+    shim.build_jar = counting
+    print("PATH", shim.jar_path())
+    """
+)
+
+
+def test_concurrent_first_builds_share_one_build(tmp_path):  # type: ignore[no-untyped-def]
+    env = {**os.environ, "SAFEBUNNY_CACHE_DIR": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_BUILD], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=REPO) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    paths = {line for out, _ in outs for line in out.splitlines() if line.startswith("PATH ")}
+    builds = sum(out.count("BUILT") for out, _ in outs)
+    assert len(paths) == 1 and builds == 1, outs
+    jars = list((tmp_path / "cache").glob("*.jar"))
+    assert len(jars) == 1 and zipfile.ZipFile(jars[0]).testzip() is None
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.name.startswith("safebunny-shim-")]  # no temp left
