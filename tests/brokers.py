@@ -63,7 +63,8 @@ class ThrowawayBroker:
     test session unless the test must restart or stop it.
     """
 
-    def __init__(self, plugins: tuple[str, ...] = ("rabbitmq_stream",)) -> None:
+    def __init__(self, plugins: tuple[str, ...] = ("rabbitmq_stream",), extra_config: tuple[str, ...] = ()) -> None:
+        self.extra_config = extra_config
         self.base = Path(tempfile.mkdtemp(prefix="safebunny-broker-"))
         self.node = f"sbtest{os.getpid()}x{free_port()}@localhost"
         self.port = free_port()
@@ -98,6 +99,7 @@ class ThrowawayBroker:
         conf = ["loopback_users = none", f"listeners.tcp.default = 127.0.0.1:{self.port}"]
         if self.stream_port:
             conf.append(f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}")
+        conf.extend(self.extra_config)
         (self.base / "rabbitmq.conf").write_text("\n".join(conf) + "\n")
         (self.base / "enabled_plugins").write_text("[{}].".format(",".join(self.plugins)))
 

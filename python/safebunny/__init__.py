@@ -23,6 +23,7 @@ __all__ = [
     "__version__",
     "FORMAT",
     "register",
+    "hide_uri_in_plans",
     "message_id",
     "correlation_id_for",
     "new_correlation_id",
@@ -49,3 +50,18 @@ def register(spark: Any) -> None:
     from pyspark_safebunny import DefaultSource
 
     spark.dataSource.register(DefaultSource)
+    hide_uri_in_plans(spark)
+
+
+def hide_uri_in_plans(spark: Any) -> None:
+    """Make ``spark`` redact the ``uri`` option in query plans too.
+
+    Spark prints data source options in ``explain()`` and redacts only keys matching
+    ``spark.sql.redaction.options.regex`` (default ``(?i)url``) or ``spark.redaction.regex``
+    (``password``, ``secret``, ...). This adds ``uri`` to the first. Alternatively keep the
+    password out of ``uri`` and pass it with the ``password`` option, which Spark redacts.
+    """
+    key = "spark.sql.redaction.options.regex"
+    current = spark.conf.get(key, "(?i)url")
+    if "uri" not in current:
+        spark.conf.set(key, f"{current}|(?i)uri")

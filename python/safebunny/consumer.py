@@ -172,7 +172,8 @@ class QueueConsumer:
                 "read again flagged 'redelivered'. Make batches finish faster or raise consumer_timeout."
             )
         else:
-            message = f"Lost the connection to {describe(self.uri)} while consuming {self.queue!r}: {text!r}; reconnecting."
+            message = (f"Lost the connection to {describe(self.uri)} while consuming {self.queue!r}: {text!r}; "
+                       "reconnecting.")
         self.last_error = message
         log.warning(message)
         self._ready.clear()

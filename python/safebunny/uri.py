@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["redact", "validate_uri", "connection_parameters", "describe"]
+__all__ = ["redact", "validate_uri", "connection_parameters", "describe", "with_password"]
 
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/]*):(?P<pw>[^@/]*)@")
 
@@ -77,3 +77,22 @@ def describe(uri: str) -> str:
     port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
     vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
     return f"{parts.hostname}:{port} vhost {vhost!r}"
+
+
+def with_password(uri: str, password: str | None) -> str:
+    """``uri`` with its password replaced by ``password`` (URL-quoted); unchanged when None.
+
+    The ``password`` option exists because Spark prints data source options in query plans
+    and redacts only keys that look secret (``password``, ``url``, ...), not ``uri``.
+    """
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    if password is None:
+        return uri
+    parts = urlsplit(uri)
+    user = parts.username or "guest"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

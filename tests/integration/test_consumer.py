@@ -1,0 +1,118 @@
+"""The I/O-thread consumer against real brokers: acks, heartbeats, lost channels."""
+
+import time
+
+import pika
+import pytest
+
+from brokers import ThrowawayBroker
+from conftest import queue_totals
+from safebunny.consumer import QueueConsumer, open_connection
+from safebunny.errors import SafeBunnyBrokerError
+
+
+def _wait(condition, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _publish(uri, queue, n, start=0):
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i in range(start, start + n):
+        ch.basic_publish("", queue, f"m{i}".encode(), pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
+    conn.close()
+
+
+def test_taken_messages_stay_unacked_until_ack_through(broker, amqp_uri, make_queue):
+    queue = make_queue()
+    _publish(amqp_uri, queue, 30)
+    consumer = QueueConsumer(amqp_uri, queue, prefetch=100).start()
+    try:
+        first = consumer.take(10, None, first_wait=5)
+        second = consumer.take(10, None, first_wait=5)
+        assert [d.body for d in first + second] == [f"m{i}".encode() for i in range(20)]
+        _wait(lambda: queue_totals(broker, queue) == (0, 30), what="30 unacked")
+        assert consumer.ack_through(first[-1].generation, first[-1].delivery_tag)
+        _wait(lambda: queue_totals(broker, queue) == (0, 20), what="first 10 acked")
+    finally:
+        consumer.stop()
+    # closing requeues what was never acked
+    _wait(lambda: queue_totals(broker, queue) == (20, 0), what="20 requeued")
+
+
+def test_byte_limit_takes_at_least_one_and_stops_before_exceeding(amqp_uri, make_queue):
+    queue = make_queue()
+    _publish(amqp_uri, queue, 10)  # bodies of 2 bytes
+    consumer = QueueConsumer(amqp_uri, queue, prefetch=100).start()
+    try:
+        _wait(lambda: consumer.buffered() == 10)
+        assert len(consumer.take(10, 5, first_wait=1)) == 2
+        assert len(consumer.take(10, 1, first_wait=1)) == 1
+    finally:
+        consumer.stop()
+
+
+def test_connection_survives_an_idle_period_longer_than_the_heartbeat(broker, amqp_uri, make_queue):
+    queue = make_queue()
+    _publish(amqp_uri, queue, 5)
+    consumer = QueueConsumer(amqp_uri, queue, prefetch=10, heartbeat=1).start()
+    try:
+        taken = consumer.take(5, None, first_wait=5)
+        time.sleep(5)  # the workload: a batch that takes longer than several heartbeat intervals
+        assert consumer.generation == 1 and consumer.last_error is None
+        assert consumer.ack_through(taken[-1].generation, taken[-1].delivery_tag)
+        _wait(lambda: queue_totals(broker, queue) == (0, 0), what="all acked")
+    finally:
+        consumer.stop()
+
+
+def test_missing_queue_wrong_password_and_unreachable_host_are_clear(amqp_uri):
+    with pytest.raises(SafeBunnyBrokerError, match="does not exist") as info:
+        QueueConsumer(amqp_uri, "sbt-no-such-queue-xyz", prefetch=1).start()
+    assert "declare it" in str(info.value)
+    bad = amqp_uri.replace("guest:guest", "guest:wrongsecret")
+    with pytest.raises(SafeBunnyBrokerError, match="refused the credentials") as info:
+        open_connection(bad)
+    assert "wrongsecret" not in str(info.value)
+    with pytest.raises(SafeBunnyBrokerError, match="Cannot connect") as info:
+        open_connection("amqp://guest:topsecret@127.0.0.1:1/%2F")
+    assert "topsecret" not in str(info.value) and "127.0.0.1:1" in str(info.value)
+
+
+@pytest.fixture(scope="module")
+def own_broker():
+    broker = ThrowawayBroker(plugins=()).start()
+    yield broker
+    broker.destroy()
+
+
+def test_lost_connection_and_broker_restart_requeue_and_resume(own_broker):
+    uri = own_broker.uri
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    conn.channel().queue_declare("q", durable=True)
+    conn.close()
+    _publish(uri, "q", 10)
+    consumer = QueueConsumer(uri, "q", prefetch=100).start()
+    try:
+        taken = consumer.take(10, None, first_wait=5)
+        assert len(taken) == 10 and not any(d.redelivered for d in taken)
+        own_broker.ctl("close_all_connections", "test")
+        _wait(lambda: consumer.generation == 2, what="reconnect")
+        assert "Lost the connection" in (consumer.last_error or "")
+        assert consumer.ack_through(taken[-1].generation, taken[-1].delivery_tag) is False
+        again = consumer.take(10, None, first_wait=10)
+        assert [d.body for d in again] == [d.body for d in taken] and all(d.redelivered for d in again)
+        own_broker.stop()
+        own_broker.start()
+        _wait(lambda: consumer.generation == 3, timeout=60, what="reconnect after restart")
+        after = consumer.take(10, None, first_wait=10)
+        assert sorted(d.body for d in after) == sorted(d.body for d in taken)
+        assert consumer.ack_through(after[-1].generation, after[-1].delivery_tag)
+    finally:
+        consumer.stop()

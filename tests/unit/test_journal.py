@@ -1,0 +1,56 @@
+import pyarrow as pa
+import pytest
+
+from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
+from safebunny.journal import Journal, batch_file_name, parse_batch_file_name
+
+
+def _batch(n: int) -> pa.RecordBatch:
+    return pa.record_batch({"value": [f"m{i}".encode() for i in range(n)]})
+
+
+def test_names_round_trip_and_sort_by_sequence():
+    assert parse_batch_file_name(batch_file_name(5, 17)) == (5, 17)
+    assert batch_file_name(9, 10) < batch_file_name(10, 100)
+    assert parse_batch_file_name("other.arrow") is None
+
+
+def test_write_then_read_returns_the_same_rows(tmp_path):
+    journal = Journal(str(tmp_path / "j"))
+    journal.ensure()
+    journal.write(0, 3, _batch(3))
+    assert journal.exists(0, 3)
+    got = pa.Table.from_batches(list(journal.read(0, 3)))
+    assert got.column("value").to_pylist() == [b"m0", b"m1", b"m2"]
+    assert not [p for p in (tmp_path / "j").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_rewrite_replaces_an_orphan_batch(tmp_path):
+    journal = Journal(str(tmp_path))
+    journal.write(0, 3, _batch(3))
+    journal.write(0, 3, _batch(3).slice(0, 3))
+    assert len(list((tmp_path).glob("*.arrow"))) == 1
+
+
+def test_missing_batch_is_a_clear_data_loss_error(tmp_path):
+    journal = Journal(str(tmp_path))
+    with pytest.raises(SafeBunnyDataLossError) as info:
+        list(journal.read(10, 20))
+    message = str(info.value)
+    assert "(10, 20]" in message and "failOnDataLoss" in message and str(tmp_path) in message
+
+
+def test_delete_through_keeps_later_batches(tmp_path):
+    journal = Journal(f"file://{tmp_path}")
+    for start, end in [(0, 3), (3, 6), (6, 9)]:
+        journal.write(start, end, _batch(end - start))
+    (tmp_path / (batch_file_name(3, 6) + ".abc.tmp")).write_bytes(b"half")
+    assert journal.delete_through(6) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == [batch_file_name(6, 9)]
+
+
+def test_unwritable_location_names_the_option(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(SafeBunnyOptionError, match="journalLocation"):
+        Journal(str(blocker / "sub")).ensure()
