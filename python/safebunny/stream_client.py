@@ -381,6 +381,13 @@ class RStreamClient(StreamQueueClient):
         self.last_chunk_timestamp_ms = last.timestamp
         return StreamBounds(min(first_offset, tail), tail, avg)
 
+    def _first_offset(self, stream: str, delivered: Any) -> int:
+        """The oldest stored message's offset (to tell retention from an offset gap)."""
+        from rstream.constants import OffsetType
+
+        first = self._first_chunk(stream, OffsetType.FIRST, None, READ_IDLE_TIMEOUT_S)
+        return delivered.chunk_first_offset if first is None else first.chunk_first_offset
+
     def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
         from rstream.constants import OffsetType
 
@@ -412,8 +419,9 @@ class RStreamClient(StreamQueueClient):
                     )
                 if not checked:
                     checked = True
-                    if frame.chunk_first_offset > pos:
-                        pos = check_data_loss(stream, pos, end, frame.chunk_first_offset, fail_on_data_loss, warn)
+                    if frame.chunk_first_offset > pos:  # retention, or offsets of broker tracking records
+                        pos = check_data_loss(stream, pos, end, self._first_offset(stream, frame), fail_on_data_loss,
+                                              warn)
                         if pos >= end:
                             break
                 self._run(self._client.credit(sub.id, 1))
@@ -423,8 +431,10 @@ class RStreamClient(StreamQueueClient):
                         break
                     if offset >= pos:
                         _append_amqp10(columns, raw, offset, frame.timestamp, include_headers)
-                        pos = offset + 1
                     offset += 1
+                # offsets within a chunk are contiguous; between chunks there can be gaps (offsets taken by
+                # the broker's own tracking records, never delivered), so progress is by chunk
+                pos = max(pos, min(end, frame.chunk_first_offset + frame.num_records))
                 if len(columns["offset"]) >= batch_rows:
                     yield _batch(columns, queue_name, include_headers)
                     columns = _empty_columns(include_headers)
@@ -505,8 +515,27 @@ def _append_amqp10(columns: dict[str, list[Any]], raw: bytes, offset: int, chunk
 # AMQP 0-9-1 with x-stream-offset
 
 
+class _Consumption:
+    """One ``x-stream-offset`` consumer: deliveries collected by a callback, counts for the window."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Any, Any, bytes]] = []
+        self.delivered = 0
+        self.acked = 0
+
+    def on_message(self, ch: Any, method: Any, props: Any, body: bytes) -> None:
+        self.pending.append((method, props, body))
+        self.delivered += 1
+
+
 class AmqpStreamClient(StreamQueueClient):
-    """Stream queues over AMQP 0-9-1 (``x-stream-offset``); slower, works without the plugin."""
+    """Stream queues over AMQP 0-9-1 (``x-stream-offset``); slower, works without the plugin.
+
+    Stream queues refuse ``basic.nack``/``reject`` by closing the connection, and pika nacks
+    deliveries that arrive while a consumer is being cancelled. So a consumer is only closed
+    once its prefetch window is full or nothing more arrives (see :meth:`_release`), and a
+    connection the broker closed anyway is reopened for the next operation.
+    """
 
     protocol = "amqp"
     PREFETCH = 1000
@@ -525,14 +554,17 @@ class AmqpStreamClient(StreamQueueClient):
             _close_quietly(self._conn)
             self._conn = None
 
-    def _consume(self, stream: str, spec: Any, on_message: Callable[..., None], prefetch: int) -> tuple[Any, str]:
+    def _consume(self, stream: str, spec: Any, prefetch: int) -> tuple[Any, _Consumption]:
+        if self._conn is None or not self._conn.is_open:
+            self.connect()
+        state = _Consumption()
         try:
             channel = self._conn.channel()
             channel.basic_qos(prefetch_count=prefetch)
-            tag = channel.basic_consume(stream, on_message, auto_ack=False, arguments={"x-stream-offset": spec})
+            channel.basic_consume(stream, state.on_message, auto_ack=False, arguments={"x-stream-offset": spec})
         except Exception as exc:
             raise broker_error(exc, self.endpoint, f"consume stream {stream!r}", stream) from None
-        return channel, tag
+        return channel, state
 
     def _drain(self, seconds: float) -> None:
         try:
@@ -540,29 +572,40 @@ class AmqpStreamClient(StreamQueueClient):
         except Exception as exc:
             raise broker_error(exc, self.endpoint, "read a stream queue") from None
 
+    def _release(self, channel: Any, state: _Consumption, prefetch: int, budget_s: float = 2.0) -> None:
+        """Close ``channel`` once no delivery can still be in flight (window full, or idle)."""
+        try:
+            stop = time.monotonic() + budget_s
+            while state.delivered - state.acked < prefetch and time.monotonic() < stop:
+                before = state.delivered
+                self._conn.process_data_events(time_limit=0.05)
+                if state.delivered == before:
+                    break
+        except Exception:
+            pass
+        _close_quietly(channel)
+
     def _sample(self, stream: str, spec: Any, wait_s: float, idle_s: float = 0.05,
                 max_messages: int = 1000, budget_s: float = 1.0) -> list[tuple[int, int]]:
         """``(offset, body length)`` of the first deliveries from ``spec`` (until idle or budget)."""
-        seen: list[tuple[int, int]] = []
-
-        def on_message(ch: Any, method: Any, props: Any, body: bytes) -> None:
-            offset = (props.headers or {}).get("x-stream-offset")
-            if isinstance(offset, int):
-                seen.append((offset, len(body)))
-
-        channel, _ = self._consume(stream, spec, on_message, prefetch=max_messages)
+        channel, state = self._consume(stream, spec, prefetch=max_messages)
         try:
             deadline = time.monotonic() + wait_s
-            while not seen and time.monotonic() < deadline:
+            while not state.pending and time.monotonic() < deadline:
                 self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
             stop = time.monotonic() + budget_s
-            while seen and len(seen) < max_messages and time.monotonic() < stop:
-                before = len(seen)
+            while state.pending and len(state.pending) < max_messages and time.monotonic() < stop:
+                before = len(state.pending)
                 self._drain(idle_s)
-                if len(seen) == before:
+                if len(state.pending) == before:
                     break
         finally:
-            _close_quietly(channel)
+            self._release(channel, state, max_messages)
+        seen = []
+        for _, props, body in state.pending:
+            offset = (props.headers or {}).get("x-stream-offset")
+            if isinstance(offset, int):
+                seen.append((int(offset), len(body)))
         return seen
 
     def bounds(self, stream: str, empty_wait_s: float) -> StreamBounds:
@@ -578,26 +621,22 @@ class AmqpStreamClient(StreamQueueClient):
     def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
         when = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc).replace(tzinfo=None)
         got = self._sample(stream, when, empty_wait_s, max_messages=1)
-        return int(got[0][0]) if got else None
+        return got[0][0] if got else None
 
     def read_range(self, stream: str, queue_name: str, start: int, end: int, *, include_headers: bool,
                    fail_on_data_loss: bool, warn: Callable[[str], None] | None = None,
                    batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         if start >= end:
             return
-        pending: list[tuple[Any, Any, bytes]] = []
-
-        def on_message(ch: Any, method: Any, props: Any, body: bytes) -> None:
-            pending.append((method, props, body))
-
-        channel, _ = self._consume(stream, start, on_message, prefetch=min(self.PREFETCH, max(10, end - start)))
+        prefetch = min(self.PREFETCH, max(10, end - start))
+        channel, state = self._consume(stream, start, prefetch)
         try:
             pos = start
             checked = False
             columns = _empty_columns(include_headers)
             idle_since = time.monotonic()
             while pos < end:
-                if not pending:
+                if not state.pending:
                     if time.monotonic() - idle_since > READ_IDLE_TIMEOUT_S:
                         raise SafeBunnyBrokerError(
                             f"Stream queue {stream!r} at {self.endpoint.where()} delivered nothing for "
@@ -607,20 +646,26 @@ class AmqpStreamClient(StreamQueueClient):
                     self._drain(0.2)
                     continue
                 idle_since = time.monotonic()
-                batch, pending[:] = list(pending), []
+                batch, state.pending = state.pending, []
                 for method, props, body in batch:
                     headers = dict(props.headers or {})
                     offset = headers.pop("x-stream-offset", None)
                     if not isinstance(offset, int):
                         continue
+                    offset = int(offset)
                     if not checked:
                         checked = True
-                        if offset > pos:
-                            pos = check_data_loss(stream, pos, end, offset, fail_on_data_loss, warn)
-                    if offset < pos or offset >= end:
+                        if offset > pos:  # retention, or offsets of broker tracking records (never delivered)
+                            first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S, max_messages=1)
+                            oldest = first[0][0] if first else offset
+                            pos = check_data_loss(stream, pos, end, oldest, fail_on_data_loss, warn)
+                    if offset >= end:
+                        pos = end
+                        break
+                    if offset < pos:
                         continue
                     columns["value"].append(bytes(body))
-                    columns["offset"].append(int(offset))
+                    columns["offset"].append(offset)
                     columns["messageId"].append(props.message_id)
                     columns["correlationId"].append(props.correlation_id)
                     columns["contentType"].append(props.content_type)
@@ -631,17 +676,20 @@ class AmqpStreamClient(StreamQueueClient):
                     if include_headers:
                         columns["headers"].append(render_headers(headers) if headers else None)
                     pos = offset + 1
-                try:
-                    channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
-                except Exception as exc:
-                    raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) from None
+                if pos < end:  # after the range, stop acking: the window fills and deliveries stop
+                    try:
+                        channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
+                    except Exception as exc:
+                        raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) \
+                            from None
+                    state.acked += len(batch)
                 if len(columns["offset"]) >= batch_rows:
                     yield _batch(columns, queue_name, include_headers)
                     columns = _empty_columns(include_headers)
             if columns["offset"]:
                 yield _batch(columns, queue_name, include_headers)
         finally:
-            _close_quietly(channel)
+            self._release(channel, state, prefetch)
 
 
 # --------------------------------------------------------------------------------------------

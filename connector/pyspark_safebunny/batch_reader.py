@@ -1,0 +1,66 @@
+"""Batch reads (``spark.read.format("safebunny")``): stream queues only.
+
+A batch read of a stream queue reads the offsets from ``startingOffsets`` (default
+``earliest``) to the stream's tail at planning time, in ``minPartitions`` parallel ranges;
+nothing is consumed or acked. Classic and quorum queues cannot be read in batch: reading
+them removes the messages, so use ``readStream`` with ``trigger(availableNow=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from pyspark_safebunny.stream_queue_reader import (
+    SafeBunnyStreamPartition,
+    check_schema,
+    read_stream_partition,
+    starting_offset,
+    stream_bounds,
+)
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.source_options import parse_source_options
+from safebunny.stream_offsets import split_range
+
+__all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
+
+
+def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceReader:
+    """The batch reader for a stream queue; a clear error for classic and quorum queues."""
+    options = parse_source_options(raw_options)
+    kind = options["queueType"]
+    if kind == "auto":
+        from safebunny.queue_probe import detect_queue_type
+
+        kind = detect_queue_type(options["uri"], options["queue"], options["streamPort"])
+    if kind != "stream":
+        raise SafeBunnyOptionError(
+            f"Queue {options['queue']!r} is a {kind} queue: batch reads (spark.read) of classic and quorum "
+            "queues are not supported, because reading them removes the messages. Use "
+            "spark.readStream.format('safebunny') with .trigger(availableNow=True) instead, which acks only "
+            "after each batch has committed.",
+            "queue",
+        )
+    return SafeBunnyStreamBatchReader(options, schema)
+
+
+class SafeBunnyStreamBatchReader(DataSourceReader):
+    """Reads ``[startingOffsets, tail)`` of a stream queue once."""
+
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        check_schema(options, schema)
+        self.options = dict(options)
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        start = starting_offset(self.options)
+        end = max(start, stream_bounds(self.options).tail)
+        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options["minPartitions"])]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        if not isinstance(partition, SafeBunnyStreamPartition):  # Spark's stand-in for "no partitions"
+            return iter(())
+        return read_stream_partition(self.options, partition)
