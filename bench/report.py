@@ -1,0 +1,218 @@
+"""The pure side of the benchmark: results, ratios to the raw ceilings, targets, and the table.
+
+Nothing here talks to a broker or to Spark, so it is unit-tested (tests/unit/test_bench_report.py).
+A case either has measured rates or a status saying why it has none; a missing number is never
+filled in.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = [
+    "CaseResult",
+    "Target",
+    "evaluate_targets",
+    "format_markdown",
+    "format_text",
+    "ratio",
+    "results_to_json",
+    "table_rows",
+]
+
+OK = "ok"
+
+
+@dataclass
+class CaseResult:
+    """One benchmark case: a raw-client ceiling or a connector case, over one or more runs."""
+
+    name: str
+    group: str  # "raw" or "connector"
+    kind: str  # publish | consume | stage | source | sink | latency
+    queue_type: str  # classic | quorum | stream
+    messages: int = 0
+    rates: list[float] = field(default_factory=list)  # msg/s, one per run
+    ceiling: str | None = None  # name of the matching raw case
+    batch_ms: list[float] = field(default_factory=list)  # durations of non-empty micro-batches
+    e2e_ms: list[float] = field(default_factory=list)  # end-to-end latencies of messages
+    memory_mb: dict[str, float] = field(default_factory=dict)  # peak RSS per process role
+    status: str = OK  # ok | not available | failed
+    reason: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float | None:
+        """Median msg/s over the runs, or None when nothing was measured."""
+        return statistics.median(self.rates) if self.rates and self.status == OK else None
+
+
+@dataclass
+class Target:
+    """A goal from the issue, reported (never asserted): met is None when it could not be judged."""
+
+    name: str
+    goal: str
+    value: str
+    met: bool | None
+    note: str = ""
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def ratio(case: CaseResult, by_name: dict[str, CaseResult]) -> float | None:
+    """The case's median rate over its ceiling's median rate, when both exist."""
+    if case.ceiling is None or case.rate is None:
+        return None
+    ceiling = by_name.get(case.ceiling)
+    if ceiling is None or not ceiling.rate:
+        return None
+    return case.rate / ceiling.rate
+
+
+def _fmt_num(value: float | None, digits: int = 0) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def table_rows(results: list[CaseResult]) -> list[list[str]]:
+    """Rows of the results table, header first."""
+    by_name = {r.name: r for r in results}
+    rows = [["case", "queue", "msg/s", "× ceiling", "ceiling", "batch p50/p99 ms", "e2e p50/p99 ms",
+             "peak MB driver/reader/workers"]]
+    for r in results:
+        if r.status != OK:
+            rows.append([r.name, r.queue_type, r.status, "–", r.ceiling or "–", "–", "–", f"({r.reason})"])
+            continue
+        rt = ratio(r, by_name)
+        batch = "–" if not r.batch_ms else (
+            f"{_fmt_num(_percentile(r.batch_ms, 0.5))} / {_fmt_num(_percentile(r.batch_ms, 0.99))}")
+        e2e = "–" if not r.e2e_ms else (
+            f"{_fmt_num(_percentile(r.e2e_ms, 0.5), 1)} / {_fmt_num(_percentile(r.e2e_ms, 0.99), 1)}")
+        mem = "–" if not r.memory_mb else " / ".join(
+            _fmt_num(r.memory_mb.get(k)) for k in ("driver_jvm", "reader", "workers"))
+        rate = _fmt_num(r.rate) if r.kind != "latency" else "–"
+        rows.append([r.name, r.queue_type, rate, "–" if rt is None else f"{rt:.2f}",
+                     r.ceiling or "–", batch, e2e, mem])
+    return rows
+
+
+def evaluate_targets(results: list[CaseResult]) -> list[Target]:
+    """Judge the issue's targets from the results; a target without its numbers is 'not judged'."""
+    by_name = {r.name: r for r in results}
+    targets: list[Target] = []
+
+    def ratio_target(name: str, goal: str, cases: list[CaseResult], floor: float) -> None:
+        judged = [(c, ratio(c, by_name)) for c in cases]
+        judged = [(c, x) for c, x in judged if x is not None]
+        if not judged:
+            targets.append(Target(name, goal, "–", None, "no measured case"))
+            return
+        value = ", ".join(f"{c.name}: {x:.2f}×" for c, x in judged)
+        targets.append(Target(name, goal, value, all(x >= floor for _, x in judged)))
+
+    ratio_target("source vs pika consume", "≥ 0.8× the pika consume ceiling at batches ≥ 10k",
+                 [r for r in results if r.kind == "source" and r.queue_type != "stream"
+                  and r.params.get("maxMessagesPerTrigger", 0) >= 10_000], 0.8)
+    ratio_target("sink vs pika confirm window", "≥ 0.8× the pika confirm-window ceiling",
+                 [r for r in results if r.kind == "sink"], 0.8)
+    ratio_target("stage vs raw stage loop", "≥ 0.5× the raw stage loop",
+                 [r for r in results if r.kind == "stage"], 0.5)
+
+    streams = {r.params.get("partitions"): r for r in results
+               if r.kind == "source" and r.queue_type == "stream" and r.rate is not None}
+    if streams:
+        best = max(streams.values(), key=lambda r: r.rate or 0.0)
+        targets.append(Target("stream source", "≥ 50,000 msg/s through the stream protocol",
+                              f"{best.name}: {best.rate:,.0f} msg/s", (best.rate or 0.0) >= 50_000))
+    else:
+        targets.append(Target("stream source", "≥ 50,000 msg/s through the stream protocol", "–", None,
+                              "no measured case"))
+    if 1 in streams and 2 in streams:
+        scale = (streams[2].rate or 0.0) / (streams[1].rate or 1.0)
+        targets.append(Target("stream partitions", "two partitions ≥ 1.7× one", f"{scale:.2f}×", scale >= 1.7))
+    else:
+        targets.append(Target("stream partitions", "two partitions ≥ 1.7× one", "–", None, "no measured pair"))
+
+    sweep = sorted((r.params["maxMessagesPerTrigger"], r.memory_mb["reader"]) for r in results
+                   if r.params.get("sweep") and r.rate is not None and "reader" in r.memory_mb)
+    if len(sweep) >= 2:
+        (lo_n, lo_mb), (hi_n, hi_mb) = sweep[0], sweep[-1]
+        per_msg = (hi_mb - lo_mb) * 1024 * 1024 / (hi_n - lo_n)
+        depth = max(r.messages for r in results if r.params.get("sweep"))
+        targets.append(Target(
+            "reader memory", "reader memory bounded by maxMessagesPerTrigger",
+            f"{lo_mb:.0f} MB at {lo_n:,} → {hi_mb:.0f} MB at {hi_n:,} ({per_msg:,.0f} B per message of batch; "
+            f"queue depth {depth:,})",
+            per_msg <= 4096,
+            "on a queue deeper than every batch, bounded means growth ≤ 4 KiB per message of the batch limit"))
+    else:
+        targets.append(Target("reader memory", "reader memory bounded by maxMessagesPerTrigger", "–", None,
+                              "needs the maxMessagesPerTrigger sweep with reader memory"))
+    return targets
+
+
+def _markdown_table(rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(rows[0]) + " |", "|" + "|".join(" --- " for _ in rows[0]) + "|"]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows[1:]]
+    return "\n".join(lines)
+
+
+def format_markdown(results: list[CaseResult], targets: list[Target], machine: dict[str, Any],
+                    command: str, notes: list[str] | None = None) -> str:
+    """The Markdown report: machine, table, targets, notes."""
+    parts = [f"# safebunny benchmark ({machine.get('started', '?')})", "", f"Command: `{command}`", "",
+             "## Machine", ""]
+    parts += [f"- {k}: {v}" for k, v in machine.items()]
+    parts += ["", "## Results", "", _markdown_table(table_rows(results)), "", "## Targets", ""]
+    tgt = [["target", "goal", "measured", "met"]]
+    for t in targets:
+        met = "not judged" if t.met is None else ("yes" if t.met else "**no**")
+        tgt.append([t.name, t.goal, t.value + (f" ({t.note})" if t.note else ""), met])
+    parts += [_markdown_table(tgt), ""]
+    if notes:
+        parts += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    return "\n".join(parts)
+
+
+def format_text(results: list[CaseResult], targets: list[Target]) -> str:
+    """A fixed-width table for the terminal."""
+    rows = table_rows(results)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    out.append("")
+    for t in targets:
+        met = "not judged" if t.met is None else ("met" if t.met else "MISSED")
+        out.append(f"[{met}] {t.name}: {t.goal} — {t.value}" + (f" ({t.note})" if t.note else ""))
+    return "\n".join(out)
+
+
+def results_to_json(results: list[CaseResult], targets: list[Target], machine: dict[str, Any],
+                    command: str, notes: list[str] | None = None) -> str:
+    """Everything measured, as JSON (latency samples summarised, not dumped)."""
+    by_name = {r.name: r for r in results}
+    cases = []
+    for r in results:
+        d = asdict(r)
+        d.pop("batch_ms")
+        d.pop("e2e_ms")
+        d["rate_median"] = r.rate
+        d["ratio"] = ratio(r, by_name)
+        d["batch_ms"] = {"n": len(r.batch_ms), "p50": _percentile(r.batch_ms, 0.5),
+                         "p99": _percentile(r.batch_ms, 0.99)}
+        d["e2e_ms"] = {"n": len(r.e2e_ms), "p50": _percentile(r.e2e_ms, 0.5), "p99": _percentile(r.e2e_ms, 0.99)}
+        cases.append(d)
+    return json.dumps({"command": command, "machine": machine, "cases": cases,
+                       "targets": [asdict(t) for t in targets], "notes": notes or []}, indent=2)

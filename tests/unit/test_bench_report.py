@@ -1,0 +1,80 @@
+"""The benchmark's pure report logic: medians, ratios to the ceilings, targets, and the tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.report import (  # noqa: E402
+    CaseResult,
+    evaluate_targets,
+    format_markdown,
+    format_text,
+    ratio,
+    results_to_json,
+    table_rows,
+)
+
+CONSUME = "raw: pika consume · classic"
+RCONSUME = "raw: rstream consume · stream"
+
+
+def _results() -> list[CaseResult]:
+    return [
+        CaseResult(CONSUME, "raw", "consume", "classic", 1000, rates=[10_000.0, 12_000.0, 11_000.0]),
+        CaseResult("source · classic", "connector", "source", "classic", 1000, rates=[9_000.0], ceiling=CONSUME,
+                   batch_ms=[100.0, 200.0, 300.0], memory_mb={"driver_jvm": 500.0, "reader": 150.0, "workers": 300.0},
+                   params={"maxMessagesPerTrigger": 10_000}),
+        CaseResult("sink · classic", "connector", "sink", "classic", status="not available",
+                   reason="pyspark_safebunny.writer is not installed", ceiling="raw: pika publish · classic"),
+        CaseResult(RCONSUME, "raw", "consume", "stream", rates=[100_000.0]),
+        CaseResult("source · stream · 1", "connector", "source", "stream", rates=[30_000.0], ceiling=RCONSUME,
+                   params={"partitions": 1}),
+        CaseResult("source · stream · 2", "connector", "source", "stream", rates=[57_000.0], ceiling=RCONSUME,
+                   params={"partitions": 2}),
+    ]
+
+
+def test_ratio_is_median_over_median_and_absent_without_both_numbers() -> None:
+    results = _results()
+    by_name = {r.name: r for r in results}
+    assert by_name[CONSUME].rate == 11_000.0
+    assert ratio(by_name["source · classic"], by_name) == 9_000.0 / 11_000.0
+    assert ratio(by_name["sink · classic"], by_name) is None  # not available: no number, no ratio
+    assert ratio(by_name[CONSUME], by_name) is None  # a ceiling has no ceiling
+
+
+def test_table_shows_unavailable_cases_with_their_reason_and_never_a_number() -> None:
+    rows = table_rows(_results())
+    assert rows[0][:4] == ["case", "queue", "msg/s", "× ceiling"]
+    source = next(r for r in rows if r[0] == "source · classic")
+    assert source[2] == "9,000" and source[3] == "0.82" and source[5] == "200 / 298"
+    assert source[7] == "500 / 150 / 300"
+    sink = next(r for r in rows if r[0] == "sink · classic")
+    assert sink[2] == "not available" and "not installed" in sink[7] and sink[3] == "–"
+
+
+def test_targets_are_judged_or_marked_not_judged() -> None:
+    targets = {t.name: t for t in evaluate_targets(_results())}
+    assert targets["source vs pika consume"].met is True  # 0.82 ≥ 0.8
+    assert targets["sink vs pika confirm window"].met is None  # nothing measured
+    assert targets["stream source"].met is True and "57,000" in targets["stream source"].value
+    assert targets["stream partitions"].met is True and targets["stream partitions"].value == "1.90×"
+    assert targets["reader memory"].met is None
+
+
+def test_markdown_text_and_json_carry_the_same_cases() -> None:
+    results = _results()
+    targets = evaluate_targets(results)
+    machine = {"started": "2026-01-01 00:00:00 UTC", "cpu": "test"}
+    md = format_markdown(results, targets, machine, "make bench", ["a note"])
+    assert "| source · classic | classic | 9,000 | 0.82 |" in md and "- a note" in md and "`make bench`" in md
+    text = format_text(results, targets)
+    assert "[met] source vs pika consume" in text and "[not judged] sink vs pika confirm window" in text
+    doc = json.loads(results_to_json(results, targets, machine, "make bench"))
+    cases = {c["name"]: c for c in doc["cases"]}
+    assert cases["sink · classic"]["rate_median"] is None and cases["sink · classic"]["status"] == "not available"
+    assert cases["source · classic"]["batch_ms"] == {"n": 3, "p50": 200.0, "p99": 298.0}
