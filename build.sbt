@@ -12,7 +12,7 @@ ThisBuild / scalaVersion := "2.13.18"
 ThisBuild / organization := "io.github.safebunny"
 ThisBuild / version := "0.1.0"
 
-val sparkVersion = "4.1.0" // any Spark 4.x: only the public UDF API is used
+val sparkVersion = "4.3.0" // compiles against any Spark 4.x: only the public UDF API is used
 
 lazy val shim = (project in file("."))
   .settings(

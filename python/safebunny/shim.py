@@ -139,10 +139,12 @@ def _pyspark_jars() -> tuple[Path, str]:
             f"and Spark); install pyspark[sql]>=4.3 first ({exc})"
         )
     jars = Path(pyspark.__file__).resolve().parent / "jars"
+    if not jars.is_dir() and os.environ.get("SPARK_HOME"):
+        jars = Path(os.environ["SPARK_HOME"]) / "jars"
     if not jars.is_dir():
         raise SafeBunnyError(
-            f"safebunny: pyspark has no jars folder at '{jars}'; use a full pyspark install "
-            "(not pyspark-client / Spark Connect only), or build the jar with `sbt package`"
+            f"safebunny: no Spark jars folder at '{jars}' (pyspark's jars/, else $SPARK_HOME/jars); use a full "
+            "pyspark install (not pyspark-client), or build the jar with `sbt package` and pass it to spark.jars"
         )
     return jars, pyspark.__version__
 
