@@ -14,9 +14,12 @@ its end.
 
 from __future__ import annotations
 
+import atexit
 import logging
-from collections.abc import Iterator
-from typing import Any
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -29,8 +32,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from safebunny.errors import SafeBunnyOptionError
-from safebunny.stream_client import open_stream_client
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyOptionError
+from safebunny.stream_client import (
+    BrokerAuthenticationError,
+    QueueNotFoundError,
+    StreamQueueClient,
+    VhostNotFoundError,
+    open_stream_client,
+)
 from safebunny.stream_offsets import (
     StreamBounds,
     capped_end,
@@ -44,6 +53,7 @@ __all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_strea
            "check_schema", "stream_bounds", "starting_offset"]
 
 log = logging.getLogger("safebunny.source")
+T = TypeVar("T")
 
 
 class SafeBunnyStreamPartition(InputPartition):
@@ -75,21 +85,81 @@ def _empty_wait_s(options: dict[str, Any]) -> float:
     return max(0.05, options["pollTimeoutMs"] / 1000.0)
 
 
-def stream_bounds(options: dict[str, Any]) -> StreamBounds:
-    """Ask the broker for the stream's bounds (one short-lived connection)."""
-    with open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"]) as client:
-        return client.bounds(options["queue"], _empty_wait_s(options))
+class _DriverConnection:
+    """The driver side's client, kept between calls (opening one costs 5-25 ms, more over TLS).
+
+    Between triggers nobody services its heartbeats, so a client idle for longer than
+    ``MAX_IDLE_S`` is replaced rather than trusted; a broker error other than a definite
+    answer (missing queue, refused login, missing vhost) is retried once on a new connection.
+    """
+
+    MAX_IDLE_S = 20.0
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self.client: StreamQueueClient | None = None
+        self.used = 0.0
+        ref = weakref.ref(self)
+        atexit.register(lambda: ref() is not None and ref().close())  # Spark never calls stop()
+
+    def _drop(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.close()
+            except Exception:
+                pass
+            self.client = None
+
+    def _get(self) -> StreamQueueClient:
+        if self.client is not None and time.monotonic() - self.used > self.MAX_IDLE_S:
+            self._drop()
+        if self.client is None:
+            o = self.options
+            self.client = open_stream_client(o["uri"], o["streamPort"], o["heartbeatSeconds"])
+        return self.client
+
+    def call(self, action: Callable[[StreamQueueClient], T]) -> T:
+        try:
+            result = action(self._get())
+        except (QueueNotFoundError, BrokerAuthenticationError, VhostNotFoundError):
+            self._drop()
+            raise
+        except SafeBunnyBrokerError:
+            self._drop()
+            result = action(self._get())
+        self.used = time.monotonic()
+        return result
+
+    def close(self) -> None:
+        self._drop()
 
 
-def starting_offset(options: dict[str, Any]) -> int:
+def stream_bounds(options: dict[str, Any], connection: _DriverConnection | None = None) -> StreamBounds:
+    """Ask the broker for the stream's bounds."""
+    own = connection is None
+    connection = connection or _DriverConnection(options)
+    try:
+        return connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
+    finally:
+        if own:
+            connection.close()
+
+
+def starting_offset(options: dict[str, Any], connection: _DriverConnection | None = None) -> int:
     """Resolve ``startingOffsets`` to a stream offset on the broker."""
     spec = options["startingOffsets"]
-    with open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"]) as client:
-        bounds = client.bounds(options["queue"], _empty_wait_s(options))
+    own = connection is None
+    connection = connection or _DriverConnection(options)
+    try:
+        bounds = connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
         found = None
         if isinstance(spec, dict):
-            found = client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options))
-    return resolve_start(spec, bounds, found)
+            found = connection.call(
+                lambda client: client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options)))
+        return resolve_start(spec, bounds, found)
+    finally:
+        if own:
+            connection.close()
 
 
 def _warn(message: str) -> None:
@@ -117,11 +187,22 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self.schema = schema
         self._target_end: int | None = None
         self._latest_tail: int | None = None
+        self._connection: _DriverConnection | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_connection"] = None  # connections are never pickled (executors open their own)
+        return state
+
+    def _driver(self) -> _DriverConnection:
+        if self._connection is None:
+            self._connection = _DriverConnection(self.options)
+        return self._connection
 
     # -- driver side -------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        return to_spark_offset(starting_offset(self.options))
+        return to_spark_offset(starting_offset(self.options, self._driver()))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.get("maxMessagesPerTrigger") is not None:
@@ -131,11 +212,11 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target_end = stream_bounds(self.options).tail
+        self._target_end = stream_bounds(self.options, self._driver()).tail
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark_offset(start)
-        bounds = stream_bounds(self.options)
+        bounds = stream_bounds(self.options, self._driver())
         self._latest_tail = bounds.tail
         tail = bounds.tail if self._target_end is None else min(bounds.tail, self._target_end)
         if isinstance(limit, ReadMaxRows):
@@ -161,7 +242,9 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         """Nothing to do: a stream queue keeps its messages; the checkpoint records progress."""
 
     def stop(self) -> None:
-        """Nothing to close: connections live only inside each call."""
+        """Close the driver side's connection (executors close theirs at the end of each read)."""
+        if self._connection is not None:
+            self._connection.close()
 
     # -- executor side -----------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ import logging
 import socket
 import ssl
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,8 @@ BATCH_ROWS = 10_000
 #: A read fails when the broker delivers nothing for this long while offsets are still due.
 READ_IDLE_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 10.0
+#: Any single stream-protocol request (subscribe, metadata, close) that takes longer fails.
+REQUEST_TIMEOUT_S = 30.0
 
 
 class QueueNotFoundError(SafeBunnyBrokerError):
@@ -288,6 +291,68 @@ class _Subscription:
         except Exception:
             pass
         self.client.remove_handler(schema.Deliver, str(self.id))
+        try:  # rstream keeps one delivery task and queue per subscription id until told otherwise
+            await self.client.stop_queue_listener_task(subscriber_id=self.id)
+            self.client._frames.pop(self.id, None)
+        except Exception:
+            pass
+
+
+def _close_client(loop: asyncio.AbstractEventLoop, client: Any) -> None:
+    """Close an rstream ``client``: say goodbye (2 s at most) and drop the socket.
+
+    rstream 1.1.1's ``Client.close`` always sleeps 0.2 s, which every partition's read and
+    every driver-side look-up would pay; this does the same work without the sleep, and
+    falls back to ``Client.close`` if rstream's internals differ.
+    """
+    from rstream import schema
+
+    async def fast_close() -> None:
+        if client.is_connection_alive() and client.is_started:
+            try:
+                await asyncio.wait_for(client.sync_request(
+                    schema.Close(client._corr_id_seq.next(), code=1, reason="OK"),
+                    resp_schema=schema.CloseResponse), 2)
+            except BaseException:
+                pass
+        client._is_not_closed = False
+        tasks = list(client._tasks.values())
+        client._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if client._conn is not None:
+            await client._conn.close()
+            client._conn = None
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(fast_close(), 5))
+    except AttributeError:
+        try:
+            loop.run_until_complete(asyncio.wait_for(client.close(), 5))
+        except Exception:
+            pass
+    except Exception:
+        pass
+
+
+def _shutdown(loop: asyncio.AbstractEventLoop, holder: list[Any]) -> None:
+    """Close the client in ``holder`` and the loop (idempotent; also run by the finalizer)."""
+    if loop.is_closed():
+        return
+    try:
+        if holder[0] is not None:
+            _close_client(loop, holder[0])
+            holder[0] = None
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    except Exception:
+        pass
+    finally:
+        loop.close()
 
 
 class RStreamClient(StreamQueueClient):
@@ -298,11 +363,19 @@ class RStreamClient(StreamQueueClient):
     def __init__(self, endpoint: StreamEndpoint) -> None:
         self.endpoint = endpoint
         self._loop = asyncio.new_event_loop()
-        self._client: Any = None
+        self._holder: list[Any] = [None]  # the rstream Client, shared with the finalizer
         self._next_id = 0
+        self.connection_lost = False
+        # a client dropped without close() (Spark never calls the reader's stop()) still closes
+        self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
 
-    def _run(self, coro: Any) -> Any:
-        return self._loop.run_until_complete(coro)
+    @property
+    def _client(self) -> Any:
+        return self._holder[0]
+
+    def _run(self, coro: Any, timeout: float = REQUEST_TIMEOUT_S) -> Any:
+        """Run ``coro`` on the private loop; a dead connection surfaces as a timeout, not a hang."""
+        return self._loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
     def connect(self) -> RStreamClient:
         """Open and authenticate the connection (raises a clear :class:`SafeBunnyBrokerError`)."""
@@ -310,8 +383,16 @@ class RStreamClient(StreamQueueClient):
 
         ep = self.endpoint
         context = ssl.create_default_context() if ep.tls else None
+        self.connection_lost = False
+        lost = weakref.ref(self)
+
+        def on_closed(_info: Any) -> None:  # instead of rstream's logged traceback
+            me = lost()
+            if me is not None:
+                me.connection_lost = True
+
         client = Client(ep.host, ep.stream_port, ssl_context=context, frame_max=1024 * 1024, heartbeat=60,
-                        connection_name="safebunny-stream-source")
+                        connection_name="safebunny-stream-source", connection_closed_handler=on_closed)
 
         async def open_() -> None:
             await asyncio.wait_for(client.start(), CONNECT_TIMEOUT_S)
@@ -320,30 +401,13 @@ class RStreamClient(StreamQueueClient):
         try:
             self._run(open_())
         except Exception as exc:
-            self._close_client(client)
+            _close_client(self._loop, client)
             raise broker_error(exc, ep, "open a stream-protocol connection", stream_protocol=True) from None
-        self._client = client
+        self._holder[0] = client
         return self
 
-    def _close_client(self, client: Any) -> None:
-        try:
-            self._run(asyncio.wait_for(client.close(), 5))
-        except Exception:
-            pass
-
     def close(self) -> None:
-        if self._client is not None:
-            self._close_client(self._client)
-            self._client = None
-        if not self._loop.is_closed():
-            try:
-                pending = [t for t in asyncio.all_tasks(self._loop) if not t.done()]
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            finally:
-                self._loop.close()
+        self._finalizer()
 
     def stream_exists(self, stream: str) -> bool:
         """True when ``stream`` is a stream queue in the vhost (False for other queues or none)."""
@@ -410,7 +474,14 @@ class RStreamClient(StreamQueueClient):
             checked = False
             columns = _empty_columns(include_headers)
             while pos < end:
-                frame = self._run(sub.next_chunk(READ_IDLE_TIMEOUT_S))
+                frame = None
+                waited_until = time.monotonic() + READ_IDLE_TIMEOUT_S
+                while frame is None and time.monotonic() < waited_until:
+                    if self.connection_lost or not self._client.is_connection_alive():
+                        raise SafeBunnyBrokerError(
+                            f"The stream-protocol connection to {self.endpoint.where(True)} was closed while reading "
+                            f"stream {stream!r} (offsets {pos} to {end - 1} still due); Spark retries the task.")
+                    frame = self._run(sub.next_chunk(1.0))
                 if frame is None:
                     raise SafeBunnyBrokerError(
                         f"Stream queue {stream!r} at {self.endpoint.where(True)} delivered nothing for "
