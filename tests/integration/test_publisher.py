@@ -113,3 +113,27 @@ def test_cache_replaces_a_publisher_idle_longer_than_its_heartbeat(amqp_uri):
     assert second is not first and second.is_open and not first.is_open
     release(second)
     pubmod.close_all()
+
+
+def test_unconfirmed_messages_time_out_with_a_clear_error():
+    """A broker that blocks publishers (memory alarm) never confirms: the flush fails after the timeout.
+
+    Uses its own throwaway broker, because the alarm blocks every publisher of a broker.
+    """
+    from brokers import RABBIT_BIN, ThrowawayBroker
+
+    if not (RABBIT_BIN / "rabbitmq-server").exists():
+        pytest.fail(f"this test needs Debian's rabbitmq-server under {RABBIT_BIN}")
+    broker = ThrowawayBroker(plugins=()).start()
+    try:
+        broker.ctl("set_vm_memory_high_watermark", "0")
+        pub = ConfirmingPublisher(broker.uri, confirm_timeout=2.0).open()
+        pub.publish("", "amq.rabbitmq.reply-to.nobody", b"x", props("stuck-1"))
+        with pytest.raises(SafeBunnyPublishError) as info:
+            pub.flush()
+        text = str(info.value)
+        assert "did not confirm message 'stuck-1'" in text and "within 2 s" in text
+        assert "confirmTimeoutMs" in text
+        assert not pub.is_open
+    finally:
+        broker.destroy()
