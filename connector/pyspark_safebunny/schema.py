@@ -53,7 +53,7 @@ def source_schema(raw_options: Mapping[str, str]) -> StructType:
     When the queue may need a journal and ``journalLocation`` is missing, this asks the broker
     for the queue's type (``queueType=auto``), so a missing queue, a wrong password or an
     unreachable host are reported at ``load()`` too. The ``offset`` column is always present:
-    it is the stream offset for stream queues and null for classic and quorum queues, so the schema does not depend on a broker probe.
+    it is the stream offset for stream queues and null for classic and quorum queues.
     """
     options = parse_source_options(raw_options)
     if options["queueType"] in ("classic", "quorum") or (

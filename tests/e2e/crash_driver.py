@@ -1,0 +1,39 @@
+"""A streaming driver for the crash tests: ``python crash_driver.py URI QUEUE WORKDIR``.
+
+Reads QUEUE with safebunny (availableNow, 200 messages a batch) and, per batch, writes the
+rows it saw to ``WORKDIR/out/batch-<id>-<pid>.json`` before the crash point ``effect``. The
+test sets ``SAFEBUNNY_CRASH_AT`` to kill the whole driver at a named point.
+"""
+
+import json
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from safebunny.crashpoints import crash_point
+
+uri, queue, workdir = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]").appName("safebunny-crash")
+         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+out = os.path.join(workdir, "out")
+os.makedirs(out, exist_ok=True)
+
+
+def effect(batch_df, batch_id):
+    rows = [(r.messageId, r.redelivered) for r in batch_df.select("messageId", "redelivered").collect()]
+    path = os.path.join(out, f"batch-{batch_id}-{os.getpid()}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(rows, f)
+    os.replace(path + ".tmp", path)
+    crash_point("effect")
+
+
+df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
+      .option("queueType", "classic").option("journalLocation", os.path.join(workdir, "journal"))
+      .option("maxMessagesPerTrigger", "200").load())
+q = (df.writeStream.foreachBatch(effect).option("checkpointLocation", os.path.join(workdir, "cp"))
+     .trigger(availableNow=True).start())
+q.awaitTermination()
+print("DRIVER-DONE", flush=True)
+spark.stop()

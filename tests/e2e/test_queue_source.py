@@ -1,0 +1,149 @@
+"""readStream.format("safebunny") over classic and quorum queues, with a real Spark and broker."""
+
+import time
+
+import pika
+import pytest
+
+from conftest import queue_totals
+from safebunny.errors import SafeBunnyOptionError  # noqa: F401  (documents what the errors are)
+
+
+def _wait(condition, timeout=120.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _publish(uri, queue, n, start=0):
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i in range(start, start + n):
+        ch.basic_publish("", queue, b'{"n": %d}' % i,
+                         pika.BasicProperties(message_id=f"m{i}", correlation_id="c", delivery_mode=2,
+                                              headers={"k": i, "nested": {"a": [1, 2]}}))
+    conn.close()
+
+
+def _reader(spark, uri, queue, tmp_path, **options):
+    r = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
+         .option("journalLocation", str(tmp_path / "journal")))
+    for k, v in options.items():
+        r = r.option(k, str(v))
+    return r.load()
+
+
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_available_now_reads_every_message_once_over_several_batches(spark, broker, amqp_uri, make_queue,
+                                                                     tmp_path, kind):
+    queue = make_queue(kind)
+    _publish(amqp_uri, queue, 2500)
+    df = _reader(spark, amqp_uri, queue, tmp_path, maxMessagesPerTrigger=1000, includeHeaders="true")
+    name = f"out_{kind}"
+    q = (df.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "cp"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    rows = spark.sql(f"select messageId, queue, redelivered, headers, correlationId from {name}").collect()
+    assert sorted(r.messageId for r in rows) == sorted(f"m{i}" for i in range(2500))
+    assert {r.queue for r in rows} == {queue} and not any(r.redelivered for r in rows)
+    assert rows[0].headers["nested"] == '{"a":[1,2]}' and rows[0].correlationId == "c"
+    assert max(p["numInputRows"] for p in q.recentProgress) == 1000
+    # everything committed is acked: nothing ready, nothing unacked, journal cleaned up
+    _wait(lambda: queue_totals(broker, queue) == (0, 0), what="queue empty")
+    assert not list((tmp_path / "journal").glob("*.arrow"))
+
+
+def test_continuous_query_acks_while_idle_and_holds_messages_unacked_during_a_batch(
+        spark, broker, amqp_uri, make_queue, tmp_path):
+    queue = make_queue()
+    _publish(amqp_uri, queue, 300)
+    seen = []
+    unacked_during_batch = []
+
+    def process(batch_df, batch_id):
+        n = batch_df.count()
+        if n:
+            unacked_during_batch.append((n, queue_totals(broker, queue)[1]))
+        seen.extend(r.messageId for r in batch_df.select("messageId").collect())
+
+    df = _reader(spark, amqp_uri, queue, tmp_path, maxMessagesPerTrigger=100)
+    q = (df.writeStream.foreachBatch(process).option("checkpointLocation", str(tmp_path / "cp"))
+         .trigger(processingTime="500 milliseconds").start())
+    try:
+        _wait(lambda: len(seen) >= 300, what="300 rows")
+        # the query is still running and idle: its last batch gets acked anyway (the tick)
+        _wait(lambda: queue_totals(broker, queue) == (0, 0), timeout=60, what="all acked while idle")
+        assert q.isActive
+        _publish(amqp_uri, queue, 50, start=300)
+        _wait(lambda: len(seen) >= 350, what="350 rows")
+        _wait(lambda: queue_totals(broker, queue) == (0, 0), timeout=60, what="all acked again")
+    finally:
+        q.stop()
+    assert sorted(seen) == sorted(f"m{i}" for i in range(350))
+    # while a batch ran, its own messages were unacked in the broker
+    assert unacked_during_batch and all(unacked >= n for n, unacked in unacked_during_batch)
+
+
+def test_lag_is_reported_in_progress_and_no_password_in_plans_or_progress(spark, amqp_uri, make_queue, tmp_path):
+    queue = make_queue()
+    _publish(amqp_uri, queue, 500)
+    df = (spark.readStream.format("safebunny").option("uri", amqp_uri.replace("guest:guest", "guest:zzz"))
+          .option("password", "guest").option("queue", queue).option("queueType", "classic")
+          .option("journalLocation", str(tmp_path / "j")).option("maxMessagesPerTrigger", 100).load())
+    plan = df._jdf.queryExecution().toString()
+    assert "guest:guest" not in plan and "password=*********(redacted)" in plan
+    q = (df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+         .trigger(processingTime="200 milliseconds").start())
+    try:
+        _wait(lambda: any(p["numInputRows"] for p in q.recentProgress), what="a batch")
+        progress = q.recentProgress
+        latest = [p["sources"][0].get("latestOffset") for p in progress if p["numInputRows"]]
+        assert latest and latest[0] is not None and '"seq"' in latest[0]
+        assert all("guest:guest" not in str(p) for p in progress)
+    finally:
+        q.stop()
+
+
+def test_register_hides_a_password_inside_uri_in_plans(spark, amqp_uri):
+    import safebunny
+
+    safebunny.register(spark)
+    secret = amqp_uri.replace("guest:guest", "guest:pl4ntext")
+    df = (spark.readStream.format("safebunny").option("uri", secret).option("queue", "q")
+          .option("queueType", "classic").option("journalLocation", "/tmp/x").load())
+    assert "pl4ntext" not in df._jdf.queryExecution().toString()
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"queueType": "classic"}, ["'journalLocation' is required", "classic queue"]),
+        ({"queueType": "classic", "journalLocation": "/tmp/x", "maxMessagesPerTriger": "5"},
+         ["Unknown option", "maxMessagesPerTrigger"]),
+        ({"queueType": "classic", "journalLocation": "/tmp/x", "maxMessagesPerTrigger": "-5"},
+         ["'maxMessagesPerTrigger' must be at least 1", "-5"]),
+        ({"queueType": "sideways"}, ["'queueType' must be one of", "'sideways'"]),
+    ],
+)
+def test_bad_options_fail_at_load_with_clear_words(spark, amqp_uri, options, words):
+    r = spark.readStream.format("safebunny").option("uri", amqp_uri).option("queue", "whatever")
+    for k, v in options.items():
+        r = r.option(k, v)
+    with pytest.raises(Exception) as info:
+        r.load()
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_missing_queue_and_wrong_password_fail_clearly_without_the_password(spark, amqp_uri):
+    with pytest.raises(Exception) as info:
+        spark.readStream.format("safebunny").option("uri", amqp_uri).option("queue", "sbt-missing-q-1").load()
+    assert "does not exist" in str(info.value) or "not found" in str(info.value).lower()
+    bad = amqp_uri.replace("guest:guest", "guest:s3cr3tpw")
+    with pytest.raises(Exception) as info:
+        spark.readStream.format("safebunny").option("uri", bad).option("queue", "q").load()
+    assert "s3cr3tpw" not in str(info.value)
