@@ -190,3 +190,32 @@ def test_fallback_to_amqp_when_stream_port_is_closed(amqp_uri, make_queue, admin
         client.close()
     with open_stream_client(amqp_uri, 0) as chosen:
         assert chosen.protocol == "amqp"
+
+
+def _publish_batches(stream_port: int, queue: str, count: int) -> None:
+    """Publish with the stream protocol in batches, so chunks hold many messages each."""
+    import asyncio
+
+    from rstream import AMQPMessage, Producer
+    from rstream._pyamqp.message import Properties
+
+    async def run() -> None:
+        async with Producer("127.0.0.1", stream_port, username="guest", password="guest") as producer:
+            messages = [AMQPMessage(body=b"b%d" % i, properties=Properties(message_id=f"n{i}"))
+                        for i in range(count)]
+            for i in range(0, count, 500):
+                await producer.send_batch(queue, messages[i:i + 500])
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_ranges_inside_big_chunks_are_cut_exactly(make_queue, connect, stream_port, protocol):
+    queue = make_queue("stream")
+    _publish_batches(stream_port, queue, 2000)
+    client = connect(protocol)
+    assert client.bounds(queue, 0.3).tail == 2000
+    rows = _rows(client, queue, 1234, 1240)
+    assert [(r["offset"], r["value"], r["messageId"]) for r in rows] == [
+        (i, b"b%d" % i, f"n{i}") for i in range(1234, 1240)]
+    assert len(_rows(client, queue, 0, 2000, include_headers=False)) == 2000
