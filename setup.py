@@ -12,7 +12,7 @@ setup(
     python_requires=">=3.10",
     package_dir={"safebunny": "python/safebunny", "pyspark_safebunny": "connector/pyspark_safebunny"},
     packages=["safebunny", "pyspark_safebunny"],
-    package_data={"safebunny": ["py.typed", "jars/*.jar"], "pyspark_safebunny": ["py.typed"]},
+    package_data={"safebunny": ["py.typed", "scala/*.scala"], "pyspark_safebunny": ["py.typed"]},
     install_requires=[
         "pyspark[sql]>=4.3,<4.4",
         "pandas<3",
