@@ -21,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from safebunny import shim
-from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for, message_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -146,26 +145,35 @@ def test_a_session_started_with_spark_conf_needs_no_add_jar():
     assert f"RESULT True {expected}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
 
 
-def test_offline_build_script_self_tests_every_vector(tmp_path):  # type: ignore[no-untyped-def]
-    jar = tmp_path / "shim.jar"
+@pytest.fixture(scope="module")
+def offline_jar(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """The jar as CI builds it: ``scala_shim/build_offline.py`` with every vector self-tested."""
+    jar = tmp_path_factory.mktemp("offline") / "shim.jar"
     out = subprocess.run([sys.executable, str(REPO / "scala_shim" / "build_offline.py"), "--out", str(jar)],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "self-test passed" in out.stdout
-    names = set(zipfile.ZipFile(jar).namelist())
+    return jar
+
+
+def test_offline_build_script_self_tests_every_vector(offline_jar):  # type: ignore[no-untyped-def]
+    names = set(zipfile.ZipFile(offline_jar).namelist())
     assert {"safebunny/spark/Ids.class", "safebunny/spark/Registrar.class",
             "safebunny/spark/MessageIdUDF.class", "META-INF/MANIFEST.MF"} <= names
 
 
-def test_offline_build_fails_loudly_on_a_wrong_vector(tmp_path):  # type: ignore[no-untyped-def]
+def test_the_self_test_fails_loudly_on_a_wrong_vector(offline_jar, tmp_path):  # type: ignore[no-untyped-def]
     bad = json.loads(json.dumps(VECTORS))
     bad["message_ids"][0]["expected"] = "00000000-0000-5000-8000-000000000000"
-    vectors = tmp_path / "bad.json"
-    vectors.write_text(json.dumps(bad), encoding="utf-8")
-    with pytest.raises(SafeBunnyError) as info:
-        shim.build_jar(tmp_path / "shim.jar", vectors=vectors)
-    assert "SELFTEST MISMATCH" in str(info.value) and "order-1" in str(info.value)
-    assert not (tmp_path / "shim.jar").exists()
+    (tmp_path / "bad.json").write_text(json.dumps(bad), encoding="utf-8")
+    tsv = shim._vectors_tsv(tmp_path / "bad.json", tmp_path / "bad.tsv")
+    jars, _ = shim._pyspark_jars()
+    classpath = os.pathsep.join([str(offline_jar), str(shim._one(jars, "scala-library-2.13.*.jar"))])
+    out = subprocess.run([shim._java(), "-cp", classpath, shim.SELF_TEST_CLASS, str(tsv)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1 and "SELFTEST OK" not in out.stdout
+    mismatches = [line for line in out.stderr.splitlines() if line.startswith("SELFTEST MISMATCH")]
+    assert len(mismatches) == 1 and "order-1 | billing | InvoiceRequested | 0" in mismatches[0], out.stderr
 
 
 _CONCURRENT_BUILD = textwrap.dedent(
