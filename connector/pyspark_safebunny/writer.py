@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 LOG = logging.getLogger("safebunny.sink")
+if LOG.level == logging.NOTSET:  # the per-batch summaries are INFO; the application may still lower this
+    LOG.setLevel(logging.INFO)
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark's MicroBatchExecution on every task
 
 

@@ -266,3 +266,21 @@ def test_streaming_bad_column_fails_at_start(spark, amqp_uri, tmp_path):
         query.awaitTermination(120)
     assert "does not accept the column 'key'" in str(info.value)
 
+
+
+def test_commit_and_abort_log_the_batch_totals(caplog):
+    """The driver-side summaries (called directly: the Python worker's log is not visible here)."""
+    from pyspark_safebunny.writer import SafeBunnyStreamWriter, SafeBunnyWriteStats, summarize
+    from safebunny.outgoing import plan_sink
+
+    stats = [SafeBunnyWriteStats(0, 0, 10, 10, 0, 0, 0.1), SafeBunnyWriteStats(1, 1, 5, 5, 0, 0, 0.1)]
+    assert summarize([*stats, None]) == {"tasks": 3, "succeeded": 2, "published": 15, "confirmed": 15,
+                                         "returned": 0, "nacked": 0}
+    w = SafeBunnyStreamWriter({}, plan_sink({"routingKey": "q"}, {"value": "string"}))
+    with caplog.at_level("INFO", logger="safebunny.sink"):
+        w.commit(stats, 7)
+        w.abort([stats[0], None], 8)
+    assert "batch 7 committed: 2/2 tasks succeeded, 15 messages published, 15 confirmed, 0 returned, 0 nacked" in (
+        caplog.text)
+    assert "batch 8 aborted: 1/2 tasks succeeded, 10 messages published" in caplog.text
+    assert "same ids" in caplog.text
