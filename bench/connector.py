@@ -8,6 +8,7 @@ connection set-up is not. Each function raises on any failure; the caller record
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 import uuid
@@ -102,6 +103,17 @@ def _epoch(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
+def phases(progress: list[Any]) -> dict[str, float]:
+    """Median milliseconds of each phase Spark reports (latestOffset, addBatch, walCommit, ...) over the
+    non-empty batches: where a micro-batch spends its time."""
+    per: dict[str, list[float]] = {}
+    for p in progress:
+        if int(p.numInputRows) > 0:
+            for k, v in (p.durationMs or {}).items():
+                per.setdefault(k, []).append(float(v))
+    return {k: statistics.median(v) for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))}
+
+
 def _from_progress(progress: list[Any]) -> tuple[int, float, float, list[tuple[float, int]], list[float]]:
     """(rows, first start, last end, cumulative series, non-empty batch durations in ms)."""
     rows, series, durations = 0, [], []
@@ -153,10 +165,12 @@ def run_source(spark: Any, uri: str, queue: str, queue_type: str, n: int, mmpt: 
     query = (df.writeStream.format("noop").option("checkpointLocation", str(workdir / f"ck-{uuid.uuid4().hex[:8]}"))
              .trigger(availableNow=True).start())
     _await(query, timeout_s, f"the source query on {queue!r}")
-    rows, first, last, series, durations = _from_progress(query.recentProgress)
+    progress = query.recentProgress
+    rows, first, last, series, durations = _from_progress(progress)
     if rows != n:
         raise ConnectorBenchError(f"the source read {rows} rows from {queue!r}, expected {n}")
-    return ConnRun(rows, first, last, series, durations)
+    return ConnRun(rows, first, last, series, durations, extra={"phases_ms_p50": phases(progress),
+                                                                 "batches": len(durations)})
 
 
 def _generated(spark: Any, n: int, partitions: int = 2) -> Any:
@@ -222,10 +236,12 @@ def run_stage(spark: Any, uri: str, in_queue: str, out_queue: str, queue_type: s
     df = _stage_frame(spark, uri, in_queue, queue_type, mmpt, workdir, partitions)
     query = _stage_writer(df, uri, out_queue, workdir).trigger(availableNow=True).start()
     _await(query, timeout_s, f"the stage query {in_queue!r} → {out_queue!r}")
-    rows, first, last, series, durations = _from_progress(query.recentProgress)
+    progress = query.recentProgress
+    rows, first, last, series, durations = _from_progress(progress)
     if rows != n:
         raise ConnectorBenchError(f"the stage read {rows} rows from {in_queue!r}, expected {n}")
-    return ConnRun(rows, first, last, series, durations)
+    return ConnRun(rows, first, last, series, durations, extra={"phases_ms_p50": phases(progress),
+                                                                 "batches": len(durations)})
 
 
 def paced_publish(uri: str, queue: str, n: int, rate: float, stop: threading.Event) -> None:
@@ -279,7 +295,8 @@ def collect_latencies(uri: str, queue: str, n: int, timeout_s: float,
 def run_latency_probe(uri: str, in_queue: str, out_queue: str, n: int, rate: float,
                       start_stage: Any, stop_stage: Any) -> ConnRun:
     """Start a stage (``start_stage()``), feed it ``n`` messages at ``rate`` msg/s, and time each one
-    from publish to arrival on ``out_queue``; ``stop_stage()`` returns the stage's batch durations."""
+    from publish to arrival on ``out_queue``; ``stop_stage()`` returns a dict that may hold the stage's
+    ``batch_ms`` and ``phases_ms_p50``."""
     start_stage()
     got: list[float] = []
     ready = threading.Event()
@@ -294,12 +311,15 @@ def run_latency_probe(uri: str, in_queue: str, out_queue: str, n: int, rate: flo
         collector.join(_PROBE_TIMEOUT_S)
     finally:
         stop.set()
-        batch_ms = stop_stage()
+        stage = stop_stage() or {}
     t1 = time.time()
     if len(got) < n:
         raise ConnectorBenchError(f"only {len(got)} of {n} messages came through the stage within "
                                   f"{_PROBE_TIMEOUT_S:.0f} s")
-    return ConnRun(n, t0, t1, [(t0, 0), (t1, n)], batch_ms or [], got, extra={"rate_offered": rate})
+    extra = {"rate_offered": rate}
+    if stage.get("phases_ms_p50"):
+        extra["phases_ms_p50"] = stage["phases_ms_p50"]
+    return ConnRun(n, t0, t1, [(t0, 0), (t1, n)], stage.get("batch_ms", []), got, extra=extra)
 
 
 def spark_stage_controls(spark: Any, uri: str, in_queue: str, out_queue: str, workdir: Path,
@@ -317,12 +337,12 @@ def spark_stage_controls(spark: Any, uri: str, in_queue: str, out_queue: str, wo
                 raise ConnectorBenchError(f"the latency stage failed: {str(query.exception()).splitlines()[0]}")
             time.sleep(0.1)
 
-    def stop() -> list[float]:
+    def stop() -> dict[str, Any]:
         query = holder.get("q")
         if query is None:
-            return []
+            return {}
         progress = query.recentProgress
         query.stop()
-        return _from_progress(progress)[4]
+        return {"batch_ms": _from_progress(progress)[4], "phases_ms_p50": phases(progress)}
 
     return start, stop

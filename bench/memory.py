@@ -34,8 +34,10 @@ def classify(cmdline: list[str]) -> str | None:
 class MemorySampler:
     """A background thread recording (time, MB per role) every ``interval`` seconds."""
 
-    def __init__(self, interval: float = 0.25) -> None:
-        self.interval = interval
+    def __init__(self, interval: float = 0.5, rescan: float = 1.5) -> None:
+        self.interval, self.rescan = interval, rescan
+        self._tracked: dict[int, tuple[psutil.Process, str]] = {}
+        self._scanned = 0.0
         self.samples: list[tuple[float, dict[str, float]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
@@ -49,15 +51,27 @@ class MemorySampler:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _sample(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
+    def _scan(self) -> None:
+        """Find the processes to track (walking /proc is the expensive part, so not every sample)."""
         for proc in self._me.children(recursive=True):
-            try:
-                role = classify(proc.cmdline())
+            if proc.pid not in self._tracked:
+                try:
+                    role = classify(proc.cmdline())
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    continue
                 if role is not None:
-                    totals[role] = totals.get(role, 0.0) + proc.memory_info().rss / 2**20
+                    self._tracked[proc.pid] = (proc, role)
+        self._scanned = time.monotonic()
+
+    def _sample(self) -> dict[str, float]:
+        if time.monotonic() - self._scanned >= self.rescan:
+            self._scan()
+        totals: dict[str, float] = {}
+        for pid, (proc, role) in list(self._tracked.items()):
+            try:
+                totals[role] = totals.get(role, 0.0) + proc.memory_info().rss / 2**20
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
+                del self._tracked[pid]
         return totals
 
     def _run(self) -> None:

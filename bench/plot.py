@@ -2,18 +2,37 @@
 
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 
 __all__ = ["plot_throughput", "rates_over_time"]
 
 
-def rates_over_time(series: list[tuple[float, int]], t0: float) -> tuple[list[float], list[float]]:
-    """From cumulative (time, count) points to (seconds since t0, msg/s between points)."""
+def rates_over_time(series: list[tuple[float, int]], t0: float, bin_s: float = 0.5) -> tuple[list[float], list[float]]:
+    """From cumulative (time, count) points to a step line of msg/s in bins of ``bin_s`` seconds
+    (the count is interpolated linearly between points), as (seconds since t0, msg/s)."""
+    if len(series) < 2 or series[-1][0] <= series[0][0]:
+        return [], []
+    times = [t for t, _ in series]
+    counts = [c for _, c in series]
+
+    def at(t: float) -> float:
+        i = bisect.bisect_right(times, t)
+        if i <= 0:
+            return counts[0]
+        if i >= len(times):
+            return counts[-1]
+        ta, tb, ca, cb = times[i - 1], times[i], counts[i - 1], counts[i]
+        return ca + (cb - ca) * (t - ta) / (tb - ta) if tb > ta else cb
+
     xs, ys = [], []
-    for (ta, ca), (tb, cb) in zip(series, series[1:], strict=False):
-        if tb > ta:
-            xs += [ta - t0, tb - t0]
-            ys += [(cb - ca) / (tb - ta)] * 2
+    edge = times[0]
+    while edge < times[-1]:
+        nxt = min(edge + bin_s, times[-1])
+        rate = (at(nxt) - at(edge)) / (nxt - edge) if nxt > edge else 0.0
+        xs += [edge - t0, nxt - t0]
+        ys += [rate, rate]
+        edge = nxt
     return xs, ys
 
 
@@ -33,8 +52,9 @@ def plot_throughput(lines: list[tuple[str, str, list[tuple[float, int]]]], t0: f
             ax.plot(xs, ys, label=label, color=cmap(i % 20), linestyle="--" if group == "raw" else "-",
                     linewidth=1.2)
     ax.set_xlabel("seconds since the run started")
-    ax.set_ylabel("messages per second")
+    ax.set_ylabel("messages per second (log scale, 0.5 s bins)")
     ax.set_yscale("log")
+    ax.set_ylim(bottom=50)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))

@@ -18,6 +18,7 @@ __all__ = [
     "evaluate_targets",
     "format_markdown",
     "format_text",
+    "phase_table",
     "ratio",
     "results_to_json",
     "table_rows",
@@ -108,6 +109,20 @@ def table_rows(results: list[CaseResult]) -> list[list[str]]:
     return rows
 
 
+def phase_table(results: list[CaseResult], top: int = 5) -> list[list[str]]:
+    """Rows (header first) of the largest Spark phases per connector case that reported them."""
+    rows = [["case", "batches", "batch p50 ms", "largest phases, p50 ms"]]
+    for r in results:
+        ph = r.params.get("phases_ms_p50")
+        if r.status != OK or not ph:
+            continue
+        largest = sorted(ph.items(), key=lambda kv: -kv[1])
+        largest = [(k, v) for k, v in largest if k != "triggerExecution"][:top]
+        rows.append([r.name, str(r.params.get("batches", len(r.batch_ms))), _fmt_num(_percentile(r.batch_ms, 0.5)),
+                     " · ".join(f"{k} {v:,.0f}" for k, v in largest)])
+    return rows
+
+
 def evaluate_targets(results: list[CaseResult]) -> list[Target]:
     """Judge the issue's targets from the results; a target without its numbers is 'not judged'."""
     by_name = {r.name: r for r in results}
@@ -181,6 +196,13 @@ def format_markdown(results: list[CaseResult], targets: list[Target], machine: d
         met = "not judged" if t.met is None else ("yes" if t.met else "**no**")
         tgt.append([t.name, t.goal, t.value + (f" ({t.note})" if t.note else ""), met])
     parts += [_markdown_table(tgt), ""]
+    phase_rows = phase_table(results)
+    if len(phase_rows) > 1:
+        parts += ["## Where a micro-batch spends its time", "",
+                  "Spark's `durationMs` per phase, median over the non-empty batches of each connector case "
+                  "(`latestOffset`: the reader takes and journals the batch; `addBatch`: the tasks read, transform "
+                  "and write; `walCommit`/`commitOffsets`: the checkpoint).", "",
+                  _markdown_table(phase_rows), ""]
     if notes:
         parts += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(parts)

@@ -276,9 +276,9 @@ class Bench:
                 holder["t"].start()
                 ready.wait(30)
 
-            def stop() -> list[float]:
+            def stop() -> dict[str, Any]:
                 holder["t"].join(m.timeout_s)
-                return []
+                return {}
 
             self.measure(rlat, lambda: conn.run_latency_probe(self.uri, a, b, m.latency_n, m.latency_rate,
                                                               start, stop))
@@ -342,7 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--quick", action="store_true", help="about two minutes, one run (default)")
     group.add_argument("--full", action="store_true", help="larger counts, medians of three runs")
     parser.add_argument("--uri", default=os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", DEFAULT_URI))
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where to write <mode>.json/.md/.png")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write <mode>.json/.md/.png (default bench/results; nothing with --only)")
+    parser.add_argument("--only", default=None,
+                        help="run only the steps whose label contains this text (e.g. 'connector classic'); "
+                             "for profiling, see bench/profile.py")
     args = parser.parse_args(argv)
     mode = MODES["full" if args.full else "quick"]
     command = "make bench-full" if args.full else "make bench"
@@ -361,7 +365,10 @@ def main(argv: list[str] | None = None) -> int:
         if not all(r in bench.missing for r in ("source", "sink")):
             bench.sampler.start()
             bench.spark = conn.start_spark(bench.workdir)
-        steps = bench.plan()
+        steps = [s for s in bench.plan() if args.only is None or args.only in s[0]]
+        if not steps:
+            parser.error(f"--only {args.only!r} matches no step; steps are: "
+                         + ", ".join(label for label, _ in bench.plan()))
         with tqdm(total=len(steps), unit="step", dynamic_ncols=True, file=sys.stderr) as bar:
             for label, fn in steps:
                 bar.set_description(label)
@@ -382,10 +389,14 @@ def main(argv: list[str] | None = None) -> int:
         "Memory is peak RSS (MB) during the case: driver JVM, the driver-side reader process "
         "(python_streaming_source_runner), and the Python workers summed (forked workers share pages).",
     ]
-    results = list(bench.results.values())
+    results = [r for r in bench.results.values() if r.rates or r.e2e_ms or r.status != "ok"]
     targets = evaluate_targets(results)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / mode.name
+    if args.only is not None and args.out is None:
+        print(format_text(results, targets))
+        return 0
+    out = args.out or RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / mode.name
     Path(f"{stem}.json").write_text(results_to_json(results, targets, machine, command, bench.notes) + "\n")
     Path(f"{stem}.md").write_text(format_markdown(results, targets, machine, command, bench.notes))
     plot_throughput(bench.lines, started, Path(f"{stem}.png"), f"safebunny {command}: throughput over time")
