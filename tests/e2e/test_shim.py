@@ -69,6 +69,26 @@ def test_sql_literals_casts_and_nulls(sql):  # type: ignore[no-untyped-def]
     assert row.corr == correlation_id_for("order-1")
 
 
+def test_java_udf_classes_for_registerjavafunction_and_spark_connect(sql):  # type: ignore[no-untyped-def]
+    """The classes ``register`` uses over Spark Connect get no argument casts: check their own conversions."""
+    sql.udf.registerJavaFunction("sbt_java_message_id", shim.MESSAGE_ID_UDF_CLASS, "string")
+    sql.udf.registerJavaFunction("sbt_java_correlation_id", shim.CORRELATION_ID_UDF_CLASS, "string")
+    row = sql.sql(
+        """SELECT sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', 1) AS int_index,
+                  sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', CAST(1 AS BIGINT)) AS long_index,
+                  sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', CAST(1 AS SMALLINT)) AS short_index,
+                  sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', CAST(1 AS DECIMAL(10, 0))) AS dec,
+                  sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', '1') AS string_index,
+                  sbt_java_message_id('order-1', 'billing', 'InvoiceRequested', NULL) AS null_index,
+                  sbt_java_correlation_id('order-1') AS corr"""
+    ).first()
+    expected = message_id("order-1", "billing", "InvoiceRequested", 1)
+    assert row.int_index == row.long_index == row.short_index == row.dec == row.string_index == expected
+    assert row.null_index is None and row.corr == correlation_id_for("order-1")
+    with pytest.raises(Exception, match="cast it to BIGINT"):
+        sql.sql("SELECT sbt_java_message_id('c', 'n', 't', 1.5D) AS x").collect()
+
+
 @pytest.mark.parametrize(
     "expr, words",
     [
