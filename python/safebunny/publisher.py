@@ -21,6 +21,7 @@ process, so the tasks that a reused Spark Python worker runs share a connection.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -93,7 +94,8 @@ class ConfirmingPublisher:
         """Connect, open a channel and put it in confirm mode."""
         import pika
 
-        params = connection_parameters(self.uri, heartbeat=self.heartbeat)
+        params = connection_parameters(self.uri, heartbeat=self.heartbeat, client_properties={
+            "connection_name": f"safebunny publisher pid {os.getpid()}", "product": "safebunny"})
         params.connection_attempts = 1
         params.socket_timeout = self.connect_timeout
         params.blocked_connection_timeout = None
@@ -183,7 +185,16 @@ class ConfirmingPublisher:
             raise SafeBunnyBrokerError("The publisher is not open: call open() first.")
         while len(self._pending) >= self.max_in_flight:
             self._wait_some()
-        self._channel.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        try:
+            self._channel.basic_publish(exchange, routing_key, body, properties, mandatory=True)
+        except Exception as exc:  # pika's wrong-state errors when the broker went away meanwhile
+            self._pump(0)
+            if self._error is None:
+                self._error = SafeBunnyPublishError(
+                    f"Could not publish to exchange {exchange!r} with routing key {routing_key!r} on "
+                    f"{describe(self.uri)}: {exc!r}. The task fails so that Spark retries it.")
+            self._check()
+            raise self._error from exc
         tag = self._next_tag
         self._next_tag = tag + 1
         self._pending[tag] = (exchange, routing_key, message_id or getattr(properties, "message_id", None),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -284,3 +285,46 @@ def test_commit_and_abort_log_the_batch_totals(caplog):
         caplog.text)
     assert "batch 8 aborted: 1/2 tasks succeeded, 10 messages published" in caplog.text
     assert "same ids" in caplog.text
+
+
+def _descends_from_me(pid: int) -> bool:
+    import os
+
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def _my_publisher_connections() -> list[int]:
+    """PIDs of this test run's Spark workers that hold a safebunny publisher connection (rabbitmqctl)."""
+    import subprocess
+
+    out = subprocess.run(["rabbitmqctl", "list_connections", "-q", "--no-table-headers", "client_properties"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    marker = '"safebunny publisher pid '
+    pids = [int(line.split(marker)[1].split('"')[0]) for line in out.splitlines() if marker in line]
+    return sorted(p for p in pids if _descends_from_me(p))
+
+
+def test_python_workers_reuse_their_connection_across_tasks(spark, amqp_uri, admin, make_queue, broker):
+    from urllib.parse import urlsplit
+
+    if urlsplit(broker.uri).port != 5672:
+        pytest.fail("this test lists connections with rabbitmqctl, so it needs the local broker on 5672")
+    queue = make_queue()
+    df = spark.range(0, 80, 1, 4).selectExpr("cast(id as string) as value")
+    writer(df, amqp_uri, routingKey=queue, maxInFlight="7").save()
+    after_first = _my_publisher_connections()
+    for _ in range(2):
+        writer(df, amqp_uri, routingKey=queue, maxInFlight="7").save()
+    assert admin.ready(queue) == 240
+    assert after_first
+    # 12 tasks, no new connection (a connection cached by an earlier test may have closed meanwhile)
+    assert not Counter(_my_publisher_connections()) - Counter(after_first)
