@@ -6,10 +6,10 @@ to read is n", so a micro-batch between ``{"offset": a}`` and ``{"offset": b}`` 
 keeps them until retention removes them (then ``failOnDataLoss`` decides). Nothing is acked
 and ``commit`` does nothing: the checkpoint is the only record of progress.
 
-The driver side (``initialOffset``/``latestOffset``) opens a short connection per call to
-find the stream's bounds; partitions (``[start, end)`` ranges, ``minPartitions`` of them) are
-read on executors, each with its own connection, opened lazily inside ``read`` and closed at
-its end.
+The driver side (``initialOffset``/``latestOffset``) keeps one connection between calls to
+find the stream's bounds (replaced when idle for long; never pickled); partitions
+(``[start, end)`` ranges, ``minPartitions`` of them) are read on executors, each with its own
+connection, opened lazily inside ``read`` and closed at its end.
 """
 
 from __future__ import annotations

@@ -219,3 +219,55 @@ def test_ranges_inside_big_chunks_are_cut_exactly(make_queue, connect, stream_po
     assert [(r["offset"], r["value"], r["messageId"]) for r in rows] == [
         (i, b"b%d" % i, f"n{i}") for i in range(1234, 1240)]
     assert len(_rows(client, queue, 0, 2000, include_headers=False)) == 2000
+
+
+def _reader(amqp_uri, queue, stream_port, **options):
+    from pyspark_safebunny.schema import schema_for
+    from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamQueueReader
+    from safebunny.source_options import parse_source_options
+
+    raw = {"uri": amqp_uri, "queue": queue, "streamPort": str(stream_port), "pollTimeoutMs": "300"}
+    raw.update({k: str(v) for k, v in options.items()})
+    parsed = parse_source_options(raw)
+    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed["includeHeaders"], True))
+
+
+@pytest.mark.parametrize("port", ["stream", 0])
+def test_reader_admission_control_and_available_now(make_queue, admin, amqp_uri, stream_port, port):
+    """The driver-side methods against the broker, without Spark (Spark's part is in tests/e2e)."""
+    import pickle
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxBytes, ReadMaxRows, ReadMinRows
+
+    port = stream_port if port == "stream" else 0
+    queue = make_queue("stream")
+    reader = _reader(amqp_uri, queue, port, maxMessagesPerTrigger=7)
+    assert reader.initialOffset() == {"offset": 0}
+    assert reader.latestOffset({"offset": 0}, reader.getDefaultReadLimit()) == {"offset": 0}  # empty stream
+    _publish(admin, queue, 0, 20)
+    assert reader.getDefaultReadLimit() == ReadMaxRows(7)
+    assert reader.latestOffset({"offset": 0}, ReadMaxRows(7)) == {"offset": 7}
+    assert reader.reportLatestOffset() == {"offset": 20}
+    assert reader.latestOffset({"offset": 14}, ReadMaxRows(7)) == {"offset": 20}
+    assert reader.latestOffset({"offset": 3}, ReadAllAvailable()) == {"offset": 20}
+    assert reader.latestOffset({"offset": 3}, ReadMinRows(50)) == {"offset": 3}
+    # maxBytesPerTrigger: about 3 messages' worth of bytes allows about 3 offsets
+    bounds_reader = _reader(amqp_uri, queue, port, maxBytesPerTrigger=1)
+    assert bounds_reader.latestOffset({"offset": 0}, bounds_reader.getDefaultReadLimit()) == {"offset": 1}
+    client_class = RStreamClient if port else AmqpStreamClient
+    with client_class(StreamEndpoint.from_uri(amqp_uri, port)).connect() as client:
+        size = client.bounds(queue, 0.3).avg_message_bytes
+    end = bounds_reader.latestOffset({"offset": 0}, ReadMaxBytes(int(size * 3)))["offset"]
+    assert end == 3
+    # availableNow: the target is fixed when prepared; later messages wait for the next run
+    reader.prepareForTriggerAvailableNow()
+    _publish(admin, queue, 20, 5)
+    assert reader.latestOffset({"offset": 14}, ReadAllAvailable()) == {"offset": 20}
+    assert reader.latestOffset({"offset": 20}, ReadMaxRows(7)) == {"offset": 20}
+    parts = reader.partitions({"offset": 0}, {"offset": 20})
+    assert [(p.start, p.end) for p in parts] == [(0, 20)]
+    clone = pickle.loads(pickle.dumps(reader))  # executors get a copy without the connection
+    assert [r["offset"] for b in clone.read(parts[0]) for r in b.to_pylist()] == list(range(20))
+    assert _reader(amqp_uri, queue, port, startingOffsets="latest").initialOffset() == {"offset": 25}
+    assert _reader(amqp_uri, queue, port, startingOffsets="4").initialOffset() == {"offset": 4}
+    reader.stop()
