@@ -1,7 +1,8 @@
 """Batch reads (``spark.read.format("safebunny")``): stream queues only.
 
 A batch read of a stream queue reads the offsets from ``startingOffsets`` (default
-``earliest``) to the stream's tail at planning time, in ``minPartitions`` parallel ranges;
+``earliest``) to ``endingOffsets`` (exclusive; the stream's tail at planning time by default,
+once that option exists in ``source_options``), in ``minPartitions`` parallel ranges;
 nothing is consumed or acked. Classic and quorum queues cannot be read in batch: reading
 them removes the messages, so use ``readStream`` with ``trigger(availableNow=True)``.
 """
@@ -23,7 +24,7 @@ from pyspark_safebunny.stream_queue_reader import (
 )
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.source_options import parse_source_options
-from safebunny.stream_offsets import split_range
+from safebunny.stream_offsets import resolve_end, split_range
 
 __all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
 
@@ -57,7 +58,7 @@ class SafeBunnyStreamBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         start = starting_offset(self.options)
-        end = max(start, stream_bounds(self.options).tail)
+        end = resolve_end(self.options.get("endingOffsets"), start, stream_bounds(self.options).tail)
         return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options["minPartitions"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

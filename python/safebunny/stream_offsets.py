@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
+from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError, SafeBunnyOptionError
 
 __all__ = [
     "OFFSET_KEY",
@@ -30,6 +30,8 @@ __all__ = [
     "lost_offsets",
     "data_loss_message",
     "check_data_loss",
+    "parse_ending_offsets",
+    "resolve_end",
 ]
 
 OFFSET_KEY = "offset"
@@ -169,3 +171,23 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     if warn is not None:
         warn("failOnDataLoss=false, SKIPPING LOST MESSAGES: " + message)
     return min(end, first_available)
+
+
+def parse_ending_offsets(name: str, raw: str) -> str | int:
+    """Parser of the batch-read option ``endingOffsets``: ``latest`` or an offset number (exclusive)."""
+    value = str(raw).strip()
+    if value.lower() == "latest":
+        return "latest"
+    if value.isdigit():
+        return int(value)
+    raise SafeBunnyOptionError(
+        f"Option '{name}' must be 'latest' or a non-negative offset number (exclusive end), but got {value!r}.",
+        name,
+    )
+
+
+def resolve_end(spec: str | int | None, start: int, tail: int) -> int:
+    """The exclusive end of a batch read: ``latest`` (or unset) is the tail; a number is capped at the tail."""
+    if spec is None or spec == "latest":
+        return max(start, tail)
+    return max(start, min(int(spec), tail))

@@ -13,6 +13,8 @@ from safebunny.stream_offsets import (
     check_data_loss,
     from_spark_offset,
     lost_offsets,
+    parse_ending_offsets,
+    resolve_end,
     resolve_start,
     split_range,
     to_spark_offset,
@@ -109,3 +111,18 @@ def test_lost_offsets_and_data_loss():
     assert check_data_loss("events", 10, 20, 40, False, warnings.append) == 20
     assert len(warnings) == 2 and "SKIPPING LOST MESSAGES" in warnings[0]
     assert check_data_loss("events", 10, 20, 3, True) == 10
+
+
+def test_ending_offsets():
+    from safebunny.errors import SafeBunnyOptionError
+
+    assert parse_ending_offsets("endingOffsets", " Latest ") == "latest"
+    assert parse_ending_offsets("endingOffsets", "42") == 42
+    for bad in ("-1", "earliest", "timestamp:5", ""):
+        with pytest.raises(SafeBunnyOptionError, match="'endingOffsets'"):
+            parse_ending_offsets("endingOffsets", bad)
+    assert resolve_end(None, 5, 100) == 100
+    assert resolve_end("latest", 5, 100) == 100
+    assert resolve_end(50, 5, 100) == 50
+    assert resolve_end(500, 5, 100) == 100
+    assert resolve_end(3, 5, 100) == 5
