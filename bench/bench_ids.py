@@ -7,6 +7,8 @@ row of ``spark.range(rows)`` and writes the result to Spark's ``noop`` sink (so 
 computed and nothing is pruned), with:
 
 * ``jvm``: ``safebunny_message_id`` from the shim (a Scala UDF; no Python worker);
+* ``builtin_sha1``: Spark's own code-generated ``sha1`` of the joined fields, not an id: the
+  floor of what any JVM-side hashing of these rows can cost here;
 * ``python_udf``: ``safebunny.ids.message_id`` as a plain row-at-a-time Python UDF;
 * ``pandas_udf``: the same as a vectorised (Arrow) pandas UDF;
 * ``python_loop``: the Python function in a plain loop, no Spark (what one core does).
@@ -74,6 +76,7 @@ def _cases(spark: Any, rows: int, partitions: int) -> dict[str, Callable[[], Non
     cols = [F.col("c"), F.col("n"), F.col("t"), F.col("i")]
     return {
         "jvm": sink(base.selectExpr("safebunny_message_id(c, n, t, i) AS id")),
+        "builtin_sha1": sink(base.selectExpr("sha1(concat_ws('|', c, n, t, CAST(i AS STRING))) AS id")),
         "python_udf": sink(base.select(py_id(*cols).alias("id"))),
         "pandas_udf": sink(base.select(pandas_id(*cols).alias("id"))),
     }
