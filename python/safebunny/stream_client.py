@@ -416,7 +416,14 @@ class RStreamClient(StreamQueueClient):
         except Exception as exc:
             raise broker_error(exc, self.endpoint, f"look up stream {stream!r}", stream, True) from None
 
+    def _check_alive(self) -> None:
+        """Fail fast on a connection the broker closed while the loop was idle (between triggers)."""
+        self._run(asyncio.sleep(0.005))  # let the listener see an EOF that arrived meanwhile
+        if self.connection_lost or self._client is None or not self._client.is_connection_alive():
+            raise SafeBunnyBrokerError(f"The stream-protocol connection to {self.endpoint.where(True)} was closed.")
+
     def _subscribe(self, stream: str, offset_type: Any, offset: int | None, credit: int) -> _Subscription:
+        self._check_alive()
         self._next_id += 1
         sub = _Subscription(self._client, self._next_id)
         try:
