@@ -272,7 +272,7 @@ def jar_path(rebuild: bool = False) -> str:
     """The path of the shim jar for this pyspark, building it into :func:`cache_dir` if missing.
 
     The jar's name carries a hash of the Scala sources and the pyspark version, so an upgrade of
-    either builds a new jar; a build takes about 10 s and happens once per machine. ``rebuild``
+    either builds a new jar; a build takes 10–30 s and happens once per machine. ``rebuild``
     forces a new build.
     """
     sources = scala_sources()
@@ -281,7 +281,14 @@ def jar_path(rebuild: bool = False) -> str:
     target = cache_dir() / f"{_JAR_PREFIX}{key}.jar"
     if target.is_file() and not rebuild:
         return str(target)
-    with _file_lock(cache_dir() / f".{target.stem}.lock", _LOCK_TIMEOUT_S):
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SafeBunnyError(
+            f"safebunny: cannot create the shim's cache folder '{target.parent}' ({exc}); set "
+            f"{_CACHE_ENV} to a writable folder"
+        )
+    with _file_lock(target.parent / f".{target.stem}.lock", _LOCK_TIMEOUT_S):
         if rebuild or not target.is_file():
             build_jar(target, sources)
     return str(target)

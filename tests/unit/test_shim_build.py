@@ -90,3 +90,11 @@ def test_missing_java_is_a_clear_error(monkeypatch):  # type: ignore[no-untyped-
     monkeypatch.setattr(shim.shutil, "which", lambda name: None)
     with pytest.raises(SafeBunnyError, match="'java' was not found.*install Java 17"):
         shim._java()
+
+
+def test_an_unwritable_cache_says_which_variable_to_set(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("SAFEBUNNY_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(SafeBunnyError, match="cannot create the shim's cache folder.*SAFEBUNNY_CACHE_DIR"):
+        shim.jar_path()
