@@ -1,9 +1,10 @@
 """The connector cases: the source alone (into ``noop``), the sink alone (from a generated
 DataFrame), a source → transform → sink stage, and the end-to-end latency through a running stage.
 
-Rates come from Spark's own progress (rows over the span from the first non-empty batch's
-start to the last one's end) so that query start-up is not counted, as the raw clients'
-connection set-up is not. Each function raises on any failure; the caller records the reason.
+Rates come from Spark's own progress: the rows of the batches after the first non-empty one,
+over the span from the end of that first batch to the end of the last, so that a new query's
+cold start is not counted, as the raw clients' connection set-up is not (the first batch's size
+and duration are reported beside). Each function raises on any failure; the caller records the reason.
 """
 
 from __future__ import annotations
@@ -114,10 +115,17 @@ def phases(progress: list[Any]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in sorted(per.items(), key=lambda kv: -statistics.median(kv[1]))}
 
 
-def _from_progress(progress: list[Any]) -> tuple[int, float, float, list[tuple[float, int]], list[float]]:
-    """(rows, first start, last end, cumulative series, non-empty batch durations in ms)."""
-    rows, series, durations = 0, [], []
-    first = last = None
+@dataclass
+class _Batches:
+    rows: int  # all rows of the non-empty batches
+    series: list[tuple[float, int]]  # cumulative, for the plot
+    durations: list[float]  # ms of every non-empty batch
+    spans: list[tuple[float, float, int]]  # (start, end, rows) of every non-empty batch
+
+
+def _from_progress(progress: list[Any]) -> _Batches:
+    """The non-empty batches of a query's progress."""
+    rows, series, durations, spans = 0, [], [], []
     for p in progress:
         n = int(p.numInputRows)
         if n <= 0:
@@ -125,16 +133,28 @@ def _from_progress(progress: list[Any]) -> tuple[int, float, float, list[tuple[f
         start = _epoch(p.timestamp)
         duration = float(p.batchDuration)
         end = start + duration / 1000.0
-        if first is None:
-            first = start
+        if not series:
             series.append((start, 0))
         rows += n
-        last = end
         series.append((end, rows))
         durations.append(duration)
-    if first is None or last is None:
-        return 0, 0.0, 0.0, [], []
-    return rows, first, last, series, durations
+        spans.append((start, end, n))
+    return _Batches(rows, series, durations, spans)
+
+
+def _steady_run(b: _Batches, progress: list[Any]) -> ConnRun:
+    """The rate in steady state: the first non-empty batch (a new query's cold start: the reader process,
+    the Python workers and their connections start within it) is left out when later batches exist; its
+    size and duration are kept in ``extra``."""
+    if not b.spans:
+        raise ConnectorBenchError("the query ran no batch with rows")
+    steady = b.spans[1:] if len(b.spans) >= 2 else b.spans
+    start = b.spans[0][1] if len(b.spans) >= 2 else b.spans[0][0]
+    count = sum(n for _, _, n in steady)
+    extra = {"phases_ms_p50": phases(progress), "batches": len(b.spans),
+             "first_batch": {"rows": b.spans[0][2], "ms": b.durations[0]},
+             "rate_from": "batches after the first" if len(b.spans) >= 2 else "the only batch (includes cold start)"}
+    return ConnRun(count, start, steady[-1][1], b.series, b.durations, extra=extra)
 
 
 def _await(query: Any, timeout_s: float, what: str) -> None:
@@ -166,11 +186,10 @@ def run_source(spark: Any, uri: str, queue: str, queue_type: str, n: int, mmpt: 
              .trigger(availableNow=True).start())
     _await(query, timeout_s, f"the source query on {queue!r}")
     progress = query.recentProgress
-    rows, first, last, series, durations = _from_progress(progress)
-    if rows != n:
-        raise ConnectorBenchError(f"the source read {rows} rows from {queue!r}, expected {n}")
-    return ConnRun(rows, first, last, series, durations, extra={"phases_ms_p50": phases(progress),
-                                                                 "batches": len(durations)})
+    batches = _from_progress(progress)
+    if batches.rows != n:
+        raise ConnectorBenchError(f"the source read {batches.rows} rows from {queue!r}, expected {n}")
+    return _steady_run(batches, progress)
 
 
 def _generated(spark: Any, n: int, partitions: int = 2) -> Any:
@@ -237,11 +256,10 @@ def run_stage(spark: Any, uri: str, in_queue: str, out_queue: str, queue_type: s
     query = _stage_writer(df, uri, out_queue, workdir).trigger(availableNow=True).start()
     _await(query, timeout_s, f"the stage query {in_queue!r} → {out_queue!r}")
     progress = query.recentProgress
-    rows, first, last, series, durations = _from_progress(progress)
-    if rows != n:
-        raise ConnectorBenchError(f"the stage read {rows} rows from {in_queue!r}, expected {n}")
-    return ConnRun(rows, first, last, series, durations, extra={"phases_ms_p50": phases(progress),
-                                                                 "batches": len(durations)})
+    batches = _from_progress(progress)
+    if batches.rows != n:
+        raise ConnectorBenchError(f"the stage read {batches.rows} rows from {in_queue!r}, expected {n}")
+    return _steady_run(batches, progress)
 
 
 def paced_publish(uri: str, queue: str, n: int, rate: float, stop: threading.Event) -> None:
@@ -343,6 +361,6 @@ def spark_stage_controls(spark: Any, uri: str, in_queue: str, out_queue: str, wo
             return {}
         progress = query.recentProgress
         query.stop()
-        return {"batch_ms": _from_progress(progress)[4], "phases_ms_p50": phases(progress)}
+        return {"batch_ms": _from_progress(progress).durations, "phases_ms_p50": phases(progress)}
 
     return start, stop

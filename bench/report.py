@@ -111,14 +111,17 @@ def table_rows(results: list[CaseResult]) -> list[list[str]]:
 
 def phase_table(results: list[CaseResult], top: int = 5) -> list[list[str]]:
     """Rows (header first) of the largest Spark phases per connector case that reported them."""
-    rows = [["case", "batches", "batch p50 ms", "largest phases, p50 ms"]]
+    rows = [["case", "batches", "first batch (cold start)", "batch p50 ms", "largest phases, p50 ms"]]
     for r in results:
         ph = r.params.get("phases_ms_p50")
         if r.status != OK or not ph:
             continue
         largest = sorted(ph.items(), key=lambda kv: -kv[1])
         largest = [(k, v) for k, v in largest if k != "triggerExecution"][:top]
-        rows.append([r.name, str(r.params.get("batches", len(r.batch_ms))), _fmt_num(_percentile(r.batch_ms, 0.5)),
+        first = r.params.get("first_batch")
+        cold = f"{first['rows']:,} rows in {first['ms']:,.0f} ms" if first else "–"
+        rows.append([r.name, str(r.params.get("batches", len(r.batch_ms))), cold,
+                     _fmt_num(_percentile(r.batch_ms, 0.5)),
                      " · ".join(f"{k} {v:,.0f}" for k, v in largest)])
     return rows
 
