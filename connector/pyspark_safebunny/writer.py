@@ -108,6 +108,7 @@ class _Publishing:
                 rows = batch.num_rows
                 if rows == 0:
                     continue
+                publisher.service()  # heartbeats and broker notices, even when batches arrive slowly
                 names = batch.schema.names
                 cols = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
                 none = [None] * rows
