@@ -34,7 +34,9 @@ def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
             f"Option 'journalLocation' is required to read the {queue_type} queue {options['queue']!r}: "
             "set it to a durable directory every executor can read (local disk in local mode, DBFS, a "
             "Volume or S3 on a cluster), e.g. .option('journalLocation', '/checkpoints/orders/journal'). "
-            "Each batch's messages are written there before Spark logs the batch, so a replay is exact.",
+            "Each batch's messages are written there before Spark logs the batch, so a replay is exact. "
+            "(Batch reads with spark.read are for stream queues only; read classic and quorum queues with "
+            "readStream and trigger(availableNow=True).)",
             "journalLocation",
         )
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
+from safebunny.stream_offsets import parse_ending_offsets
 from safebunny.uri import validate_uri, with_password
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table"]
@@ -60,6 +61,9 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("startingOffsets", _starting_offsets, default="earliest",
                values="`earliest`, `latest`, offset, `timestamp:<ms>`",
                doc="Stream queues: where a new query starts. A restarted query resumes from its checkpoint."),
+    OptionSpec("endingOffsets", parse_ending_offsets, default="latest", values="`latest`, offset",
+               doc="Batch reads of stream queues (`spark.read`): where to stop (exclusive); `latest` is the "
+                   "tail when the read is planned."),
     OptionSpec("minPartitions", parse_int(1), default=1, values="integer >= 1",
                doc="Stream queues: split each batch's offset range into at least this many partitions."),
     OptionSpec("failOnDataLoss", parse_bool, default=True, values="`true`, `false`",

@@ -1,0 +1,11 @@
+"""The README's option tables are generated from the option specs: they must not drift."""
+
+from pathlib import Path
+
+from safebunny.source_options import source_options_table
+
+README = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
+
+
+def test_readme_has_the_current_source_options_table():
+    assert source_options_table() in README
