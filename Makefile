@@ -48,5 +48,9 @@ bench: install
 bench-full: install
 	$(PY) -m bench.run --full
 
+# Build (or find in the cache) the JVM shim's jar offline and print its path.
+shim: install
+	$(PY) scala_shim/build_offline.py
+
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache
