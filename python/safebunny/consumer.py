@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from safebunny.connection import StreamEndpoint, broker_error, open_blocking
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError
-from safebunny.uri import connection_parameters, describe
+from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
 
@@ -44,32 +45,8 @@ class Delivery:
 
 
 def open_connection(uri: str, heartbeat: int | None = None) -> Any:
-    """Open a :class:`pika.BlockingConnection`, translating failures into clear errors."""
-    import pika
-    import pika.exceptions as px
-
-    where = describe(uri)
-    params = connection_parameters(uri, heartbeat=heartbeat)
-    params.connection_attempts = 1
-    params.socket_timeout = 10
-    params.blocked_connection_timeout = 60
-    try:
-        return pika.BlockingConnection(params)
-    except px.ProbableAuthenticationError:
-        raise SafeBunnyBrokerError(
-            f"The broker at {where} refused the credentials of user {params.credentials.username!r}: "
-            "check the user and password in option 'uri'."
-        ) from None
-    except px.ProbableAccessDeniedError:
-        raise SafeBunnyBrokerError(
-            f"User {params.credentials.username!r} may not use {where}: check the vhost in option 'uri' "
-            "and the user's permissions."
-        ) from None
-    except px.AMQPConnectionError as exc:
-        raise SafeBunnyBrokerError(
-            f"Cannot connect to RabbitMQ at {where} ({type(exc).__name__}): check the host and port in "
-            "option 'uri' and that the broker is running."
-        ) from None
+    """Open a :class:`pika.BlockingConnection` for consuming, or raise a clear broker error."""
+    return open_blocking(uri, heartbeat=heartbeat, action="consume")
 
 
 class QueueConsumer:
@@ -115,13 +92,7 @@ class QueueConsumer:
             declared = channel.queue_declare(self.queue, passive=True)
         except px.ChannelClosedByBroker as exc:
             connection.close()
-            if exc.reply_code == 404:
-                raise SafeBunnyBrokerError(
-                    f"Queue {self.queue!r} does not exist at {describe(self.uri)}: declare it first "
-                    "(or let the saga topology declare it), or fix option 'queue'.",
-                    404,
-                ) from None
-            raise SafeBunnyBrokerError(f"Cannot use queue {self.queue!r}: {exc.reply_text}", exc.reply_code) from None
+            raise broker_error(exc, StreamEndpoint.from_uri(self.uri), "consume", self.queue) from None
         self.backlog = declared.method.message_count
         channel.basic_qos(prefetch_count=self.prefetch)
         self.generation += 1

@@ -12,6 +12,10 @@ __all__ = [
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
     "SafeBunnyPublishError",
+    "QueueNotFoundError",
+    "BrokerUnreachableError",
+    "BrokerAuthenticationError",
+    "VhostNotFoundError",
     "SafeBunnyDataLossError",
     "SafeBunnyInboxConflictError",
     "SafeBunnyNotImplementedError",
@@ -36,6 +40,22 @@ class SafeBunnyBrokerError(SafeBunnyError):
     def __init__(self, message: str, reply_code: int | None = None) -> None:
         super().__init__(message)
         self.reply_code = reply_code
+
+
+class QueueNotFoundError(SafeBunnyBrokerError):
+    """The queue (or stream) does not exist in that vhost."""
+
+
+class BrokerUnreachableError(SafeBunnyBrokerError):
+    """Nothing answered at the URI's host and port."""
+
+
+class BrokerAuthenticationError(SafeBunnyBrokerError):
+    """The broker refused the user name or password."""
+
+
+class VhostNotFoundError(SafeBunnyBrokerError):
+    """The vhost does not exist, or the user may not use it."""
 
 
 class SafeBunnyPublishError(SafeBunnyBrokerError):

@@ -18,9 +18,8 @@ those entries are dropped. Differences, documented in the README: over AMQP 0-9-
 ``timestamp`` column is null for messages without a ``timestamp`` property (the stream
 protocol uses the chunk's time then); a ``timestamp:`` start is resolved to whole seconds.
 
-Connection helpers (:func:`open_blocking`, :func:`broker_error`) turn client errors into
-:class:`~safebunny.errors.SafeBunnyBrokerError` naming ``host:port`` and the vhost, never the
-password.
+Connection helpers and error translation live in :mod:`safebunny.connection`; the names are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -33,16 +32,25 @@ import ssl
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
-from safebunny.errors import SafeBunnyBrokerError
+from safebunny.connection import (
+    CONNECT_TIMEOUT_S,
+    StreamEndpoint,
+    broker_error,
+    open_blocking,
+)
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    BrokerUnreachableError,
+    QueueNotFoundError,
+    SafeBunnyBrokerError,
+    VhostNotFoundError,
+)
 from safebunny.message_rows import render_headers, rows_to_record_batch
 from safebunny.stream_offsets import StreamBounds, check_data_loss
-from safebunny.uri import connection_parameters, describe, redact
 
 __all__ = [
     "StreamEndpoint",
@@ -65,120 +73,8 @@ log = logging.getLogger("safebunny.stream")
 BATCH_ROWS = 10_000
 #: A read fails when the broker delivers nothing for this long while offsets are still due.
 READ_IDLE_TIMEOUT_S = 60.0
-CONNECT_TIMEOUT_S = 10.0
 #: Any single stream-protocol request (subscribe, metadata, close) that takes longer fails.
 REQUEST_TIMEOUT_S = 30.0
-
-
-class QueueNotFoundError(SafeBunnyBrokerError):
-    """The queue (or stream) does not exist in that vhost."""
-
-
-class BrokerUnreachableError(SafeBunnyBrokerError):
-    """Nothing answered at the URI's host and port."""
-
-
-class BrokerAuthenticationError(SafeBunnyBrokerError):
-    """The broker refused the user name or password."""
-
-
-class VhostNotFoundError(SafeBunnyBrokerError):
-    """The vhost does not exist, or the user may not use it."""
-
-
-@dataclass(frozen=True)
-class StreamEndpoint:
-    """Where and as whom to connect, from an AMQP URI; the password is never in ``repr``."""
-
-    uri: str = field(repr=False)
-    host: str
-    amqp_port: int
-    stream_port: int
-    vhost: str
-    username: str
-    password: str = field(repr=False)
-    tls: bool
-
-    @classmethod
-    def from_uri(cls, uri: str, stream_port: int = 5552) -> StreamEndpoint:
-        parts = urlsplit(uri)
-        tls = parts.scheme == "amqps"
-        return cls(
-            uri=uri,
-            host=parts.hostname or "localhost",
-            amqp_port=parts.port or (5671 if tls else 5672),
-            stream_port=stream_port,
-            vhost=unquote(parts.path[1:]) if len(parts.path) > 1 else "/",
-            username=unquote(parts.username) if parts.username else "guest",
-            password=unquote(parts.password) if parts.password else "guest",
-            tls=tls,
-        )
-
-    def where(self, stream: bool = False) -> str:
-        """``host:port vhost '/'`` for messages (the stream port when ``stream``)."""
-        if stream:
-            return f"{self.host}:{self.stream_port} (stream protocol) vhost {self.vhost!r}"
-        return describe(self.uri)
-
-
-# --------------------------------------------------------------------------------------------
-# Errors and AMQP 0-9-1 connections
-
-
-def broker_error(exc: BaseException, endpoint: StreamEndpoint, action: str, queue: str | None = None,
-                 stream_protocol: bool = False) -> SafeBunnyBrokerError:
-    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`."""
-    import pika.exceptions as pe
-    from rstream import exceptions as rx
-
-    where = endpoint.where(stream_protocol)
-    detail = redact(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, (pe.ProbableAuthenticationError, pe.AuthenticationError, rx.AuthenticationFailure,
-                        rx.SASLAuthenticationFailureLoopback)):
-        return BrokerAuthenticationError(
-            f"RabbitMQ at {where} refused the login of user {endpoint.username!r} while trying to {action}: "
-            "check the user name and password in the 'uri' option (the password is not shown here).",
-            403,
-        )
-    if isinstance(exc, (pe.ProbableAccessDeniedError, rx.VirtualHostAccessFailure)):
-        return VhostNotFoundError(
-            f"RabbitMQ at {where} denied access to vhost {endpoint.vhost!r} for user {endpoint.username!r} "
-            f"while trying to {action}: the vhost does not exist or the user has no permission on it. "
-            "Check the vhost part of the 'uri' option (URL-encoded; '/' is '%2F').",
-            530,
-        )
-    if isinstance(exc, rx.StreamDoesNotExist) or (
-        isinstance(exc, pe.ChannelClosedByBroker) and exc.reply_code == 404
-    ):
-        return QueueNotFoundError(
-            f"Queue {queue!r} does not exist at {where} (while trying to {action}). Declare it first, or run "
-            "the saga topology declaration, or fix the 'queue' option.",
-            404,
-        )
-    unreachable = (ConnectionError, socket.gaierror, socket.timeout, TimeoutError, asyncio.TimeoutError,
-                   pe.AMQPConnectionError, OSError)
-    if isinstance(exc, unreachable):
-        return BrokerUnreachableError(
-            f"Cannot reach RabbitMQ at {where} to {action} ({detail}). Check the host and port in the "
-            "'uri' option (and 'streamPort' for the stream protocol) and that the broker is running.",
-        )
-    code = getattr(exc, "reply_code", None)
-    return SafeBunnyBrokerError(f"RabbitMQ at {where} failed while trying to {action}: {detail}", code)
-
-
-def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect"):  # type: ignore[no-untyped-def]
-    """Open a pika ``BlockingConnection`` (one attempt, bounded timeouts) or raise a clear error."""
-    import pika
-
-    params = connection_parameters(uri, heartbeat=heartbeat)
-    params.connection_attempts = 1
-    params.socket_timeout = CONNECT_TIMEOUT_S
-    params.stack_timeout = CONNECT_TIMEOUT_S * 2
-    params.blocked_connection_timeout = 60
-    try:
-        return pika.BlockingConnection(params)
-    except Exception as exc:
-        raise broker_error(exc, StreamEndpoint.from_uri(uri), action) from None
 
 
 def _close_quietly(closeable: Any) -> None:

@@ -1,0 +1,123 @@
+"""Opening AMQP 0-9-1 connections and translating client errors into safebunny's own.
+
+Every reader and writer goes through :func:`open_blocking` (or :func:`broker_error` for
+clients it does not open), so a wrong password, a missing vhost or queue, or an unreachable
+host reads the same everywhere: what failed, at which ``host:port`` and vhost, and what to
+check, never the password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    BrokerUnreachableError,
+    QueueNotFoundError,
+    SafeBunnyBrokerError,
+    VhostNotFoundError,
+)
+from safebunny.uri import connection_parameters, describe, redact
+
+__all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "open_blocking"]
+
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class StreamEndpoint:
+    """Where and as whom to connect, from an AMQP URI; the password is never in ``repr``."""
+
+    uri: str = field(repr=False)
+    host: str
+    amqp_port: int
+    stream_port: int
+    vhost: str
+    username: str
+    password: str = field(repr=False)
+    tls: bool
+
+    @classmethod
+    def from_uri(cls, uri: str, stream_port: int = 5552) -> StreamEndpoint:
+        parts = urlsplit(uri)
+        tls = parts.scheme == "amqps"
+        return cls(
+            uri=uri,
+            host=parts.hostname or "localhost",
+            amqp_port=parts.port or (5671 if tls else 5672),
+            stream_port=stream_port,
+            vhost=unquote(parts.path[1:]) if len(parts.path) > 1 else "/",
+            username=unquote(parts.username) if parts.username else "guest",
+            password=unquote(parts.password) if parts.password else "guest",
+            tls=tls,
+        )
+
+    def where(self, stream: bool = False) -> str:
+        """``host:port vhost '/'`` for messages (the stream port when ``stream``)."""
+        if stream:
+            return f"{self.host}:{self.stream_port} (stream protocol) vhost {self.vhost!r}"
+        return describe(self.uri)
+
+
+# --------------------------------------------------------------------------------------------
+# Errors and AMQP 0-9-1 connections
+
+
+def broker_error(exc: BaseException, endpoint: StreamEndpoint, action: str, queue: str | None = None,
+                 stream_protocol: bool = False) -> SafeBunnyBrokerError:
+    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`."""
+    import pika.exceptions as pe
+    from rstream import exceptions as rx
+
+    where = endpoint.where(stream_protocol)
+    detail = redact(f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, (pe.ProbableAuthenticationError, pe.AuthenticationError, rx.AuthenticationFailure,
+                        rx.SASLAuthenticationFailureLoopback)):
+        return BrokerAuthenticationError(
+            f"RabbitMQ at {where} refused the login of user {endpoint.username!r} while trying to {action}: "
+            "check the user name and password in the 'uri' option (the password is not shown here).",
+            403,
+        )
+    if isinstance(exc, (pe.ProbableAccessDeniedError, rx.VirtualHostAccessFailure)):
+        return VhostNotFoundError(
+            f"RabbitMQ at {where} denied access to vhost {endpoint.vhost!r} for user {endpoint.username!r} "
+            f"while trying to {action}: the vhost does not exist or the user has no permission on it. "
+            "Check the vhost part of the 'uri' option (URL-encoded; '/' is '%2F').",
+            530,
+        )
+    if isinstance(exc, rx.StreamDoesNotExist) or (
+        isinstance(exc, pe.ChannelClosedByBroker) and exc.reply_code == 404
+    ):
+        return QueueNotFoundError(
+            f"Queue {queue!r} does not exist at {where} (while trying to {action}). Declare it first, or run "
+            "the saga topology declaration, or fix the 'queue' option.",
+            404,
+        )
+    unreachable = (ConnectionError, socket.gaierror, socket.timeout, TimeoutError, asyncio.TimeoutError,
+                   pe.AMQPConnectionError, OSError)
+    if isinstance(exc, unreachable):
+        return BrokerUnreachableError(
+            f"Cannot reach RabbitMQ at {where} to {action} ({detail}). Check the host and port in the "
+            "'uri' option (and 'streamPort' for the stream protocol) and that the broker is running.",
+        )
+    code = getattr(exc, "reply_code", None)
+    return SafeBunnyBrokerError(f"RabbitMQ at {where} failed while trying to {action}: {detail}", code)
+
+
+def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect") -> Any:
+    """Open a pika ``BlockingConnection`` (one attempt, bounded timeouts) or raise a clear error."""
+    import pika
+
+    params = connection_parameters(uri, heartbeat=heartbeat)
+    params.connection_attempts = 1
+    params.socket_timeout = CONNECT_TIMEOUT_S
+    params.stack_timeout = CONNECT_TIMEOUT_S * 2
+    params.blocked_connection_timeout = 60
+    try:
+        return pika.BlockingConnection(params)
+    except Exception as exc:
+        raise broker_error(exc, StreamEndpoint.from_uri(uri), action) from None
