@@ -304,10 +304,13 @@ class ConfirmingPublisher:
     def _on_return(self, _channel: Any, method: Any, properties: Any, _body: bytes) -> None:
         self.counts.returned += 1
         mid = getattr(properties, "message_id", None)
-        for tag, info in self._pending.items():
-            if tag not in self._returned_tags and info[2] == mid:
-                self._returned_tags.add(tag)
-                break
+        # A return comes before the ack of the same message: mark the oldest pending message that
+        # matches (by message id, else by exchange and routing key) so that its ack is not counted.
+        target = (method.exchange, method.routing_key)
+        candidates = [tag for tag, info in self._pending.items() if tag not in self._returned_tags
+                      and (info[2] == mid if mid is not None else (info[0], info[1]) == target)]
+        if candidates:
+            self._returned_tags.add(candidates[0])
         if self._error is None:
             self._error = SafeBunnyPublishError(
                 f"Message {mid!r} to exchange {method.exchange!r} with routing key {method.routing_key!r} was "

@@ -54,6 +54,15 @@ def test_unroutable_fails_naming_exchange_and_routing_key(amqp_uri, make_exchang
     assert admin.ready(queue) == 1
 
 
+@pytest.mark.parametrize("properties", [pika.BasicProperties(), pika.BasicProperties(message_id="m-x")])
+def test_a_returned_message_is_never_counted_as_confirmed(amqp_uri, properties):
+    pub = ConfirmingPublisher(amqp_uri).open()
+    pub.publish("", "sbt-no-such-queue-anonymous", b"lost?", properties)
+    with pytest.raises(SafeBunnyPublishError, match="'sbt-no-such-queue-anonymous'"):
+        pub.flush()
+    assert (pub.counts.returned, pub.counts.confirmed) == (1, 0)
+
+
 def test_full_reject_publish_queue_nacks_fail_the_flush(amqp_uri, make_queue, admin):
     queue = make_queue(arguments={"x-max-length": 3, "x-overflow": "reject-publish"})
     pub = ConfirmingPublisher(amqp_uri).open()
