@@ -28,6 +28,7 @@ from bench.broker import make_body, transform_body
 
 __all__ = [
     "BenchError", "Run", "consume_multiple", "publish_window", "rstream_consume", "rstream_publish", "stage_loop",
+    "stream_write_span",
 ]
 
 _SAMPLE_EVERY_S = 0.2
@@ -267,8 +268,12 @@ def stage_loop(uri: str, in_queue: str, out_queue: str, n: int, prefetch: int = 
     return Run(n, state["t0"], state["t1"], series.points)
 
 
-def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: float = 300.0) -> Run:
-    """Read ``n`` messages of a stream from its first offset with rstream (AMQP 1.0 bodies decoded)."""
+def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: float = 300.0,
+                    chunk_times: list[tuple[float, int]] | None = None) -> Run:
+    """Read ``n`` messages of a stream from its first offset with rstream (AMQP 1.0 bodies decoded).
+
+    ``chunk_times``, when given, receives (chunk timestamp in epoch seconds, cumulative count) per
+    chunk: when the broker wrote the messages, which times a writer such as the sink."""
     from rstream import AMQPMessage, Consumer, ConsumerOffsetSpecification, OffsetType, amqp_decoder
 
     parsed = urlparse(uri)
@@ -289,6 +294,12 @@ def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: 
                 series.tick(0, force=True)
             state["count"] += 1
             state["last_body"] = msg.body
+            if chunk_times is not None:
+                stamp = ctx.timestamp / 1000.0  # type: ignore[attr-defined]
+                if chunk_times and chunk_times[-1][0] == stamp:
+                    chunk_times[-1] = (stamp, state["count"])
+                else:
+                    chunk_times.append((stamp, state["count"]))
             series.tick(state["count"])
             if state["count"] == n:
                 state["t1"] = time.time()
@@ -350,3 +361,19 @@ def rstream_publish(uri: str, stream: str, n: int, batch: int = 1000, port: int 
         raise BenchError(f"the broker rejected {state['failed']} of {n} stream publishes to {stream!r}")
     series.tick(n, force=True)
     return Run(n, state["t0"], state["t1"], series.points)
+
+
+def stream_write_span(uri: str, stream: str, n: int, timeout_s: float = 300.0) -> Run:
+    """How fast ``n`` messages were written to a stream, from the broker's chunk timestamps (ms).
+
+    The messages of the first chunk arrived before its timestamp, so they are not counted: the rate
+    is the rest over the time from the first chunk to the last.
+    """
+    chunks: list[tuple[float, int]] = []
+    rstream_consume(uri, stream, n, timeout_s=timeout_s, chunk_times=chunks)
+    if len(chunks) < 2 or chunks[-1][0] <= chunks[0][0]:
+        raise BenchError(f"the {n} messages of {stream!r} came in {len(chunks)} chunk(s) within one millisecond; "
+                         "too few to time")
+    first_ts, first_count = chunks[0]
+    series = [(first_ts, 0)] + [(t, c - first_count) for t, c in chunks[1:]]
+    return Run(n - first_count, first_ts, chunks[-1][0], series)

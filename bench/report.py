@@ -168,11 +168,11 @@ def evaluate_targets(results: list[CaseResult]) -> list[Target]:
     if len(sweep) >= 2:
         (lo_n, lo_mb), (hi_n, hi_mb) = sweep[0], sweep[-1]
         per_msg = (hi_mb - lo_mb) * 1024 * 1024 / (hi_n - lo_n)
-        depth = max(r.messages for r in results if r.params.get("sweep"))
+        depth = min(r.params.get("depth", r.messages) for r in results if r.params.get("sweep"))
         targets.append(Target(
             "reader memory", "reader memory bounded by maxMessagesPerTrigger",
             f"{lo_mb:.0f} MB at {lo_n:,} → {hi_mb:.0f} MB at {hi_n:,} ({per_msg:,.0f} B per message of batch; "
-            f"queue depth {depth:,})",
+            f"queues at least {depth:,} deep)",
             per_msg <= 4096,
             "on a queue deeper than every batch, bounded means growth ≤ 4 KiB per message of the batch limit"))
     else:

@@ -238,7 +238,7 @@ class Bench:
         for mmpt in SWEEP:
             depth = self.mode.sweep_depth[mmpt]
             res = self.case(f"source · quorum · {_k(mmpt)}/batch (sweep, depth {_k(depth)})", "connector", "source",
-                            "quorum", ceiling, maxMessagesPerTrigger=mmpt, sweep=True)
+                            "quorum", ceiling, maxMessagesPerTrigger=mmpt, sweep=True, depth=depth)
 
             def step(res: CaseResult = res, mmpt: int = mmpt, depth: int = depth) -> None:
                 if "source" in self.missing:
@@ -384,8 +384,9 @@ def main(argv: list[str] | None = None) -> int:
         "Rates run from a case's first message to its last; for Spark queries, over the batches after the first "
         "non-empty one (a new query's cold start: reader process, Python workers, connections), whose size and "
         "duration are in the phase table; connection set-up is excluded on both sides. The sink on classic/quorum "
-        "queues is timed by the queue's depth; streams report no depth, so the stream sink is n over the wall "
-        "time of save().",
+        "queues is timed by the queue's depth (sampled every 0.1 s); streams report no depth, so the stream sink is "
+        "timed by the broker's chunk timestamps (read back with rstream). The sink writes with 2 tasks (2 "
+        "connections), the raw publisher with one.",
         "The stream-protocol cases read a stream filled by rstream send_batch (large chunks); a stream filled over "
         "AMQP 0-9-1 has small chunks and reads much slower with rstream (see the 'pika-published stream' row).",
         "Memory is peak RSS (MB) during the case: driver JVM, the driver-side reader process "
