@@ -328,3 +328,38 @@ def test_python_workers_reuse_their_connection_across_tasks(spark, amqp_uri, adm
     assert after_first
     # 12 tasks, no new connection (a connection cached by an earlier test may have closed meanwhile)
     assert not Counter(_my_publisher_connections()) - Counter(after_first)
+
+
+def test_a_replayed_micro_batch_republishes_the_same_ids(spark, amqp_uri, admin, make_queue, make_exchange,
+                                                         tmp_path):
+    """Batch 0 fails (one routing key unbound) after its routable rows were published; the query is
+    restarted from the same checkpoint once the binding exists, Spark replays batch 0, and the
+    republished rows carry the ids of the first run."""
+    queue = make_queue()
+    exchange = make_exchange("direct")
+    admin._ch().queue_bind(queue, exchange, "ok")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = [{"value": f"v{i % 4}", "routingKey": "ok" if i < 6 else "later"} for i in range(8)]
+    (folder / "part-0.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    checkpoint = tmp_path / "cp"
+
+    def run():
+        df = spark.readStream.schema("value string, routingKey string").json(str(folder))
+        return (df.writeStream.format("safebunny").option("uri", amqp_uri).option("exchange", exchange)
+                .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+    query = run()
+    with pytest.raises(Exception, match="'later'"):
+        query.awaitTermination(120)
+    assert not (checkpoint / "commits" / "0").exists()
+    first = admin.get_all(queue)
+    assert first and {b for _, _, b in first} <= {b"v0", b"v1", b"v2", b"v3"}
+    admin._ch().queue_bind(queue, exchange, "later")
+    query = run()
+    query.awaitTermination(120)
+    assert query.exception() is None and (checkpoint / "commits" / "0").exists()
+    second = admin.get_all(queue)
+    assert len(second) == 8 and len({p.message_id for _, p, _ in second}) == 8
+    replayed = {p.message_id for _, p, _ in second}
+    assert {p.message_id for _, p, _ in first} <= replayed  # every id of the failed run comes back, unchanged
