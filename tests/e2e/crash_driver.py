@@ -31,7 +31,8 @@ def effect(batch_df, batch_id):
 
 df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
       .option("queueType", "classic").option("journalLocation", os.path.join(workdir, "journal"))
-      .option("maxMessagesPerTrigger", "200").load())
+      .option("maxMessagesPerTrigger", "200")
+      .option("failOnDataLoss", os.environ.get("SAFEBUNNY_TEST_FAIL_ON_DATA_LOSS", "true")).load())
 q = (df.writeStream.foreachBatch(effect).option("checkpointLocation", os.path.join(workdir, "cp"))
      .trigger(availableNow=True).start())
 q.awaitTermination()

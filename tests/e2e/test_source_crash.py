@@ -17,9 +17,10 @@ DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 1000
 
 
-def _run(uri, queue, workdir, crash_at=None):
+def _run(uri, queue, workdir, crash_at=None, fail_on_data_loss=True):
     env = dict(os.environ)
     env.pop("SAFEBUNNY_CRASH_AT", None)
+    env["SAFEBUNNY_TEST_FAIL_ON_DATA_LOSS"] = str(fail_on_data_loss).lower()
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, str(DRIVER), uri, queue, str(workdir)], env=env,
@@ -27,17 +28,16 @@ def _run(uri, queue, workdir, crash_at=None):
 
 
 def _batches(workdir):
-    """{batch_id: {pid: rows}} from the driver's output files."""
+    """{batch_id: {run: rows}} from the driver's output files; ``run`` orders by write time."""
     out = {}
-    for path in (Path(workdir) / "out").glob("batch-*.json"):
-        _, batch_id, pid = path.stem.split("-")
-        out.setdefault(int(batch_id), {})[int(pid)] = [tuple(r) for r in json.loads(path.read_text())]
+    paths = sorted((Path(workdir) / "out").glob("batch-*.json"), key=lambda p: p.stat().st_mtime_ns)
+    for run, path in enumerate(paths):
+        batch_id = int(path.stem.split("-")[1])
+        out.setdefault(batch_id, {})[run] = [tuple(r) for r in json.loads(path.read_text())]
     return out
 
 
-@pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:2", "source.before_ack:2"])
-def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, make_queue, tmp_path, crash_at):
-    queue = make_queue()
+def _fill(amqp_uri, queue):
     conn = pika.BlockingConnection(pika.URLParameters(amqp_uri))
     ch = conn.channel()
     ch.confirm_delivery()
@@ -45,9 +45,15 @@ def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, m
         ch.basic_publish("", queue, b"x", pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
     conn.close()
 
+
+@pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:2", "source.before_ack:2"])
+def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, make_queue, tmp_path, crash_at):
+    queue = make_queue()
+    _fill(amqp_uri, queue)
+
     crashed = _run(amqp_uri, queue, tmp_path, crash_at)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    first_pids = {pid for runs in _batches(tmp_path).values() for pid in runs}
+    first_runs = _batches(tmp_path)
     finished = _run(amqp_uri, queue, tmp_path)
     assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
 
@@ -68,9 +74,30 @@ def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, m
         seen.add(message_id)
     if crash_at.startswith("effect"):
         assert any(len(runs) == 2 for runs in batches.values()), "no batch was replayed"
-        assert first_pids
+        assert first_runs
     deadline = time.monotonic() + 60
     while queue_totals(broker, queue) != (0, 0) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert queue_totals(broker, queue) == (0, 0)
     assert not list((tmp_path / "journal").glob("*.arrow"))
+
+
+def test_missing_journal_of_a_logged_batch_fails_unless_failOnDataLoss_is_false(broker, amqp_uri, make_queue,
+                                                                                tmp_path):
+    queue = make_queue()
+    _fill(amqp_uri, queue)
+    crashed = _run(amqp_uri, queue, tmp_path, "effect:1")  # batch 0 is logged, not committed
+    assert crashed.returncode == -signal.SIGKILL
+    journals = list((tmp_path / "journal").glob("*.arrow"))
+    assert journals
+    for path in journals:
+        path.unlink()
+    failed = _run(amqp_uri, queue, tmp_path)
+    assert failed.returncode != 0 and "DRIVER-DONE" not in failed.stdout
+    assert "is missing" in failed.stderr and "failOnDataLoss" in failed.stderr
+    skipped = _run(amqp_uri, queue, tmp_path, fail_on_data_loss=False)
+    assert skipped.returncode == 0 and "DRIVER-DONE" in skipped.stdout, skipped.stderr[-3000:]
+    # the skipped batch's messages were never acked: the broker requeued them, nothing is lost
+    final = [row for _, runs in sorted(_batches(tmp_path).items()) for row in runs[max(runs)]]
+    assert {m for m, _ in final} == {f"m{i}" for i in range(N)}
+    assert queue_totals(broker, queue) == (0, 0)
