@@ -133,6 +133,31 @@ class Admin:
             pass
 
 
+def wait_until(condition, timeout: float = 60.0, what: str = "condition", every: float = 0.1) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``condition()`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def publish_numbered(uri: str, queue: str, n: int, start: int = 0, body=None, **props) -> None:  # type: ignore[no-untyped-def]
+    """Publish ``n`` persistent messages with ids ``m<start>..``, confirmed; ``body(i)`` makes bodies."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    ch.confirm_delivery()
+    for i in range(start, start + n):
+        payload = body(i) if body else f"m{i}".encode()
+        ch.basic_publish("", queue, payload, pika.BasicProperties(message_id=f"m{i}", delivery_mode=2, **props))
+    conn.close()
+
+
 def queue_totals(broker: Broker, queue: str) -> tuple[int, int]:
     """``(ready, unacked)`` of ``queue`` as the broker counts them (rabbitmqctl)."""
     from urllib.parse import urlsplit

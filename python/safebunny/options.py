@@ -157,6 +157,13 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
     """Render ``specs`` as a Markdown table (option, values, default, meaning)."""
     lines = ["| option | values | default | meaning |", "| --- | --- | --- | --- |"]
     for spec in specs:
-        default = "(required)" if spec.required else ("none" if spec.default is None else f"`{spec.default}`")
+        if spec.required:
+            default = "(required)"
+        elif spec.default is None:
+            default = "none"
+        elif spec.default == "":
+            default = '`""`'
+        else:
+            default = f"`{spec.default}`"
         lines.append(f"| `{spec.name}` | {spec.values} | {default} | {spec.doc} |")
     return "\n".join(lines)

@@ -1,32 +1,15 @@
 """readStream.format("safebunny") over classic and quorum queues, with a real Spark and broker."""
 
-import time
 
-import pika
 import pytest
 
-from conftest import queue_totals
-from safebunny.errors import SafeBunnyOptionError  # noqa: F401  (documents what the errors are)
-
-
-def _wait(condition, timeout=120.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+from conftest import publish_numbered, queue_totals
+from conftest import wait_until as _wait
 
 
 def _publish(uri, queue, n, start=0):
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(start, start + n):
-        ch.basic_publish("", queue, b'{"n": %d}' % i,
-                         pika.BasicProperties(message_id=f"m{i}", correlation_id="c", delivery_mode=2,
-                                              headers={"k": i, "nested": {"a": [1, 2]}}))
-    conn.close()
+    publish_numbered(uri, queue, n, start, body=lambda i: b'{"n": %d}' % i, correlation_id="c",
+                     headers={"k": 1, "nested": {"a": [1, 2]}})
 
 
 def _reader(spark, uri, queue, tmp_path, **options):

@@ -5,13 +5,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import pika
 import pytest
 
-from conftest import queue_totals
+from conftest import publish_numbered, queue_totals, wait_until
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 1000
@@ -38,12 +36,7 @@ def _batches(workdir):
 
 
 def _fill(amqp_uri, queue):
-    conn = pika.BlockingConnection(pika.URLParameters(amqp_uri))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(N):
-        ch.basic_publish("", queue, b"x", pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
-    conn.close()
+    publish_numbered(amqp_uri, queue, N, body=lambda i: b"x")
 
 
 @pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:2", "source.before_ack:2"])
@@ -75,10 +68,7 @@ def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, m
     if crash_at.startswith("effect"):
         assert any(len(runs) == 2 for runs in batches.values()), "no batch was replayed"
         assert first_runs
-    deadline = time.monotonic() + 60
-    while queue_totals(broker, queue) != (0, 0) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert queue_totals(broker, queue) == (0, 0)
+    wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="an empty queue", every=0.5)
     assert not list((tmp_path / "journal").glob("*.arrow"))
 
 

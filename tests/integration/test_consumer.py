@@ -6,27 +6,11 @@ import pika
 import pytest
 
 from brokers import ThrowawayBroker
+from conftest import publish_numbered as _publish
 from conftest import queue_totals
+from conftest import wait_until as _wait
 from safebunny.consumer import QueueConsumer, open_connection
 from safebunny.errors import SafeBunnyBrokerError
-
-
-def _wait(condition, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _publish(uri, queue, n, start=0):
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(start, start + n):
-        ch.basic_publish("", queue, f"m{i}".encode(), pika.BasicProperties(message_id=f"m{i}", delivery_mode=2))
-    conn.close()
 
 
 def test_taken_messages_stay_unacked_until_ack_through(broker, amqp_uri, make_queue):

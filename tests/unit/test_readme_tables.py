@@ -9,3 +9,9 @@ README = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
 
 def test_readme_has_the_current_source_options_table():
     assert source_options_table() in README
+
+
+def test_readme_has_the_current_sink_options_table():
+    from safebunny.sink_options import sink_options_table
+
+    assert sink_options_table() in README
