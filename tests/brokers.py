@@ -154,13 +154,28 @@ class ThrowawayBroker:
                 pass
             self.pid_file.unlink(missing_ok=True)
 
+    def _epmd_pids(self) -> list[int]:
+        """PIDs of the epmd started for this broker: found by the port in its environment."""
+        marker = f"ERL_EPMD_PORT={self.epmd_port}".encode()
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                if (proc / "comm").read_text().strip() == "epmd" and marker in (proc / "environ").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+        return pids
+
     def destroy(self) -> None:
-        """Stop the node, its epmd, and remove its files."""
+        """Stop the node, kill its own epmd by PID, and remove its files."""
         self.stop()
-        subprocess.run(["pkill", "-f", f"epmd.*-port {self.epmd_port}"], check=False)
-        subprocess.run(
-            ["pkill", "-f", f"ERL_EPMD_PORT={self.epmd_port}"], check=False, stderr=subprocess.DEVNULL
-        )
+        for pid in self._epmd_pids():
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(self.base, ignore_errors=True)
 
 
