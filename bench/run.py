@@ -118,7 +118,7 @@ class Bench:
         if result.group == "connector":
             for role_name, mb in self.sampler.peaks(t0, t1).items():
                 result.memory_mb[role_name] = max(result.memory_mb.get(role_name, 0.0), mb)
-        if run.series:
+        if run.series and result.kind != "latency":
             self.lines.append((result.name, result.group, run.series))
         return True
 
