@@ -21,7 +21,9 @@ os.makedirs(out, exist_ok=True)
 
 
 def effect(batch_df, batch_id):
-    rows = [(r.messageId, r.redelivered) for r in batch_df.select("messageId", "redelivered").collect()]
+    rows = [(r.messageId, r.redelivered) for r in batch_df.select("messageId", "redelivered", "offset")
+            .orderBy("offset").collect()] if queue_type == "stream" else \
+        [(r.messageId, r.redelivered) for r in batch_df.select("messageId", "redelivered").collect()]
     path = os.path.join(out, f"batch-{batch_id}-{os.getpid()}.json")
     with open(path + ".tmp", "w") as f:
         json.dump(rows, f)
@@ -29,8 +31,9 @@ def effect(batch_df, batch_id):
     crash_point("effect")
 
 
+queue_type = os.environ.get("SAFEBUNNY_TEST_QUEUE_TYPE", "classic")
 df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
-      .option("queueType", "classic").option("journalLocation", os.path.join(workdir, "journal"))
+      .option("queueType", queue_type).option("journalLocation", os.path.join(workdir, "journal"))
       .option("maxMessagesPerTrigger", "200")
       .option("failOnDataLoss", os.environ.get("SAFEBUNNY_TEST_FAIL_ON_DATA_LOSS", "true")).load())
 q = (df.writeStream.foreachBatch(effect).option("checkpointLocation", os.path.join(workdir, "cp"))
