@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv install test test-unit test-integration test-e2e lint demo bench bench-full shim clean
+.PHONY: venv install test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: install
 
 bench-full: install
 	$(PY) -m bench.run --full
+
+# Run the Databricks notebooks under notebooks/ locally (also part of make test).
+notebooks: install
+	$(PY) -m pytest tests/e2e/test_notebooks.py -q
 
 # Build (or find in the cache) the JVM shim's jar offline and print its path.
 shim: install

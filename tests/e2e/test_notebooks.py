@@ -1,0 +1,26 @@
+"""The notebooks under notebooks/ run end to end against the real broker and Spark."""
+
+from pathlib import Path
+
+import pytest
+from notebooks import run_notebook, split_cells
+
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.py"))
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs(path, spark, amqp_uri, tmp_path):
+    namespace = run_notebook(path, spark, {"uri": amqp_uri, "workdir": str(tmp_path)})
+    assert "query" not in namespace or not namespace["query"].isActive
+
+
+def test_runner_rejects_unknown_magics(tmp_path, spark):
+    nb = tmp_path / "nb.py"
+    nb.write_text("# Databricks notebook source\n# MAGIC %sh\n# MAGIC ls\n")
+    with pytest.raises(ValueError, match="not supported"):
+        run_notebook(nb, spark)
+    assert split_cells("# Databricks notebook source\nx = 1\n# COMMAND ----------\ny = 2\n") == ["x = 1", "y = 2"]
