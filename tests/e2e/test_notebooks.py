@@ -3,7 +3,8 @@
 from pathlib import Path
 
 import pytest
-from notebooks import run_notebook, split_cells
+
+from notebook_runner import run_notebook, split_cells
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.py"))
 
