@@ -345,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="where to write <mode>.json/.md/.png (default bench/results; nothing with --only)")
     parser.add_argument("--only", default=None,
-                        help="run only the steps whose label contains this text (e.g. 'connector classic'); "
-                             "for profiling, see bench/profile.py")
+                        help="run only the steps whose label contains one of these comma-separated texts "
+                             "(e.g. 'connector classic' or 'rstream,stream sources'); for profiling, see "
+                             "bench/profile.py")
     args = parser.parse_args(argv)
     mode = MODES["full" if args.full else "quick"]
     command = "make bench-full" if args.full else "make bench"
@@ -365,7 +366,8 @@ def main(argv: list[str] | None = None) -> int:
         if not all(r in bench.missing for r in ("source", "sink")):
             bench.sampler.start()
             bench.spark = conn.start_spark(bench.workdir)
-        steps = [s for s in bench.plan() if args.only is None or args.only in s[0]]
+        wanted = None if args.only is None else [w.strip() for w in args.only.split(",") if w.strip()]
+        steps = [s for s in bench.plan() if wanted is None or any(w in s[0] for w in wanted)]
         if not steps:
             parser.error(f"--only {args.only!r} matches no step; steps are: "
                          + ", ".join(label for label, _ in bench.plan()))
