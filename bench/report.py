@@ -225,8 +225,10 @@ def format_text(results: list[CaseResult], targets: list[Target]) -> str:
 
 
 def results_to_json(results: list[CaseResult], targets: list[Target], machine: dict[str, Any],
-                    command: str, notes: list[str] | None = None) -> str:
-    """Everything measured, as JSON (latency samples summarised, not dumped)."""
+                    command: str, notes: list[str] | None = None,
+                    series: list[dict[str, Any]] | None = None) -> str:
+    """Everything measured, as JSON (latency samples summarised, not dumped; ``series``, the
+    throughput plot's data, kept so that the plot can be redrawn)."""
     by_name = {r.name: r for r in results}
     cases = []
     for r in results:
@@ -239,5 +241,8 @@ def results_to_json(results: list[CaseResult], targets: list[Target], machine: d
                          "p99": _percentile(r.batch_ms, 0.99)}
         d["e2e_ms"] = {"n": len(r.e2e_ms), "p50": _percentile(r.e2e_ms, 0.5), "p99": _percentile(r.e2e_ms, 0.99)}
         cases.append(d)
-    return json.dumps({"command": command, "machine": machine, "cases": cases,
-                       "targets": [asdict(t) for t in targets], "notes": notes or []}, indent=2)
+    doc = {"command": command, "machine": machine, "cases": cases, "targets": [asdict(t) for t in targets],
+           "notes": notes or []}
+    if series is not None:
+        doc["series"] = series
+    return json.dumps(doc, indent=2)

@@ -402,7 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS
     out.mkdir(parents=True, exist_ok=True)
     stem = out / mode.name
-    Path(f"{stem}.json").write_text(results_to_json(results, targets, machine, command, bench.notes) + "\n")
+    series = [{"case": label, "group": group, "t0": started,
+               "points": [[round(t - started, 3), c] for t, c in points]} for label, group, points in bench.lines]
+    Path(f"{stem}.json").write_text(results_to_json(results, targets, machine, command, bench.notes, series) + "\n")
     Path(f"{stem}.md").write_text(format_markdown(results, targets, machine, command, bench.notes))
     plot_throughput(bench.lines, started, Path(f"{stem}.png"), f"safebunny {command}: throughput over time")
     print(format_text(results, targets))
