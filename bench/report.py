@@ -17,6 +17,7 @@ __all__ = [
     "Target",
     "evaluate_targets",
     "format_markdown",
+    "cpu_table",
     "format_text",
     "phase_table",
     "ratio",
@@ -41,6 +42,8 @@ class CaseResult:
     batch_ms: list[float] = field(default_factory=list)  # durations of non-empty micro-batches
     e2e_ms: list[float] = field(default_factory=list)  # end-to-end latencies of messages
     memory_mb: dict[str, float] = field(default_factory=dict)  # peak RSS per process role
+    cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds per process role, summed over runs
+    cpu_messages: int = 0  # the messages those CPU seconds moved (summed over runs)
     status: str = OK  # ok | not available | failed
     reason: str = ""
     params: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +109,23 @@ def table_rows(results: list[CaseResult]) -> list[list[str]]:
         rate = _fmt_num(r.rate) if r.kind != "latency" else "–"
         rows.append([r.name, r.queue_type, rate, "–" if rt is None else f"{rt:.2f}",
                      r.ceiling or "–", batch, e2e, mem])
+    return rows
+
+
+CPU_ROLES = (("harness", "harness"), ("driver_jvm", "driver JVM"), ("reader", "reader"), ("workers", "workers"),
+             ("other_python", "other Python"), ("broker", "broker"))
+
+
+def cpu_table(results: list[CaseResult]) -> list[list[str]]:
+    """Rows (header first): CPU microseconds per message of each process role over the measured spans."""
+    rows = [["case"] + [title for _, title in CPU_ROLES] + ["total without broker"]]
+    for r in results:
+        if r.status != OK or not r.cpu_s or not r.cpu_messages:
+            continue
+        per = {k: v * 1e6 / r.cpu_messages for k, v in r.cpu_s.items()}
+        total = sum(v for k, v in per.items() if k != "broker")
+        rows.append([r.name] + [_fmt_num(per.get(k)) if k in per else "–" for k, _ in CPU_ROLES]
+                    + [_fmt_num(total)])
     return rows
 
 
@@ -206,6 +226,12 @@ def format_markdown(results: list[CaseResult], targets: list[Target], machine: d
                   "(`latestOffset`: the reader takes and journals the batch; `addBatch`: the tasks read, transform "
                   "and write; `walCommit`/`commitOffsets`: the checkpoint).", "",
                   _markdown_table(phase_rows), ""]
+    cpu_rows = cpu_table(results)
+    if len(cpu_rows) > 1:
+        parts += ["## CPU per message", "",
+                  "CPU microseconds per message of each process over each case's measured span (psutil, sampled "
+                  "every 0.25 s; the broker is shared, so its column includes other clients' load). The raw clients "
+                  "run in the harness process.", "", _markdown_table(cpu_rows), ""]
     if notes:
         parts += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(parts)

@@ -81,7 +81,7 @@ class Bench:
         self.notes: list[str] = []
         self.spark: Any = None
         self.missing: dict[str, str] = {}
-        self.sampler = MemorySampler()
+        self.sampler = MemorySampler(interval=0.25)
         self.workdir = Path(tempfile.mkdtemp(prefix="safebunny-bench-"))
         self.errors = Path(tempfile.gettempdir()) / f"safebunny-bench-{self.book.prefix}-errors.log"
 
@@ -118,9 +118,22 @@ class Bench:
         if result.group == "connector":
             for role_name, mb in self.sampler.peaks(t0, t1).items():
                 result.memory_mb[role_name] = max(result.memory_mb.get(role_name, 0.0), mb)
+        cpu = self._cpu(run.start, run.end) if result.kind != "latency" else {}
+        if cpu:
+            for role_name, secs in cpu.items():
+                result.cpu_s[role_name] = round(result.cpu_s.get(role_name, 0.0) + secs, 2)
+            result.cpu_messages += run.count
         if run.series and result.kind != "latency":
             self.lines.append((result.name, result.group, run.series))
         return True
+
+    def _cpu(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds per role over [start, end], once the sampler has a sample after ``end``."""
+        deadline = time.monotonic() + 2.0
+        while (not self.sampler.cpu_samples or self.sampler.cpu_samples[-1][0] < end) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)  # waiting for the sampler's next tick, bounded
+        return self.sampler.cpu_between(start, end)
 
     # -- helpers ---------------------------------------------------------------------------
     def refill(self, queue: str, kind: str, n: int) -> None:
@@ -363,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         bench.notes.append(ensure_stream_plugin(args.uri) + ".")
         _connector_availability(bench)
+        bench.sampler.start()
         if not all(r in bench.missing for r in ("source", "sink")):
-            bench.sampler.start()
             bench.spark = conn.start_spark(bench.workdir)
         wanted = None if args.only is None else [w.strip() for w in args.only.split(",") if w.strip()]
         steps = [s for s in bench.plan() if wanted is None or any(w in s[0] for w in wanted)]

@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.report import (  # noqa: E402
     CaseResult,
+    cpu_table,
     evaluate_targets,
     format_markdown,
     format_text,
@@ -78,3 +79,11 @@ def test_markdown_text_and_json_carry_the_same_cases() -> None:
     cases = {c["name"]: c for c in doc["cases"]}
     assert cases["sink · classic"]["rate_median"] is None and cases["sink · classic"]["status"] == "not available"
     assert cases["source · classic"]["batch_ms"] == {"n": 3, "p50": 200.0, "p99": 298.0}
+
+
+def test_cpu_table_is_microseconds_per_message_and_skips_cases_without_samples() -> None:
+    results = _results()
+    results[0].cpu_s, results[0].cpu_messages = {"harness": 0.5, "broker": 1.0}, 10_000
+    rows = cpu_table(results)
+    assert rows[0][0] == "case" and rows[0][-1] == "total without broker"
+    assert rows[1:] == [[CONSUME, "50", "–", "–", "–", "–", "100", "50"]]
