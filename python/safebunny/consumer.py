@@ -19,8 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from safebunny.connection import StreamEndpoint, broker_error, open_blocking
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError
@@ -31,9 +30,11 @@ __all__ = ["Delivery", "QueueConsumer", "open_connection"]
 log = logging.getLogger("safebunny.consumer")
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """One message taken off the queue, with the channel generation that delivered it."""
+class Delivery(NamedTuple):
+    """One message taken off the queue, with the channel generation that delivered it.
+
+    A named tuple, not a dataclass: one is built per message on the I/O thread's hot path.
+    """
 
     generation: int
     delivery_tag: int
@@ -65,6 +66,7 @@ class QueueConsumer:
         self.heartbeat = heartbeat
         self.generation = 0
         self._buffer: deque[Delivery] = deque()
+        self._want = 0  # buffer length the Spark thread waits for; 0 when nobody waits
         self._cond = threading.Condition()
         self._connection: Any = None
         self._channel: Any = None
@@ -98,14 +100,16 @@ class QueueConsumer:
         self.generation += 1
         generation = self.generation
 
+        buffer = self._buffer
+
         def on_message(ch: Any, method: Any, properties: Any, body: bytes) -> None:
-            delivery = Delivery(
-                generation, method.delivery_tag, body, properties, method.exchange, method.routing_key,
-                method.redelivered,
-            )
-            with self._cond:
-                self._buffer.append(delivery)
-                self._cond.notify_all()
+            buffer.append(Delivery(generation, method.delivery_tag, body, properties, method.exchange,
+                                   method.routing_key, method.redelivered))
+            # wake the Spark thread only when it waits for this many (not once per message)
+            want = self._want
+            if want and len(buffer) >= want:
+                with self._cond:
+                    self._cond.notify_all()
 
         channel.basic_consume(self.queue, on_message, auto_ack=False)
         self._connection, self._channel = connection, channel
@@ -192,12 +196,15 @@ class QueueConsumer:
         taken: list[Delivery] = []
         size = 0
         with self._cond:
+            self._want = 1
             while not self._buffer and time.monotonic() < deadline and self._fatal is None:
                 self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
             if self._buffer and len(self._buffer) < max_messages and linger > 0:
+                self._want = max_messages
                 end = time.monotonic() + linger
                 while len(self._buffer) < max_messages and time.monotonic() < end:
                     self._cond.wait(timeout=max(0.0, end - time.monotonic()))
+            self._want = 0
             while self._buffer and len(taken) < max_messages:
                 head = self._buffer[0]
                 if head.generation != self.generation:
