@@ -79,15 +79,21 @@ def connector_missing() -> dict[str, str]:
 
 def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
     """A local[2] session tuned for the benchmark (no UI, long progress history)."""
+    import os
+
     from pyspark.sql import SparkSession
 
+    java_opts = f"-Djava.io.tmpdir={workdir}"
+    jfr = os.environ.get("SAFEBUNNY_BENCH_JFR")
+    if jfr:  # bench/profile.py --jfr: a Flight Recording of the driver JVM, written when it exits
+        java_opts += f" -XX:StartFlightRecording=filename={jfr},settings=profile,dumponexit=true"
     spark = (SparkSession.builder.master("local[2]").appName("safebunny-bench")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
              .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
-             .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={workdir}")
+             .config("spark.driver.extraJavaOptions", java_opts)
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
