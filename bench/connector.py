@@ -27,6 +27,7 @@ __all__ = [
     "BODY_SCHEMA",
     "ConnRun",
     "connector_missing",
+    "dump_jfr",
     "run_latency_probe",
     "run_sink",
     "run_source",
@@ -85,8 +86,9 @@ def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
 
     java_opts = f"-Djava.io.tmpdir={workdir}"
     jfr = os.environ.get("SAFEBUNNY_BENCH_JFR")
-    if jfr:  # bench/profile.py --jfr: a Flight Recording of the driver JVM, written when it exits
-        java_opts += f" -XX:StartFlightRecording=filename={jfr},settings=profile,dumponexit=true"
+    if jfr:  # bench/profile.py --jfr: a Flight Recording of the driver JVM, dumped by dump_jfr()
+        java_opts += (f" -XX:FlightRecorderOptions=repository={jfr}.repository"
+                      " -XX:StartFlightRecording=name=bench,settings=profile")
     spark = (SparkSession.builder.master("local[2]").appName("safebunny-bench")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
@@ -104,6 +106,29 @@ def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
     except Exception:  # noqa: BLE001 - auto-registration covers it when register is absent or fails
         pass
     return spark
+
+
+def dump_jfr() -> str | None:
+    """Write the driver JVM's Flight Recording to ``$SAFEBUNNY_BENCH_JFR`` (before Spark stops); says what it did."""
+    import os
+    import subprocess
+
+    import psutil
+
+    from bench.memory import classify
+
+    target = os.environ.get("SAFEBUNNY_BENCH_JFR")
+    if not target:
+        return None
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if classify(proc.cmdline()) == "driver_jvm":
+                out = subprocess.run(["jcmd", str(proc.pid), "JFR.dump", "name=bench", f"filename={target}"],
+                                     capture_output=True, text=True, timeout=120, check=False)
+                return (out.stdout or out.stderr).strip().splitlines()[-1] if (out.stdout or out.stderr) else ""
+        except (psutil.Error, OSError, subprocess.SubprocessError) as exc:
+            return f"could not dump the Flight Recording: {exc}"
+    return "no driver JVM found to dump a Flight Recording from"
 
 
 def _epoch(ts: str) -> float:

@@ -328,6 +328,9 @@ class Bench:
             try:
                 for q in self.spark.streams.active:
                     q.stop()
+                said = conn.dump_jfr()
+                if said:
+                    print(f"Flight Recording: {said}", file=sys.stderr)
                 self.spark.stop()
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
