@@ -394,6 +394,9 @@ def spark_stage_controls(spark: Any, uri: str, in_queue: str, out_queue: str, wo
         query = holder.get("q")
         if query is None:
             return {}
+        deadline = time.monotonic() + 10
+        while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+            time.sleep(0.05)  # let the running batch finish, so stopping does not abort a write
         progress = query.recentProgress
         query.stop()
         return {"batch_ms": _from_progress(progress).durations, "phases_ms_p50": phases(progress)}
