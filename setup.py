@@ -23,7 +23,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5"],
-        "bench": ["rstream>=0.20", "matplotlib", "psutil", "tqdm"],
+        "bench": ["rstream>=0.20", "matplotlib", "psutil", "tqdm", "py-spy"],
         "stream": ["rstream>=0.20"],
     },
     entry_points={"console_scripts": ["safebunny=safebunny.cli:main"]},
