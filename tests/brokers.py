@@ -63,8 +63,10 @@ class ThrowawayBroker:
     test session unless the test must restart or stop it.
     """
 
-    def __init__(self, plugins: tuple[str, ...] = ("rabbitmq_stream",), extra_config: tuple[str, ...] = ()) -> None:
+    def __init__(self, plugins: tuple[str, ...] = ("rabbitmq_stream",), extra_config: tuple[str, ...] = (),
+                 advanced_config: str = "[].") -> None:
         self.extra_config = extra_config
+        self.advanced_config = advanced_config
         self.base = Path(tempfile.mkdtemp(prefix="safebunny-broker-"))
         self.node = f"sbtest{os.getpid()}x{free_port()}@localhost"
         self.port = free_port()
@@ -88,6 +90,7 @@ class ThrowawayBroker:
             RABBITMQ_MNESIA_BASE=str(self.base / "mnesia"),
             RABBITMQ_LOG_BASE=str(self.base / "log"),
             RABBITMQ_CONFIG_FILE=str(self.base / "rabbitmq"),
+            RABBITMQ_ADVANCED_CONFIG_FILE=str(self.base / "advanced.config"),
             RABBITMQ_ENABLED_PLUGINS_FILE=str(self.base / "enabled_plugins"),
             RABBITMQ_PID_FILE=str(self.pid_file),
             RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-kernel inet_dist_use_interface {127,0,0,1}",
@@ -101,6 +104,7 @@ class ThrowawayBroker:
             conf.append(f"stream.listeners.tcp.default = 127.0.0.1:{self.stream_port}")
         conf.extend(self.extra_config)
         (self.base / "rabbitmq.conf").write_text("\n".join(conf) + "\n")
+        (self.base / "advanced.config").write_text(self.advanced_config + "\n")
         (self.base / "enabled_plugins").write_text("[{}].".format(",".join(self.plugins)))
 
     def start(self, timeout: float = 90.0) -> ThrowawayBroker:

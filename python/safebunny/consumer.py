@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from safebunny.connection import StreamEndpoint, broker_error, open_blocking
-from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError
+from safebunny.errors import QueueNotFoundError, SafeBunnyBrokerError, SafeBunnyError
 from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
@@ -73,6 +73,7 @@ class QueueConsumer:
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._ready = threading.Event()
+        self._cancelled = threading.Event()  # the broker cancelled our consumer (queue deleted)
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
         self.backlog: int = 0
@@ -111,6 +112,7 @@ class QueueConsumer:
                 with self._cond:
                     self._cond.notify_all()
 
+        channel.add_on_cancel_callback(lambda _frame: self._cancelled.set())
         channel.basic_consume(self.queue, on_message, auto_ack=False)
         self._connection, self._channel = connection, channel
         self._ready.set()
@@ -124,7 +126,20 @@ class QueueConsumer:
                 if self._connection is None or self._connection.is_closed:
                     self._reconnect_after_loss()
                 self._connection.process_data_events(time_limit=0.2)
+                channel = self._channel
+                if channel is not None and channel.is_closed:
+                    # the broker closed the channel but not the connection (consumer_timeout, a
+                    # deleted queue): deliveries stopped, so treat it as a loss and start over
+                    raise getattr(channel, "_closing_reason", None) or px.ChannelClosed(0, "channel closed")
+                if self._cancelled.is_set():
+                    self._cancelled.clear()
+                    raise SafeBunnyBrokerError(f"The broker cancelled the consumer of queue {self.queue!r}.")
                 backoff = 0.5
+            except QueueNotFoundError as exc:  # the queue is gone: retrying cannot help, say so
+                self._fatal = exc
+                with self._cond:
+                    self._cond.notify_all()
+                break
             except (px.AMQPError, OSError, SafeBunnyBrokerError) as exc:
                 self._note_loss(exc)
                 if self._stopping.wait(backoff):
@@ -180,6 +195,8 @@ class QueueConsumer:
 
     # ----------------------------------------------------------------- Spark-facing
     def _check(self) -> None:
+        if isinstance(self._fatal, SafeBunnyError):
+            raise self._fatal
         if self._fatal is not None:
             raise SafeBunnyError(f"The consumer thread of queue {self.queue!r} died: {self._fatal!r}")
 

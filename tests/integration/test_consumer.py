@@ -100,3 +100,46 @@ def test_lost_connection_and_broker_restart_requeue_and_resume(own_broker):
         assert consumer.ack_through(after[-1].generation, after[-1].delivery_tag)
     finally:
         consumer.stop()
+
+
+def test_consumer_timeout_is_reported_and_consumption_resumes_with_redelivered_copies():
+    # consumer_timeout of 2 s, checked every 500 ms (the channel tick; 60 s by default)
+    broker = ThrowawayBroker(plugins=(), extra_config=("consumer_timeout = 2000",),
+                             advanced_config="[{rabbit, [{channel_tick_interval, 500}]}].").start()
+    try:
+        _declare(broker.uri, "slow")
+        _publish(broker.uri, "slow", 3)
+        consumer = QueueConsumer(broker.uri, "slow", prefetch=10).start()
+        try:
+            held = consumer.take(3, None, first_wait=5)
+            assert len(held) == 3
+            _wait(lambda: consumer.generation == 2, timeout=30, what="the channel closed by consumer_timeout")
+            assert "consumer_timeout" in consumer.last_error
+            assert consumer.ack_through(held[-1].generation, held[-1].delivery_tag) is False
+            again = consumer.take(3, None, first_wait=10)
+            assert [d.body for d in again] == [d.body for d in held] and all(d.redelivered for d in again)
+            assert consumer.ack_through(again[-1].generation, again[-1].delivery_tag)
+        finally:
+            consumer.stop()
+    finally:
+        broker.destroy()
+
+
+def _declare(uri, queue):
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    conn.channel().queue_declare(queue, durable=True)
+    conn.close()
+
+
+def test_a_queue_deleted_while_consuming_is_a_clear_error(amqp_uri, admin, unique_name):
+    queue = admin.declare_queue(unique_name)
+    _publish(amqp_uri, queue, 2)
+    consumer = QueueConsumer(amqp_uri, queue, prefetch=10).start()
+    try:
+        assert len(consumer.take(2, None, first_wait=5)) == 2
+        admin.delete_queue(queue)
+        _wait(lambda: consumer._fatal is not None, timeout=30, what="the consumer to notice")
+        with pytest.raises(SafeBunnyBrokerError, match="does not exist"):
+            consumer.take(1, None, first_wait=1)
+    finally:
+        consumer.stop()
