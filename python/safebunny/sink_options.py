@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from safebunny.connection_options import CONNECTION_OPTIONS, apply_password
 from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str
-from safebunny.uri import validate_uri, with_password
 
 __all__ = ["SINK_OPTIONS", "parse_sink_options", "sink_options_table"]
 
-
-def _uri(name: str, raw: str) -> str:
-    return validate_uri(raw, name)
 
 
 def _any_str(name: str, raw: str) -> str:
@@ -21,11 +18,7 @@ def _any_str(name: str, raw: str) -> str:
 
 
 SINK_OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("uri", _uri, required=True, values="`amqp://` or `amqps://` URI",
-               doc="The broker, e.g. `amqp://user:password@host:5672/%2F`. The password is never logged."),
-    OptionSpec("password", parse_str, values="string",
-               doc="The broker password, replacing the one in `uri`; Spark redacts an option named `password` "
-                   "in query plans, not one inside `uri`."),
+    *CONNECTION_OPTIONS,
     OptionSpec("exchange", _any_str, default="", values="exchange name, `\"\"` = default exchange",
                doc="Where to publish; an `exchange` column overrides it per row. The exchange must exist."),
     OptionSpec("routingKey", parse_str, values="routing key",
@@ -53,8 +46,7 @@ SINK_OPTIONS: tuple[OptionSpec, ...] = (
 def parse_sink_options(raw: Mapping[str, str]) -> dict[str, Any]:
     """Validate the sink's options; raises :class:`SafeBunnyOptionError` naming the option."""
     options = parse_options(raw, SINK_OPTIONS, role="sink")
-    options["uri"] = with_password(options["uri"], options.pop("password"))
-    return options
+    return apply_password(options)
 
 
 def sink_options_table() -> str:

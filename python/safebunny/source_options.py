@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from safebunny.connection_options import CONNECTION_OPTIONS, apply_password
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
 from safebunny.stream_offsets import parse_ending_offsets
-from safebunny.uri import validate_uri, with_password
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table"]
 
-
-def _uri(name: str, raw: str) -> str:
-    return validate_uri(raw, name)
 
 
 def _starting_offsets(name: str, raw: str) -> str | int | dict[str, int]:
@@ -40,11 +37,7 @@ def _starting_offsets(name: str, raw: str) -> str | int | dict[str, int]:
 
 
 SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("uri", _uri, required=True, values="`amqp://` or `amqps://` URI",
-               doc="The broker, e.g. `amqp://user:password@host:5672/%2F`. The password is never logged."),
-    OptionSpec("password", parse_str, values="string",
-               doc="The broker password, replacing the one in `uri`. Prefer it to a password inside `uri`: "
-                   "Spark redacts an option named `password` in query plans, not one inside `uri`."),
+    *CONNECTION_OPTIONS,
     OptionSpec("queue", parse_str, required=True, values="queue name",
                doc="The queue to read. It must exist (declare it, or let the saga topology do it)."),
     OptionSpec("queueType", parse_choice("auto", "classic", "quorum", "stream"), default="auto",
@@ -83,8 +76,7 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
 def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
     """Validate the source's options; raises :class:`SafeBunnyOptionError` naming the option."""
     options = parse_options(raw, SOURCE_OPTIONS, role="source")
-    options["uri"] = with_password(options["uri"], options.pop("password"))
-    return options
+    return apply_password(options)
 
 
 def source_options_table() -> str:
