@@ -209,18 +209,23 @@ def _reader(spark: Any, uri: str, queue: str, queue_type: str, mmpt: int, partit
     return r.load()
 
 
+def _drained(query: Any, n: int, timeout_s: float, role: str, what: str, queue: str) -> ConnRun:
+    """Wait for an ``availableNow`` query, check it read ``n`` rows, and return its steady-state run."""
+    _await(query, timeout_s, what)
+    progress = query.recentProgress
+    batches = _from_progress(progress)
+    if batches.rows != n:
+        raise ConnectorBenchError(f"the {role} read {batches.rows} rows from {queue!r}, expected {n}")
+    return _steady_run(batches, progress)
+
+
 def run_source(spark: Any, uri: str, queue: str, queue_type: str, n: int, mmpt: int, workdir: Path,
                partitions: int = 1, timeout_s: float = 600.0) -> ConnRun:
     """Drain ``n`` messages into Spark's ``noop`` sink with ``availableNow``."""
     df = _reader(spark, uri, queue, queue_type, mmpt, partitions, workdir)
     query = (df.writeStream.format("noop").option("checkpointLocation", str(workdir / f"ck-{uuid.uuid4().hex[:8]}"))
              .trigger(availableNow=True).start())
-    _await(query, timeout_s, f"the source query on {queue!r}")
-    progress = query.recentProgress
-    batches = _from_progress(progress)
-    if batches.rows != n:
-        raise ConnectorBenchError(f"the source read {batches.rows} rows from {queue!r}, expected {n}")
-    return _steady_run(batches, progress)
+    return _drained(query, n, timeout_s, "source", f"the source query on {queue!r}", queue)
 
 
 def _generated(spark: Any, n: int, partitions: int = 2) -> Any:
@@ -289,12 +294,7 @@ def run_stage(spark: Any, uri: str, in_queue: str, out_queue: str, queue_type: s
     """Source → from_json/to_json → sink, draining ``n`` messages with ``availableNow``."""
     df = _stage_frame(spark, uri, in_queue, queue_type, mmpt, workdir, partitions)
     query = _stage_writer(df, uri, out_queue, workdir).trigger(availableNow=True).start()
-    _await(query, timeout_s, f"the stage query {in_queue!r} → {out_queue!r}")
-    progress = query.recentProgress
-    batches = _from_progress(progress)
-    if batches.rows != n:
-        raise ConnectorBenchError(f"the stage read {batches.rows} rows from {in_queue!r}, expected {n}")
-    return _steady_run(batches, progress)
+    return _drained(query, n, timeout_s, "stage", f"the stage query {in_queue!r} → {out_queue!r}", in_queue)
 
 
 def paced_publish(uri: str, queue: str, n: int, rate: float, stop: threading.Event) -> None:

@@ -138,13 +138,21 @@ def publish_window(uri: str, queue: str, n: int, window: int = 1000, timeout_s: 
         else:
             pump(ch)
 
+    fail = _failer(state)
+
+    _run_select(uri, on_open, timeout_s, state, f"publishing {n} messages to {queue!r}")
+    return Run(n, state["t0"], state["t1"], series.points)
+
+
+def _failer(state: dict[str, object]) -> Callable[[pika.SelectConnection, str], None]:
+    """A callback that records the first failure in ``state`` and closes the connection."""
+
     def fail(conn: pika.SelectConnection, why: str) -> None:
         state["error"] = state["error"] or why
         if conn.is_open:
             conn.close()
 
-    _run_select(uri, on_open, timeout_s, state, f"publishing {n} messages to {queue!r}")
-    return Run(n, state["t0"], state["t1"], series.points)
+    return fail
 
 
 def _run_select(uri: str, on_open: Callable[[pika.SelectConnection], None], timeout_s: float,
@@ -259,10 +267,7 @@ def stage_loop(uri: str, in_queue: str, out_queue: str, n: int, prefetch: int = 
             series.tick(n, force=True)
             chans["sub"].connection.close()
 
-    def fail(conn: pika.SelectConnection, why: str) -> None:
-        state["error"] = state["error"] or why
-        if conn.is_open:
-            conn.close()
+    fail = _failer(state)
 
     _run_select(uri, on_open, timeout_s, state, f"the stage loop {in_queue!r} → {out_queue!r}")
     return Run(n, state["t0"], state["t1"], series.points)

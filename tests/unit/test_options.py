@@ -67,11 +67,3 @@ def test_options_table_lists_every_option():
     for spec in SPECS:
         assert f"`{spec.name}`" in table
     assert "(required)" in table
-
-
-def test_source_password_option_replaces_the_uri_password():
-    from safebunny.source_options import parse_source_options
-
-    options = parse_source_options({"uri": "amqp://app@h/%2F", "password": "s3cret", "queue": "q"})
-    assert options["uri"] == "amqp://app:s3cret@h/%2F"
-    assert "password" not in options

@@ -61,11 +61,3 @@ def test_table_lists_every_option():
     for spec in SINK_OPTIONS:
         assert f"| `{spec.name}` |" in table
     assert "(required)" in table
-
-
-def test_password_option_replaces_the_uri_password():
-    from safebunny.sink_options import parse_sink_options
-
-    options = parse_sink_options({"uri": "amqp://app:old@h:5672/%2F", "password": "n3w/p@ss", "routingKey": "q"})
-    assert options["uri"] == "amqp://app:n3w%2Fp%40ss@h:5672/%2F"
-    assert "password" not in options
