@@ -40,7 +40,7 @@ from safebunny.consumer import Delivery, QueueConsumer
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
-from safebunny.message_rows import amqp_timestamp, render_headers, rows_to_record_batch
+from safebunny.message_rows import AmqpColumns
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
 
@@ -71,30 +71,12 @@ class JournalPartition(InputPartition):
 
 
 def deliveries_to_batch(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.RecordBatch:
-    """The Arrow batch of the source's schema for ``deliveries`` (column-wise, no row dicts)."""
-    props = [d.properties for d in deliveries]
-    counts: list[int | None] = []
-    for p in props:
-        h = p.headers
-        c = h.get("x-delivery-count") if h else None
-        counts.append(c if isinstance(c, int) and not isinstance(c, bool) else None)
-    columns: dict[str, list[Any]] = {
-        "value": [d.body for d in deliveries],
-        "messageId": [p.message_id for p in props],
-        "correlationId": [p.correlation_id for p in props],
-        "routingKey": [d.routing_key for d in deliveries],
-        "exchange": [d.exchange for d in deliveries],
-        "queue": [queue] * len(deliveries),
-        "redelivered": [d.redelivered for d in deliveries],
-        "deliveryCount": counts,
-        "timestamp": [amqp_timestamp(p) if p.timestamp is not None else None for p in props],
-        "contentType": [p.content_type for p in props],
-        "type": [p.type for p in props],
-        "offset": [None] * len(deliveries),
-    }
-    if include_headers:
-        columns["headers"] = [render_headers(p.headers) if p.headers else None for p in props]
-    return rows_to_record_batch(columns, include_headers)
+    """The Arrow batch of the source's schema for ``deliveries``."""
+    columns = AmqpColumns(include_headers)
+    append = columns.append
+    for d in deliveries:
+        append(d.body, d.properties, d.exchange, d.routing_key, d.redelivered)
+    return columns.to_batch(queue)
 
 
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

@@ -35,6 +35,8 @@ __all__ = [
     "render_header_value",
     "render_headers",
     "pika_row",
+    "AmqpColumns",
+    "header_delivery_count",
     "rows_to_record_batch",
 ]
 
@@ -177,6 +179,61 @@ def render_headers(headers: Mapping[Any, Any] | None) -> dict[str, str | None] |
     return dict(sorted(out.items()))
 
 
+def header_delivery_count(headers: Mapping[str, Any] | None) -> int | None:
+    """The quorum queue's ``x-delivery-count`` header, or None."""
+    count = headers.get("x-delivery-count") if headers else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+_UNSET: Any = object()
+
+
+class AmqpColumns:
+    """Column lists of AMQP 0-9-1 deliveries, built one append per message (the readers' hot
+    path: attribute reads and list appends, no per-row dict) and turned into one Arrow batch
+    of the source's schema by :meth:`to_batch`."""
+
+    _NAMES = ("value", "messageId", "correlationId", "routingKey", "exchange", "redelivered",
+              "deliveryCount", "timestamp", "contentType", "type", "offset")
+
+    def __init__(self, include_headers: bool) -> None:
+        self.include_headers = include_headers
+        self.columns: dict[str, list[Any]] = {name: [] for name in self._NAMES}
+        if include_headers:
+            self.columns["headers"] = []
+
+    def __len__(self) -> int:
+        return len(self.columns["value"])
+
+    def append(self, body: bytes, properties: Any, exchange: str | None, routing_key: str | None,
+               redelivered: bool = False, offset: int | None = None, headers: Any = _UNSET) -> None:
+        """Add one delivery. ``headers`` defaults to ``properties.headers`` (pass a filtered copy
+        to leave broker bookkeeping headers such as ``x-stream-offset`` out)."""
+        c = self.columns
+        if headers is _UNSET:
+            headers = properties.headers
+        stamp = properties.timestamp
+        c["value"].append(bytes(body))
+        c["messageId"].append(properties.message_id)
+        c["correlationId"].append(properties.correlation_id)
+        c["routingKey"].append(routing_key)
+        c["exchange"].append(exchange)
+        c["redelivered"].append(redelivered)
+        c["deliveryCount"].append(header_delivery_count(headers))
+        c["timestamp"].append(stamp * 1_000_000 if isinstance(stamp, int) else stamp)
+        c["contentType"].append(properties.content_type)
+        c["type"].append(properties.type)
+        c["offset"].append(offset)
+        if self.include_headers:
+            c["headers"].append(render_headers(headers) if headers else None)
+
+    def to_batch(self, queue: str) -> pa.RecordBatch:
+        """The Arrow batch (``queue`` filled in) of everything appended so far."""
+        columns = dict(self.columns)
+        columns["queue"] = [queue] * len(self)
+        return rows_to_record_batch(columns, self.include_headers)
+
+
 def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_headers: bool,
              offset: int | None = None, delivery_count: int | None = None) -> dict[str, Any]:
     """One row from a pika delivery (``basic_deliver``/``basic_get`` method, properties, body).
@@ -184,10 +241,8 @@ def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_h
     ``delivery_count`` defaults to the quorum queue's ``x-delivery-count`` header when present.
     """
     headers = getattr(properties, "headers", None) or None
-    if delivery_count is None and headers is not None:
-        count = headers.get("x-delivery-count")
-        if isinstance(count, int) and not isinstance(count, bool):
-            delivery_count = count
+    if delivery_count is None:
+        delivery_count = header_delivery_count(headers)
     row: dict[str, Any] = {
         "value": bytes(body) if body is not None else None,
         "messageId": getattr(properties, "message_id", None),

@@ -49,7 +49,7 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
-from safebunny.message_rows import render_headers, rows_to_record_batch
+from safebunny.message_rows import AmqpColumns, render_headers, rows_to_record_batch
 from safebunny.stream_offsets import StreamBounds, check_data_loss
 
 __all__ = [
@@ -607,7 +607,7 @@ class AmqpStreamClient(StreamQueueClient):
         try:
             pos = start
             checked = False
-            columns = _empty_columns(include_headers)
+            columns = AmqpColumns(include_headers)
             idle_since = time.monotonic()
             while pos < end:
                 if not state.pending:
@@ -638,17 +638,8 @@ class AmqpStreamClient(StreamQueueClient):
                         break
                     if offset < pos:
                         continue
-                    columns["value"].append(bytes(body))
-                    columns["offset"].append(offset)
-                    columns["messageId"].append(props.message_id)
-                    columns["correlationId"].append(props.correlation_id)
-                    columns["contentType"].append(props.content_type)
-                    columns["type"].append(props.type)
-                    columns["routingKey"].append(method.routing_key)
-                    columns["exchange"].append(method.exchange)
-                    columns["timestamp"].append(props.timestamp * 1_000_000 if props.timestamp is not None else None)
-                    if include_headers:
-                        columns["headers"].append(render_headers(headers) if headers else None)
+                    columns.append(body, props, method.exchange, method.routing_key, offset=offset,
+                                   headers=headers)
                     pos = offset + 1
                 if pos < end:  # after the range, stop acking: the window fills and deliveries stop
                     try:
@@ -657,11 +648,11 @@ class AmqpStreamClient(StreamQueueClient):
                         raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) \
                             from None
                     state.acked += len(batch)
-                if len(columns["offset"]) >= batch_rows:
-                    yield _batch(columns, queue_name, include_headers)
-                    columns = _empty_columns(include_headers)
-            if columns["offset"]:
-                yield _batch(columns, queue_name, include_headers)
+                if len(columns) >= batch_rows:
+                    yield columns.to_batch(queue_name)
+                    columns = AmqpColumns(include_headers)
+            if len(columns):
+                yield columns.to_batch(queue_name)
         finally:
             self._release(channel, state, prefetch)
 

@@ -29,7 +29,7 @@ UTC = dt.timezone.utc
 def test_public_api():
     assert set(message_rows.__all__) == {
         "BASE_COLUMNS", "arrow_schema", "column_names", "amqp_timestamp", "render_header_value",
-        "render_headers", "pika_row", "rows_to_record_batch",
+        "render_headers", "pika_row", "rows_to_record_batch", "AmqpColumns", "header_delivery_count",
     }
 
 
@@ -110,6 +110,24 @@ def test_pika_row_maps_every_column():
     }
     plain = pika_row("q", method, SimpleNamespace(headers=None), b"", include_headers=False, offset=5)
     assert "headers" not in plain and plain["offset"] == 5 and plain["deliveryCount"] is None
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_amqp_columns_give_the_same_batch_as_pika_rows(include_headers):
+    deliveries = [
+        (SimpleNamespace(routing_key="rk", exchange="ex", redelivered=True),
+         SimpleNamespace(message_id="m1", correlation_id="c1", timestamp=1_700_000_000, content_type="t/j",
+                         type="T", headers={"x-delivery-count": 2, "n": {"b": 2, "a": 1}}), b"one"),
+        (SimpleNamespace(routing_key="", exchange="", redelivered=False),
+         SimpleNamespace(message_id=None, correlation_id=None, timestamp=None, content_type=None, type=None,
+                         headers=None), b""),
+    ]
+    columns = message_rows.AmqpColumns(include_headers)
+    for method, props, body in deliveries:
+        columns.append(body, props, method.exchange, method.routing_key, method.redelivered)
+    rows = [pika_row("q", m, p, b, include_headers=include_headers) for m, p, b in deliveries]
+    assert len(columns) == 2
+    assert columns.to_batch("q").equals(rows_to_record_batch(rows, include_headers))
 
 
 def test_rows_to_record_batch_from_rows_and_columns_agree():
