@@ -1,7 +1,7 @@
 """One installable distribution: the core library ``safebunny`` and its Spark plugin
 ``pyspark_safebunny`` (a top-level module, so Spark finds it by itself)."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 setup(
     name="safebunny",
@@ -11,7 +11,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     package_dir={"safebunny": "python/safebunny", "pyspark_safebunny": "connector/pyspark_safebunny"},
-    packages=["safebunny", "pyspark_safebunny"],
+    packages=["pyspark_safebunny", "safebunny", *(f"safebunny.{p}" for p in find_packages("python/safebunny"))],
     package_data={"safebunny": ["py.typed", "scala/*.scala"], "pyspark_safebunny": ["py.typed"]},
     install_requires=[
         "pyspark[sql]>=4.3,<4.4",

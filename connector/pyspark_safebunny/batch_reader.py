@@ -23,8 +23,8 @@ from pyspark_safebunny.stream_queue_reader import (
     stream_bounds,
 )
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.source_options import parse_source_options
-from safebunny.stream_offsets import resolve_end, split_range
+from safebunny.options.source import parse_source_options
+from safebunny.streams.offsets import resolve_end, split_range
 
 __all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
 
@@ -34,7 +34,7 @@ def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> D
     options = parse_source_options(raw_options)
     kind = options["queueType"]
     if kind == "auto":
-        from safebunny.queue_probe import detect_queue_type
+        from safebunny.amqp.probe import detect_queue_type
 
         kind = detect_queue_type(options["uri"], options["queue"], options["streamPort"])
     if kind != "stream":

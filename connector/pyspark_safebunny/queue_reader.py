@@ -3,7 +3,7 @@
 The contract (shared/DESIGN.md, "The source"):
 
 * ``latestOffset`` (driver side, one long-lived process) takes up to the read limit of
-  deliveries from the :class:`~safebunny.consumer.QueueConsumer`, writes them to the
+  deliveries from the :class:`~safebunny.amqp.consumer.QueueConsumer`, writes them to the
   :class:`~safebunny.journal.Journal` and only then returns the new offset
   ``{"seq": n, "tick": t}``: ``seq`` counts messages taken by this query (never a delivery
   tag, which is channel-scoped), ``tick`` only moves to make Spark plan an empty batch.
@@ -36,11 +36,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from safebunny.consumer import Delivery, QueueConsumer
+from safebunny.amqp.consumer import Delivery, QueueConsumer
+from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
-from safebunny.message_rows import AmqpColumns
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
 

@@ -16,7 +16,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from safebunny.source_options import parse_source_options
+from safebunny.options.source import parse_source_options
 
 __all__ = ["BASE_FIELDS", "source_schema", "schema_for"]
 

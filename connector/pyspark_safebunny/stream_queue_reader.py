@@ -33,14 +33,14 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyOptionError
-from safebunny.stream_client import (
+from safebunny.streams.client import (
     BrokerAuthenticationError,
     QueueNotFoundError,
     StreamQueueClient,
     VhostNotFoundError,
     open_stream_client,
 )
-from safebunny.stream_offsets import (
+from safebunny.streams.offsets import (
     StreamBounds,
     capped_end,
     from_spark_offset,

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.source_options import parse_source_options
+from safebunny.options.source import parse_source_options
 
 __all__ = ["create_stream_reader", "resolve_queue_type", "require_journal"]
 
@@ -22,7 +22,7 @@ def resolve_queue_type(options: Mapping[str, Any]) -> str:
     """``classic``, ``quorum`` or ``stream``: the option when set, else the broker's answer."""
     if options["queueType"] != "auto":
         return str(options["queueType"])
-    from safebunny.queue_probe import detect_queue_type
+    from safebunny.amqp.probe import detect_queue_type
 
     return detect_queue_type(options["uri"], options["queue"], options["streamPort"])
 

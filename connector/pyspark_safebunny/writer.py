@@ -3,8 +3,8 @@
 :func:`create_writer` and :func:`create_stream_writer` run on the driver when the write or
 query starts; they validate the options and the input's columns, so bad input fails
 before anything is published. Each task (``write``, on an executor) turns its Arrow
-batches into messages (:mod:`safebunny.outgoing`), publishes them with confirms
-(:mod:`safebunny.publisher`, one cached connection per Python worker) and returns a
+batches into messages (:mod:`safebunny.amqp.outgoing`), publishes them with confirms
+(:mod:`safebunny.amqp.publisher`, one cached connection per Python worker) and returns a
 :class:`SafeBunnyWriteStats` only after every message was confirmed and routed; any nack,
 return or timeout fails the task, and Spark's retry republishes the same ids. The
 driver-side ``commit``/``abort`` log a summary of the batch.
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.outgoing import MessageBuilder, SinkPlan, plan_sink
-from safebunny.sink_options import parse_sink_options
+from safebunny.options.sink import parse_sink_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,7 +84,7 @@ class _Publishing:
     def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
         from pyspark import TaskContext
 
-        from safebunny.publisher import acquire, release
+        from safebunny.amqp.publisher import acquire, release
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0

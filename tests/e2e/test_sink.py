@@ -15,8 +15,8 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
+from safebunny.amqp.outgoing import CAUSATION_HEADER, content_id
 from safebunny.ids import message_id
-from safebunny.outgoing import CAUSATION_HEADER, content_id
 
 ALL_COLUMNS = StructType([
     StructField("value", BinaryType()),
@@ -272,7 +272,7 @@ def test_streaming_bad_column_fails_at_start(spark, amqp_uri, tmp_path):
 def test_commit_and_abort_log_the_batch_totals(caplog):
     """The driver-side summaries (called directly: the Python worker's log is not visible here)."""
     from pyspark_safebunny.writer import SafeBunnyStreamWriter, SafeBunnyWriteStats, summarize
-    from safebunny.outgoing import plan_sink
+    from safebunny.amqp.outgoing import plan_sink
 
     stats = [SafeBunnyWriteStats(0, 0, 10, 10, 0, 0, 0.1), SafeBunnyWriteStats(1, 1, 5, 5, 0, 0, 0.1)]
     assert summarize([*stats, None]) == {"tasks": 3, "succeeded": 2, "published": 15, "confirmed": 15,

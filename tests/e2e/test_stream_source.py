@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pika
 import pytest
 
-from safebunny.stream_client import StreamEndpoint, open_stream_client
+from safebunny.streams.client import StreamEndpoint, open_stream_client
 
 
 def _publish(uri: str, queue: str, n: int, start: int = 0, *, size: int = 0) -> None:

@@ -9,7 +9,7 @@ from brokers import ThrowawayBroker
 from conftest import publish_numbered as _publish
 from conftest import queue_totals
 from conftest import wait_until as _wait
-from safebunny.consumer import QueueConsumer, open_connection
+from safebunny.amqp.consumer import QueueConsumer, open_connection
 from safebunny.errors import SafeBunnyBrokerError
 
 

@@ -3,9 +3,9 @@
 import pika
 import pytest
 
-from safebunny import publisher as pubmod
+from safebunny.amqp import publisher as pubmod
+from safebunny.amqp.publisher import ConfirmingPublisher, acquire, release
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
-from safebunny.publisher import ConfirmingPublisher, acquire, release
 
 
 def props(mid: str, **kw) -> pika.BasicProperties:

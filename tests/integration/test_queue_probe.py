@@ -6,8 +6,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from safebunny.errors import SafeBunnyBrokerError
-from safebunny.queue_probe import (
+from safebunny.amqp.probe import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
     QueueNotFoundError,
@@ -15,7 +14,8 @@ from safebunny.queue_probe import (
     detect_queue_type,
     parse_inequivalent_arg,
 )
-from safebunny.stream_client import stream_protocol_answers
+from safebunny.errors import SafeBunnyBrokerError
+from safebunny.streams.client import stream_protocol_answers
 
 
 @pytest.fixture(scope="module")

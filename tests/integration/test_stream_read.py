@@ -11,14 +11,14 @@ import pika
 import pytest
 
 from safebunny.errors import SafeBunnyDataLossError
-from safebunny.stream_client import (
+from safebunny.streams.client import (
     AmqpStreamClient,
     RStreamClient,
     StreamEndpoint,
     open_stream_client,
     stream_protocol_answers,
 )
-from safebunny.stream_offsets import split_range
+from safebunny.streams.offsets import split_range
 
 PROTOCOLS = ["stream", "amqp"]
 
@@ -224,7 +224,7 @@ def test_ranges_inside_big_chunks_are_cut_exactly(make_queue, connect, stream_po
 def _reader(amqp_uri, queue, stream_port, **options):
     from pyspark_safebunny.schema import schema_for
     from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamQueueReader
-    from safebunny.source_options import parse_source_options
+    from safebunny.options.source import parse_source_options
 
     raw = {"uri": amqp_uri, "queue": queue, "streamPort": str(stream_port), "pollTimeoutMs": "300"}
     raw.update({k: str(v) for k, v in options.items()})

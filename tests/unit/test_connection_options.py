@@ -2,8 +2,8 @@
 
 import pytest
 
-from safebunny.sink_options import parse_sink_options
-from safebunny.source_options import parse_source_options
+from safebunny.options.sink import parse_sink_options
+from safebunny.options.source import parse_source_options
 
 ROLES = [(parse_source_options, {"queue": "q"}), (parse_sink_options, {"routingKey": "q"})]
 

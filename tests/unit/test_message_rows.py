@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from pyspark_safebunny.schema import schema_for
-from safebunny import message_rows
-from safebunny.message_rows import (
+from safebunny.amqp import message_rows
+from safebunny.amqp.message_rows import (
     amqp_timestamp,
     arrow_schema,
     pika_row,

@@ -4,10 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from safebunny import outgoing
-from safebunny.errors import SafeBunnyOptionError
-from safebunny.ids import NAMESPACE, message_id
-from safebunny.outgoing import (
+from safebunny.amqp import outgoing
+from safebunny.amqp.outgoing import (
     ACCEPTED_COLUMNS,
     CAUSATION_HEADER,
     MessageBuilder,
@@ -15,6 +13,8 @@ from safebunny.outgoing import (
     plan_sink,
     validate_columns,
 )
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.ids import NAMESPACE, message_id
 
 OPTS = {"exchange": "safebunny", "routingKey": "billing.InvoiceCreated", "node": None, "type": None,
         "contentType": None}

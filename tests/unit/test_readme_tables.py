@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from safebunny.source_options import source_options_table
+from safebunny.options.source import source_options_table
 
 README = (Path(__file__).parents[2] / "README.md").read_text("utf-8")
 
@@ -12,6 +12,6 @@ def test_readme_has_the_current_source_options_table():
 
 
 def test_readme_has_the_current_sink_options_table():
-    from safebunny.sink_options import sink_options_table
+    from safebunny.options.sink import sink_options_table
 
     assert sink_options_table() in README

@@ -1,7 +1,7 @@
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.sink_options import SINK_OPTIONS, parse_sink_options, sink_options_table
+from safebunny.options.sink import SINK_OPTIONS, parse_sink_options, sink_options_table
 
 URI = "amqp://guest:guest@localhost:5672/%2F"
 

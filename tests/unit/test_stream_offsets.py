@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
-from safebunny.stream_offsets import (
+from safebunny.streams.offsets import (
     StreamBounds,
     capped_end,
     check_data_loss,

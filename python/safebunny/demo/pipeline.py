@@ -157,6 +157,3 @@ def main() -> int:
     print("demo OK" if ok else "demo FAILED: counts differ from the number published")
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

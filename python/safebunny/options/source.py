@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from safebunny.connection_options import CONNECTION_OPTIONS, apply_password
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
-from safebunny.stream_offsets import parse_ending_offsets
+from safebunny.options.connection import CONNECTION_OPTIONS, apply_password
+from safebunny.streams.offsets import parse_ending_offsets
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table"]
 

@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from safebunny.errors import SafeBunnyBrokerError
-from safebunny.stream_client import (
+from safebunny.streams.client import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
     QueueNotFoundError,

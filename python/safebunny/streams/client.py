@@ -18,7 +18,7 @@ those entries are dropped. Differences, documented in the README: over AMQP 0-9-
 ``timestamp`` column is null for messages without a ``timestamp`` property (the stream
 protocol uses the chunk's time then); a ``timestamp:`` start is resolved to whole seconds.
 
-Connection helpers and error translation live in :mod:`safebunny.connection`; the names are
+Connection helpers and error translation live in :mod:`safebunny.amqp.connection`; the names are
 re-exported here.
 """
 
@@ -36,12 +36,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.connection import (
+from safebunny.amqp.connection import (
     CONNECT_TIMEOUT_S,
     StreamEndpoint,
     broker_error,
     open_blocking,
 )
+from safebunny.amqp.message_rows import AmqpColumns, render_headers, rows_to_record_batch
 from safebunny.errors import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
@@ -49,8 +50,7 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
-from safebunny.message_rows import AmqpColumns, render_headers, rows_to_record_batch
-from safebunny.stream_offsets import StreamBounds, check_data_loss
+from safebunny.streams.offsets import StreamBounds, check_data_loss
 
 __all__ = [
     "StreamEndpoint",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from safebunny.connection_options import CONNECTION_OPTIONS, apply_password
 from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str
+from safebunny.options.connection import CONNECTION_OPTIONS, apply_password
 
 __all__ = ["SINK_OPTIONS", "parse_sink_options", "sink_options_table"]
 

@@ -21,13 +21,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from safebunny.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
 from safebunny.errors import QueueNotFoundError, SafeBunnyBrokerError, SafeBunnyError
 from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
 
-log = logging.getLogger("safebunny.consumer")
+log = logging.getLogger("safebunny.amqp.consumer")
 
 
 class Delivery(NamedTuple):
