@@ -1,0 +1,58 @@
+"""The core's packages depend one way: plugin -> core; saga -> exactly_once -> amqp/streams -> top level.
+
+Read from the source with ``ast`` (no imports run), so a forbidden import fails here before it can
+hide behind a lazy import path at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "python" / "safebunny"
+
+# package -> the safebunny packages it must never import
+FORBIDDEN = {
+    "amqp": {"exactly_once", "saga", "cli", "demo"},
+    "streams": {"exactly_once", "saga", "cli", "demo"},
+    "exactly_once": {"saga", "cli", "demo"},
+    "saga": {"cli", "demo"},
+    "options": {"amqp", "exactly_once", "saga", "cli", "demo"},
+}
+# the one documented exception: safebunny.register(spark) hands Spark the plugin's DefaultSource
+PLUGIN_ALLOWED = {"__init__.py"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _modules() -> list[Path]:
+    return sorted(CORE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(CORE)))
+def test_dependencies_point_one_way(path: Path) -> None:
+    rel = path.relative_to(CORE)
+    imported = _imports(path)
+    if str(rel) not in PLUGIN_ALLOWED:
+        assert not any(n.split(".")[0] == "pyspark_safebunny" for n in imported), (
+            f"{rel} imports the Spark plugin; the plugin uses the core, never the reverse")
+    package = rel.parts[0] if len(rel.parts) > 1 else None
+    for banned in FORBIDDEN.get(package or "", set()):
+        hits = sorted(n for n in imported if n == f"safebunny.{banned}" or n.startswith(f"safebunny.{banned}."))
+        assert not hits, f"{rel} (package {package}) imports {hits}; {package} must not depend on {banned}"
+
+
+def test_every_package_declares_all() -> None:
+    missing = [str(p.relative_to(CORE)) for p in CORE.rglob("__init__.py") if "__all__" not in p.read_text()]
+    assert not missing, f"packages without an explicit __all__: {missing}"
