@@ -8,18 +8,45 @@ from urllib.parse import unquote, urlsplit
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["redact", "validate_uri", "connection_parameters", "describe", "with_password"]
+__all__ = ["redact", "without_userinfo", "validate_uri", "connection_parameters", "describe", "with_password"]
 
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:@/]*):(?P<pw>[^@/]*)@")
+# A URI's userinfo runs to the LAST '@' of its whitespace-free token: a password may hold an
+# unencoded '/' or '@' (then the URI is invalid, and its error message must still hide it).
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>\S*)@")
+
+
+def _hide_password(match: re.Match[str]) -> str:
+    userinfo = match["userinfo"]
+    if ":" not in userinfo:
+        return match[0]
+    return f"{match['scheme']}{userinfo.split(':', 1)[0]}:***@"
 
 
 def redact(text: str) -> str:
-    """Replace the password of every URI in ``text`` with ``***``.
+    """Replace the password of every URI in ``text`` with ``***`` (the user name stays).
+
+    The userinfo is taken up to the last ``@`` of the URI, so a password with an unencoded
+    ``/`` or ``@`` is hidden too (an ``@`` later in the path hides more than needed, never less).
 
     >>> redact("amqp://guest:secret@host:5672/%2F")
     'amqp://guest:***@host:5672/%2F'
+    >>> redact("amqp://app:s3cr/et@host/%2F")
+    'amqp://app:***@host/%2F'
     """
-    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+    return _USERINFO.sub(_hide_password, text)
+
+
+def without_userinfo(uri: str) -> str:
+    """``uri`` with its whole userinfo (user and password) replaced by ``***``, for error messages.
+
+    >>> without_userinfo("amqp://app:p@ss/word@rabbit:5672/%2F")
+    'amqp://***@rabbit:5672/%2F'
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return redact(uri)
+    at = rest.rfind("@")  # the last '@': an '@' in the path hides more than needed, never less
+    return uri if at < 0 else f"{scheme}://***@{rest[at + 1:]}"
 
 
 def validate_uri(uri: str, option: str = "uri") -> str:
@@ -33,12 +60,19 @@ def validate_uri(uri: str, option: str = "uri") -> str:
     parts = urlsplit(uri)
     if parts.scheme not in ("amqp", "amqps"):
         raise SafeBunnyOptionError(
-            f"Option '{option}' must start with 'amqp://' or 'amqps://', but got {redact(uri)!r}.",
+            f"Option '{option}' must start with 'amqp://' or 'amqps://', but got {without_userinfo(uri)!r}.",
+            option,
+        )
+    if "@" not in parts.netloc and "@" in uri.partition("://")[2]:
+        raise SafeBunnyOptionError(
+            f"Option '{option}' has a '/', '?' or '#' before its '@': got {without_userinfo(uri)!r}. A user name "
+            "or password with such characters (or '@' or ':') must be percent-encoded ('/' is %2F, '@' is %40, "
+            "':' is %3A), or pass the password with the 'password' option instead.",
             option,
         )
     if not parts.hostname:
         raise SafeBunnyOptionError(
-            f"Option '{option}' has no host: got {redact(uri)!r}; write it as "
+            f"Option '{option}' has no host: got {without_userinfo(uri)!r}; write it as "
             "'amqp://user:password@host:5672/vhost'.",
             option,
         )
@@ -46,7 +80,7 @@ def validate_uri(uri: str, option: str = "uri") -> str:
         _ = parts.port
     except ValueError:
         raise SafeBunnyOptionError(
-            f"Option '{option}' has an invalid port: got {redact(uri)!r}.", option
+            f"Option '{option}' has an invalid port: got {without_userinfo(uri)!r}.", option
         ) from None
     return uri
 
