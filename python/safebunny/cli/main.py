@@ -1,34 +1,100 @@
-"""The ``safebunny`` command line: small tools around the library."""
+"""The ``safebunny`` command line.
+
+Commands (``safebunny <command> --help`` for each)::
+
+    safebunny topology declare|show <saga>
+    safebunny status <saga> [--watch [SECONDS]]
+    safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
+    safebunny trace <saga> <correlation id or business key>
+    safebunny message-id <causation id> <node> <type> [index]
+    safebunny correlation-id <business key>
+
+``<saga>`` is ``package.module:attribute`` or ``path/to/file.py[:attribute]`` (see
+:mod:`safebunny.cli.locate`). The broker is ``--uri``, else ``SAFEBUNNY_URI``, else the saga's own URI;
+the password ``SAFEBUNNY_PASSWORD``, else the URI's, else a prompt (see :mod:`safebunny.cli.connect`).
+``--json`` prints JSON instead of tables. Exit codes: :mod:`safebunny.cli.exits`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from typing import Any
 
 from safebunny import __version__
-from safebunny.ids import correlation_id_for, message_id
+from safebunny.cli import exits, ids, poison, status, topology, trace
+from safebunny.cli.exits import CliError
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
+from safebunny.uri import redact
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+_EPILOG = ("<saga> is package.module:attribute or path/to/file.py[:attribute]. Broker: --uri, else SAFEBUNNY_URI, "
+           "else the saga's uri; password: SAFEBUNNY_PASSWORD, else a prompt. Exit codes: 0 done, 1 nothing "
+           "matched, 2 usage, 3 saga not loadable, 4 broker, 5 other error, 130 interrupted.")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="safebunny", description=__doc__)
+def _common() -> argparse.ArgumentParser:
+    """Options every saga command takes, before or after its arguments."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--uri", default=argparse.SUPPRESS,
+                        help="AMQP URI of the broker (default: $SAFEBUNNY_URI, else the saga's)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not tables")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command (pure; used by the tests too)."""
+    parser = argparse.ArgumentParser(prog="safebunny", description="Operate safebunny sagas on RabbitMQ and Spark.",
+                                     epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=__version__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    mid = sub.add_parser("message-id", help="print the deterministic id of an outgoing message")
-    mid.add_argument("causation_id")
-    mid.add_argument("node")
-    mid.add_argument("message_type")
-    mid.add_argument("index", type=int, nargs="?", default=0)
-    corr = sub.add_parser("correlation-id", help="print the correlation id of a business key")
-    corr.add_argument("business_key")
+    parser.add_argument("--uri", help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    common = _common()
+    topology.add_parsers(sub, common)
+    status.add_parsers(sub, common)
+    poison.add_parsers(sub, common)
+    trace.add_parsers(sub, common)
+    ids.add_parsers(sub)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "message-id":
-        print(message_id(args.causation_id, args.node, args.message_type, args.index))
-    elif args.command == "correlation-id":
-        print(correlation_id_for(args.business_key))
-    return 0
+def _fail(message: str, code: int) -> int:
+    print(f"safebunny: error: {redact(message)}", file=sys.stderr)
+    return code
 
+
+def _run(args: argparse.Namespace) -> int:
+    if not getattr(args, "needs_saga", True):
+        return int(args.run(args))
+    from safebunny.cli.access import open_saga
+
+    saga = open_saga(args.saga, args.uri, os.environ)
+    return int(args.run(args, saga))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit code (the console script exits with it)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        return exits.INTERRUPTED
+    except CliError as exc:
+        return _fail(str(exc), exc.code)
+    except SafeBunnyOptionError as exc:
+        return _fail(str(exc), exits.USAGE)
+    except SafeBunnyBrokerError as exc:
+        return _fail(str(exc), exits.BROKER)
+    except SafeBunnyError as exc:
+        return _fail(str(exc), exits.ERROR)
+
+
+def _entry() -> Any:  # pragma: no cover - python -m
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _entry()

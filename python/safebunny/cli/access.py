@@ -1,0 +1,91 @@
+"""What the command line needs from a :class:`safebunny.Saga`, in one place.
+
+Every command goes through these functions, so the commands do not depend on the saga's
+internals, and each function returns plain rows (lists of dicts) for :mod:`safebunny.cli.render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from safebunny.cli.connect import resolve_uri
+from safebunny.cli.exits import USAGE, CliError
+from safebunny.cli.locate import load_saga
+from safebunny.cli.render import to_rows
+
+__all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "topology", "status",
+           "poison", "redrive", "trace"]
+
+
+def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Any:
+    """Load the saga named by ``locator`` and point it at the broker the user chose."""
+    saga = load_saga(locator)
+    uri = resolve_uri(cli_uri, env, getattr(saga, "uri", None))
+    if uri != getattr(saga, "uri", None):
+        saga.uri = uri
+    return saga
+
+
+def saga_name(saga: Any) -> str:
+    """The saga's name."""
+    return str(saga.name)
+
+
+def steps(saga: Any) -> list[Any]:
+    """The saga's steps, in the order they were defined."""
+    return list(saga.steps)
+
+
+def step_label(step: Any) -> str:
+    """``node.type``: the step's queue name and how users name it on the command line."""
+    return f"{step.node}.{step.consumes}"
+
+
+def select_steps(saga: Any, spec: str | None) -> list[Any]:
+    """The steps ``spec`` names: every step when None, the node's steps for ``NODE``, one for ``NODE.TYPE``."""
+    every = steps(saga)
+    if spec is None:
+        return every
+    chosen = [s for s in every if spec in (step_label(s), s.node)]
+    if not chosen:
+        known = ", ".join(step_label(s) for s in every) or "none"
+        raise CliError(f"--step {spec!r} names no step of saga {saga_name(saga)!r}; its steps: {known}", USAGE)
+    return chosen
+
+
+def declare(saga: Any) -> list[dict[str, Any]]:
+    """Declare the saga's topology (idempotent) and return what it consists of."""
+    from safebunny import topology as _topology  # type: ignore[attr-defined]
+
+    return to_rows(_topology.declare(saga))
+
+
+def topology(saga: Any) -> list[dict[str, Any]]:
+    """The saga's exchanges, queues and bindings with the broker's depth of each queue."""
+    from safebunny import topology as _topology  # type: ignore[attr-defined]
+
+    return to_rows(_topology.show(saga))
+
+
+def status(saga: Any) -> list[dict[str, Any]]:
+    """One row per step from ``saga.status()``."""
+    return to_rows(saga.status())
+
+
+def poison(saga: Any, step: Any) -> list[dict[str, Any]]:
+    """The parked messages of one step, from ``saga.poison(node, type)``."""
+    rows = to_rows(saga.poison(step.node, step.consumes))
+    for row in rows:
+        row.setdefault("step", step_label(step))
+    return rows
+
+
+def redrive(saga: Any, step: Any, ids: list[str] | None) -> int:
+    """Send parked messages of ``step`` back to its queue (all of them when ``ids`` is None); how many."""
+    return int(saga.redrive(step.node, step.consumes, ids=ids) or 0)
+
+
+def trace(saga: Any, correlation_id: str) -> list[dict[str, Any]]:
+    """The messages of one saga instance, in order, from ``saga.trace(correlation_id)``."""
+    return to_rows(saga.trace(correlation_id))

@@ -1,0 +1,64 @@
+"""``safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from safebunny.cli import access
+from safebunny.cli.exits import NOT_FOUND, USAGE, CliError
+from safebunny.cli.output import print_record, print_rows
+
+__all__ = ["add_parsers", "COLUMNS"]
+
+COLUMNS = ["step", "messageId", "correlationId", "attempts", "reason", "poisonedAt"]
+
+
+def _list(args: argparse.Namespace, saga: Any) -> int:
+    rows = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step)]
+    print_rows(args, rows, COLUMNS, empty="no parked messages")
+    return 0
+
+
+def _show(args: argparse.Namespace, saga: Any) -> int:
+    wanted = set(args.id)
+    found = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step)
+             if row.get("messageId") in wanted]
+    if not found:
+        print(f"no parked message with id {', '.join(sorted(wanted))}: 'safebunny poison list' shows the ids")
+        return NOT_FOUND
+    for row in found:
+        print_record(args, row)
+    return 0
+
+
+def _redrive(args: argparse.Namespace, saga: Any) -> int:
+    if not args.all and not args.id:
+        raise CliError("say what to redrive: --id ID (repeatable) or --all (with --step to limit it)", USAGE)
+    rows = []
+    for step in access.select_steps(saga, args.step):
+        sent = access.redrive(saga, step, None if args.all else list(args.id))
+        if sent:
+            rows.append({"step": access.step_label(step), "redriven": sent})
+    print_rows(args, rows, ["step", "redriven"], empty="nothing to redrive")
+    return 0 if rows else NOT_FOUND
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``poison list``, ``poison show`` and ``poison redrive``."""
+    poison = sub.add_parser("poison", help="list, show or redrive parked (poisoned) messages")
+    actions = poison.add_subparsers(dest="action", required=True, metavar="action")
+    step = argparse.ArgumentParser(add_help=False)
+    step.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
+    step.add_argument("--step", help="only this step: NODE or NODE.TYPE (its queue's name)")
+    lst = actions.add_parser("list", parents=[common, step], help="parked messages with reason and attempts")
+    lst.set_defaults(run=_list)
+    show = actions.add_parser("show", parents=[common, step], help="one parked message, headers and body")
+    show.add_argument("--id", action="append", required=True, metavar="MESSAGE_ID", help="its message id")
+    show.set_defaults(run=_show)
+    redrive = actions.add_parser("redrive", parents=[common, step],
+                                 help="send parked messages back to their step after a fix (idempotent)")
+    which = redrive.add_mutually_exclusive_group()
+    which.add_argument("--id", action="append", default=[], metavar="MESSAGE_ID", help="this message (repeatable)")
+    which.add_argument("--all", action="store_true", help="every parked message (of --step, if given)")
+    redrive.set_defaults(run=_redrive)

@@ -1,0 +1,143 @@
+"""Turning what the saga API returns into rows, aligned text tables and JSON (pure functions)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+
+__all__ = ["to_rows", "table", "to_json", "cell", "key_values"]
+
+
+def _as_dict(item: Any) -> dict[str, Any]:
+    if isinstance(item, Mapping):
+        return dict(item)
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    if hasattr(item, "_asdict"):  # named tuples
+        return dict(item._asdict())
+    if hasattr(item, "asDict"):  # pyspark Row
+        return dict(item.asDict(recursive=True))
+    for name in ("to_dict", "as_dict"):
+        if callable(getattr(item, name, None)):
+            return dict(getattr(item, name)())
+    if hasattr(item, "__dict__"):
+        return {k: v for k, v in vars(item).items() if not k.startswith("_")}
+    return {"value": item}
+
+
+def to_rows(obj: Any) -> list[dict[str, Any]]:
+    """A list of plain dicts from: a sequence of dicts, dataclasses, named tuples or Spark Rows; a
+    pandas, pyarrow or Spark DataFrame; a mapping of name to record (the name becomes column ``name``
+    unless the record has one); or None (no rows)."""
+    if obj is None:
+        return []
+    if hasattr(obj, "to_pylist"):  # pyarrow Table / RecordBatch
+        return [dict(r) for r in obj.to_pylist()]
+    if hasattr(obj, "to_dict") and hasattr(obj, "columns") and hasattr(obj, "iloc"):  # pandas
+        return [dict(r) for r in obj.to_dict(orient="records")]
+    if hasattr(obj, "collect") and hasattr(obj, "schema"):  # Spark DataFrame
+        return [r.asDict(recursive=True) for r in obj.collect()]
+    if isinstance(obj, Mapping):
+        rows = []
+        for key, value in obj.items():
+            row = _as_dict(value)
+            rows.append(row if "name" in row else {"name": key, **row})
+        return rows
+    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
+        return [_as_dict(item) for item in obj]
+    return [_as_dict(obj)]
+
+
+def cell(value: Any) -> str:
+    """One value as table text: None is empty, floats short, times to the second, bytes as text."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, _dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        text = bytes(value).decode("utf-8", errors="replace")
+        return text if len(text) <= 60 else text[:57] + "..."
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value)
+    return str(value)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
+          headers: Mapping[str, str] | None = None, max_width: int = 48) -> str:
+    """Rows as an aligned text table: a header line, then one line per row. Numbers are right-aligned;
+    a cell wider than ``max_width`` is cut with ``...``. ``columns`` picks and orders the columns
+    (default: every key, in first-seen order); ``headers`` renames them."""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for row in rows:
+            seen.update(dict.fromkeys(row))
+        columns = list(seen)
+    if not columns:
+        return ""
+    names = [(headers or {}).get(c, c) for c in columns]
+    texts = []
+    for row in rows:
+        line = []
+        for c in columns:
+            text = cell(row.get(c))
+            line.append(text if len(text) <= max_width else text[: max_width - 3] + "...")
+        texts.append(line)
+    right = [bool(rows) and all(_numeric(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
+    widths = [max([len(n)] + [len(t[i]) for t in texts]) for i, n in enumerate(names)]
+
+    def fmt(values: Sequence[str]) -> str:
+        parts = [v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)]
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([fmt(names), *(fmt(t) for t in texts)])
+
+
+def key_values(record: Mapping[str, Any]) -> str:
+    """One record as ``key: value`` lines, keys aligned."""
+    if not record:
+        return ""
+    width = max(len(str(k)) for k in record)
+    lines = []
+    for key, value in record.items():
+        if isinstance(value, Mapping) and value:
+            lines.append(f"{str(key).ljust(width)}:")
+            lines.extend(f"  {k}: {cell(v)}" for k, v in value.items())
+        else:
+            lines.append(f"{str(key).ljust(width)}: {cell(value)}")
+    return "\n".join(lines)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    if isinstance(value, _dt.timedelta):
+        return value.total_seconds()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+def to_json(obj: Any) -> str:
+    """``obj`` as indented JSON (datetimes ISO 8601, bytes as UTF-8 text, anything else ``str``)."""
+    return orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()

@@ -1,0 +1,53 @@
+"""``safebunny status <saga> [--watch [SECONDS]]``: one line per step."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from safebunny.cli import access
+from safebunny.cli.output import print_rows, wants_json
+
+__all__ = ["add_parsers", "COLUMNS", "positive_seconds"]
+
+COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "lastBatch", "breaker"]
+
+
+def positive_seconds(text: str) -> float:
+    """argparse type: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds as a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def _status(args: argparse.Namespace, saga: Any) -> int:
+    if args.watch is None:
+        print_rows(args, access.status(saga), COLUMNS, empty="(the saga has no steps)")
+        return 0
+    try:
+        while True:
+            rows = access.status(saga)
+            if not wants_json(args) and sys.stdout.isatty():
+                sys.stdout.write("\x1b[H\x1b[2J")
+            print(f"{access.saga_name(saga)}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
+            print_rows(args, rows, COLUMNS)
+            sys.stdout.flush()
+            time.sleep(args.watch)
+    except KeyboardInterrupt:
+        return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``status``."""
+    status = sub.add_parser("status", parents=[common],
+                            help="per step: backlog, ready, unacked, retry and poison depths, last batch, breaker")
+    status.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
+    status.add_argument("--watch", nargs="?", const=2.0, default=None, type=positive_seconds, metavar="SECONDS",
+                        help="refresh every SECONDS (default 2) until Ctrl-C")
+    status.set_defaults(run=_status)
