@@ -20,11 +20,12 @@ setup(
         "orjson>=3.9",
         "pyarrow>=15",
         "deltalake>=1.0",
+        "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5"],
-        "bench": ["rstream>=0.20", "matplotlib", "psutil", "tqdm", "py-spy"],
-        "stream": ["rstream>=0.20"],
+        "bench": ["matplotlib", "psutil", "tqdm", "py-spy"],
+        "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now
     },
     entry_points={"console_scripts": ["safebunny=safebunny.cli:main"]},
 )

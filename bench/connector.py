@@ -113,9 +113,7 @@ def dump_jfr() -> str | None:
     import os
     import subprocess
 
-    import psutil
-
-    from bench.memory import classify
+    from bench.memory import classify, psutil
 
     target = os.environ.get("SAFEBUNNY_BENCH_JFR")
     if not target:

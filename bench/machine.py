@@ -8,7 +8,9 @@ import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 
-import psutil
+from safebunny.optional import require
+
+psutil = require("psutil", "measure the benchmark's machine and memory")
 
 __all__ = ["describe_machine"]
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import threading
 import time
 
-import psutil
+from safebunny.optional import require
+
+psutil = require("psutil", "measure the benchmark's machine and memory")
 
 __all__ = ["MemorySampler", "classify"]
 

@@ -41,9 +41,9 @@ def rates_over_time(series: list[tuple[float, int]], t0: float, bin_s: float = 0
 def plot_throughput(lines: list[tuple[str, str, list[tuple[float, int]]]], t0: float, path: Path,
                     title: str) -> None:
     """``lines`` are (label, group, cumulative series); raw ceilings dashed, connector cases solid."""
-    import matplotlib
+    from safebunny.optional import require
 
-    matplotlib.use("Agg")
+    require("matplotlib", "draw the benchmark's plots").use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(15, 7))

@@ -24,9 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
-
-from bench.memory import classify
+from bench.memory import classify, psutil
 
 __all__ = ["main", "summarize_jfr", "summarize_raw"]
 

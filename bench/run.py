@@ -371,7 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    from tqdm import tqdm
+    from safebunny.optional import require
+
+    tqdm = require("tqdm", "show the benchmark's progress").tqdm
 
     machine = describe_machine(broker_version(args.uri))
     bench = Bench(args.uri, mode)

@@ -19,6 +19,7 @@ __all__ = [
     "SafeBunnyDataLossError",
     "SafeBunnyInboxConflictError",
     "SafeBunnyNotImplementedError",
+    "SafeBunnyMissingDependencyError",
 ]
 
 
@@ -72,3 +73,7 @@ class SafeBunnyInboxConflictError(SafeBunnyError):
 
 class SafeBunnyNotImplementedError(SafeBunnyError, NotImplementedError):
     """A feature that is named but not built yet."""
+
+
+class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
+    """A package a feature needs is not installed; the message says what to ``pip install``."""

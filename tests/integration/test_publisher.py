@@ -85,6 +85,33 @@ def test_missing_exchange_is_a_clear_error(amqp_uri, unique_name):
     assert "404" in text and unique_name in text and "Declare the exchange" in text
 
 
+def test_missing_exchange_error_names_the_failing_message_not_the_last_one(amqp_uri, unique_name, make_queue):
+    """F12: publishing is pipelined; the 404 named the exchange and routing key of the last message sent."""
+    queue = make_queue()
+    pub = ConfirmingPublisher(amqp_uri).open()
+    with pytest.raises(SafeBunnyPublishError) as info:
+        pub.publish(unique_name, "orders.created", b"x", props("bad-row"))
+        for i in range(5):
+            pub.publish("", queue, b"ok", props(f"good-{i}"))
+        pub.flush()
+    text = str(info.value)
+    assert "404" in text and "'bad-row'" in text and f"exchange {unique_name!r}" in text
+    assert "routing key 'orders.created'" in text
+    assert queue not in text and "good-" not in text
+
+
+def test_wrong_password_on_open_is_an_authentication_error(amqp_uri):
+    from urllib.parse import urlsplit
+
+    from safebunny.errors import BrokerAuthenticationError
+
+    parts = urlsplit(amqp_uri)
+    bad = amqp_uri.replace(f"{parts.username}:{parts.password}@", f"{parts.username}:WrongS3cret@", 1)
+    with pytest.raises(BrokerAuthenticationError) as info:
+        ConfirmingPublisher(bad, connect_timeout=5).open()
+    assert "WrongS3cret" not in str(info.value) and "refused the login" in str(info.value)
+
+
 def test_connection_errors_name_the_endpoint_without_password():
     with pytest.raises(SafeBunnyBrokerError) as info:
         ConfirmingPublisher("amqp://guest:s3cret@127.0.0.1:1/%2F", connect_timeout=3).open()

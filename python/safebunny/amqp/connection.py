@@ -21,6 +21,7 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
+from safebunny.optional import optional_classes
 from safebunny.uri import connection_parameters, describe, redact
 
 __all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "open_blocking"]
@@ -67,35 +68,62 @@ class StreamEndpoint:
 # Errors and AMQP 0-9-1 connections
 
 
+def _rstream_errors() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
+    """rstream's (login refused, vhost refused, stream missing) exception classes; empty without rstream.
+
+    Error translation must work without optional packages: an rstream exception cannot be
+    raised where rstream is not installed, so nothing is lost by not importing it.
+    """
+    return (
+        optional_classes("rstream.exceptions", "AuthenticationFailure", "SASLAuthenticationFailureLoopback"),
+        optional_classes("rstream.exceptions", "VirtualHostAccessFailure"),
+        optional_classes("rstream.exceptions", "StreamDoesNotExist"),
+    )
+
+
 def broker_error(exc: BaseException, endpoint: StreamEndpoint, action: str, queue: str | None = None,
                  stream_protocol: bool = False) -> SafeBunnyBrokerError:
-    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`."""
-    import pika.exceptions as pe
-    from rstream import exceptions as rx
+    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`.
 
+    Imports nothing optional (see :func:`_rstream_errors`), so a wrong password or a missing
+    queue reads the same with or without rstream installed.
+    """
+    import pika.exceptions as pe
+
+    if isinstance(exc, SafeBunnyBrokerError):
+        return exc
+    auth_errors, vhost_errors, missing_stream = _rstream_errors()
     where = endpoint.where(stream_protocol)
     detail = redact(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, (pe.ProbableAuthenticationError, pe.AuthenticationError, rx.AuthenticationFailure,
-                        rx.SASLAuthenticationFailureLoopback)):
+    closed_code = exc.reply_code if isinstance(exc, pe.ConnectionClosedByBroker) else None
+    if isinstance(exc, (pe.ProbableAuthenticationError, pe.AuthenticationError, *auth_errors)) \
+            or closed_code == 403:
         return BrokerAuthenticationError(
             f"RabbitMQ at {where} refused the login of user {endpoint.username!r} while trying to {action}: "
             "check the user name and password in the 'uri' option (the password is not shown here).",
             403,
         )
-    if isinstance(exc, (pe.ProbableAccessDeniedError, rx.VirtualHostAccessFailure)):
+    if isinstance(exc, (pe.ProbableAccessDeniedError, *vhost_errors)) or closed_code == 530:
         return VhostNotFoundError(
             f"RabbitMQ at {where} denied access to vhost {endpoint.vhost!r} for user {endpoint.username!r} "
             f"while trying to {action}: the vhost does not exist or the user has no permission on it. "
             "Check the vhost part of the 'uri' option (URL-encoded; '/' is '%2F').",
             530,
         )
-    if isinstance(exc, rx.StreamDoesNotExist) or (
+    if isinstance(exc, missing_stream) or (
         isinstance(exc, pe.ChannelClosedByBroker) and exc.reply_code == 404
     ):
         return QueueNotFoundError(
             f"Queue {queue!r} does not exist at {where} (while trying to {action}). Declare it first, or run "
             "the saga topology declaration, or fix the 'queue' option.",
             404,
+        )
+    if closed_code is not None:  # the broker answered and then closed: not an unreachable broker
+        return SafeBunnyBrokerError(
+            f"RabbitMQ at {where} closed the connection while trying to {action}: {closed_code} "
+            f"{redact(str(exc.reply_text))} (a broker-side close: an operator or policy closed it, the node "
+            "is shutting down (320), or a protocol rule was broken). It is not a network failure.",
+            closed_code,
         )
     unreachable = (ConnectionError, socket.gaierror, socket.timeout, TimeoutError, asyncio.TimeoutError,
                    pe.AMQPConnectionError, OSError)

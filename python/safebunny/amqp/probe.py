@@ -22,10 +22,12 @@ explicitly skips the probe entirely.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 from safebunny.errors import SafeBunnyBrokerError
+from safebunny.optional import available
 from safebunny.streams.client import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
@@ -48,6 +50,7 @@ __all__ = [
     "VhostNotFoundError",
 ]
 
+log = logging.getLogger("safebunny.source")
 QUEUE_TYPES = ("classic", "quorum", "stream")
 _MAX_ROUNDS = 16
 
@@ -95,6 +98,11 @@ def parse_inequivalent_arg(reply_text: str) -> tuple[str, Any, bool] | None:
 def _probe_stream_protocol(endpoint: StreamEndpoint, queue: str) -> bool | None:
     """True/False when the stream port answers (is ``queue`` a stream?), None when it does not."""
     if endpoint.stream_port <= 0 or not stream_protocol_answers(endpoint.host, endpoint.stream_port):
+        return None
+    if not available("rstream.client"):  # the AMQP 0-9-1 probe tells streams apart too
+        log.warning("The stream protocol port %s:%s answers, but the package 'rstream' cannot be imported, so "
+                    "queue %r is probed over AMQP 0-9-1. Install it with: pip install 'rstream>=0.20' (a "
+                    "dependency of safebunny).", endpoint.host, endpoint.stream_port, queue)
         return None
     client = RStreamClient(endpoint)
     try:

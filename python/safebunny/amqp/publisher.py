@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from safebunny.amqp.connection import StreamEndpoint, broker_error
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 from safebunny.uri import connection_parameters, describe
 
@@ -35,6 +37,9 @@ __all__ = ["ConfirmingPublisher", "PublishCounts", "acquire", "release", "close_
 
 # Send buffered frames to the socket after this many publishes even if the window has room.
 _PUMP_EVERY = 128
+# The exchange a channel error names: "NOT_FOUND - no exchange 'x' in vhost '/'", "ACCESS_REFUSED - access to
+# exchange 'x' in vhost '/' refused for user 'u'".
+_EXCHANGE_IN_REPLY = re.compile(r"exchange '(?P<name>(?:[^']|'(?! in vhost))*)' in vhost")
 
 
 @dataclass
@@ -87,7 +92,6 @@ class ConfirmingPublisher:
         self._error: SafeBunnyBrokerError | None = None
         self._blocked: str | None = None
         self._since_pump = 0
-        self._last: tuple[str, str] = ("", "")
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> ConfirmingPublisher:
@@ -119,9 +123,8 @@ class ConfirmingPublisher:
             if "error" in state or self._error is not None:
                 error = state.get("error") or self._error
                 self._teardown()
-                raise SafeBunnyBrokerError(
-                    f"Could not connect to the broker at {describe(self.uri)}: {error!s}. "
-                    "Check the 'uri' option and that the broker is running.") from None
+                raise broker_error(error, StreamEndpoint.from_uri(self.uri), "open a publishing connection") \
+                    from None
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._teardown()
@@ -199,7 +202,6 @@ class ConfirmingPublisher:
         self._next_tag = tag + 1
         self._pending[tag] = (exchange, routing_key, message_id or getattr(properties, "message_id", None),
                               time.monotonic())
-        self._last = (exchange, routing_key)
         self.counts.published += 1
         self._since_pump += 1
         if self._since_pump >= _PUMP_EVERY:
@@ -305,12 +307,16 @@ class ConfirmingPublisher:
         self.counts.returned += 1
         mid = getattr(properties, "message_id", None)
         # A return comes before the ack of the same message: mark the oldest pending message that
-        # matches (by message id, else by exchange and routing key) so that its ack is not counted.
+        # matches (message id, exchange and routing key; else the message id alone, else exchange and
+        # routing key) so that its ack is not counted. Two rows may carry one user message id.
         target = (method.exchange, method.routing_key)
-        candidates = [tag for tag, info in self._pending.items() if tag not in self._returned_tags
-                      and (info[2] == mid if mid is not None else (info[0], info[1]) == target)]
-        if candidates:
-            self._returned_tags.add(candidates[0])
+        open_tags = [(tag, info) for tag, info in self._pending.items() if tag not in self._returned_tags]
+        for match in (lambda i: i[2] == mid and (i[0], i[1]) == target, lambda i: i[2] == mid,
+                      lambda i: (i[0], i[1]) == target):
+            candidates = [tag for tag, info in open_tags if match(info)]
+            if candidates:
+                self._returned_tags.add(candidates[0])
+                break
         if self._error is None:
             self._error = SafeBunnyPublishError(
                 f"Message {mid!r} to exchange {method.exchange!r} with routing key {method.routing_key!r} was "
@@ -323,22 +329,42 @@ class ConfirmingPublisher:
 
         if self._error is None and isinstance(reason, pika.exceptions.ChannelClosedByBroker):
             code = getattr(reason, "reply_code", None)
-            text = getattr(reason, "reply_text", str(reason))
-            exchange, routing_key = self._last
+            text = str(getattr(reason, "reply_text", reason))
             advice = (" Declare the exchange before writing (or fix the 'exchange' option or column)."
                       if code == 404 else "")
             self._error = SafeBunnyPublishError(
-                f"The broker closed the channel while publishing to exchange {exchange!r} with routing key "
-                f"{routing_key!r}: {code} {text}.{advice}", reply_code=code)
+                f"The broker closed the channel while publishing {self._culprit(text)}: {code} {text}.{advice}",
+                reply_code=code)
+
+    def _culprit(self, reply_text: str) -> str:
+        """Which message a channel error is about: publishing is pipelined, so not the last one sent.
+
+        The broker handles a channel's publishes in order and stops at the first that fails, so
+        the culprit is the oldest unconfirmed message to the exchange its reply names.
+        """
+        named = _EXCHANGE_IN_REPLY.search(reply_text)
+        if named is not None:
+            exchange = named["name"]
+            for _ex, routing_key, mid, _t in (i for i in self._pending.values() if i[0] == exchange):
+                return f"message {mid!r} to exchange {exchange!r} with routing key {routing_key!r}"
+            return f"to exchange {exchange!r}"
+        return self._unconfirmed()
+
+    def _unconfirmed(self) -> str:
+        if not self._pending:
+            return "(no message was unconfirmed)"
+        exchange, routing_key, mid, _t = next(iter(self._pending.values()))
+        return (f"({len(self._pending)} messages unconfirmed; the oldest is {mid!r} to exchange {exchange!r} "
+                f"with routing key {routing_key!r})")
 
     def _on_connection_closed(self, _conn: Any, reason: Any) -> None:
         import pika.exceptions
 
         if self._error is None and not isinstance(reason, pika.exceptions.ConnectionClosedByClient):
-            exchange, routing_key = self._last
             self._error = SafeBunnyPublishError(
-                f"The connection to {describe(self.uri)} closed while publishing to exchange {exchange!r} with "
-                f"routing key {routing_key!r}: {reason!s}. The task fails so that Spark retries it.")
+                f"The connection to {describe(self.uri)} closed while publishing {self._unconfirmed()}: "
+                f"{reason!s}. The task fails so that Spark retries it.",
+                reply_code=getattr(reason, "reply_code", None))
 
     def _on_blocked(self, _conn: Any, frame: Any) -> None:
         self._blocked = getattr(frame.method, "reason", "resource alarm")

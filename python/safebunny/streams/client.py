@@ -50,6 +50,7 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
+from safebunny.optional import available, require
 from safebunny.streams.offsets import StreamBounds, check_data_loss
 
 __all__ = [
@@ -274,8 +275,11 @@ class RStreamClient(StreamQueueClient):
         return self._loop.run_until_complete(asyncio.wait_for(coro, timeout))
 
     def connect(self) -> RStreamClient:
-        """Open and authenticate the connection (raises a clear :class:`SafeBunnyBrokerError`)."""
-        from rstream.client import Client
+        """Open and authenticate the connection (raises a clear :class:`SafeBunnyBrokerError`).
+
+        Without rstream installed it raises :class:`SafeBunnyMissingDependencyError` saying what to install.
+        """
+        Client = require("rstream.client", "read stream queues over the stream protocol").Client  # noqa: N806
 
         ep = self.endpoint
         context = ssl.create_default_context() if ep.tls else None
@@ -682,7 +686,15 @@ def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None)
     endpoint = StreamEndpoint.from_uri(uri, stream_port)
     if stream_port > 0:
         if stream_protocol_answers(endpoint.host, stream_port):
-            return RStreamClient(endpoint).connect()
+            if available("rstream.client"):
+                return RStreamClient(endpoint).connect()
+            log.warning(
+                "The stream protocol port %s:%s answers, but the package 'rstream' cannot be imported; reading "
+                "stream queues over AMQP 0-9-1 instead (about ten times slower). Install it with: pip install "
+                "'rstream>=0.20' (a dependency of safebunny), or set streamPort=0 to silence this warning.",
+                endpoint.host, stream_port,
+            )
+            return AmqpStreamClient(endpoint, heartbeat).connect()
         log.warning(
             "The stream protocol port %s:%s does not answer; reading stream queues over AMQP 0-9-1 instead "
             "(about ten times slower). Enable it with 'rabbitmq-plugins enable rabbitmq_stream', or set "
