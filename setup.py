@@ -21,6 +21,8 @@ setup(
         "pyarrow>=15",
         "deltalake>=1.0",
         "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
+        "tqdm>=4.60",
+        "matplotlib>=3.7",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5"],

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import orjson
 
+from safebunny.demo.broker import ensure_broker
 from safebunny.ids import correlation_id_for, saga_start
 from safebunny.uri import redact
 
@@ -53,34 +54,6 @@ def _publish_orders(uri: str) -> None:
     conn.close()
 
 
-def _ensure_broker(uri: str, explicit: bool) -> None:
-    """Start the machine's own ``rabbitmq-server`` when nothing answers on the default URI."""
-    import shutil
-    import subprocess
-
-    import pika
-
-    def answers() -> bool:
-        try:
-            pika.BlockingConnection(pika.URLParameters(uri)).close()
-            return True
-        except Exception:
-            return False
-
-    if answers():
-        return
-    if explicit or not shutil.which("rabbitmq-server"):
-        raise SystemExit(f"No RabbitMQ broker answers at {redact(uri)}: start one (rabbitmq-server -detached) "
-                         "or set SAFEBUNNY_DEMO_URI.")
-    print("no broker on 127.0.0.1:5672: starting rabbitmq-server -detached")
-    subprocess.run(["rabbitmq-server", "-detached"], check=False)
-    deadline = time.monotonic() + 90
-    while not answers():
-        if time.monotonic() > deadline:
-            raise SystemExit("rabbitmq-server did not answer within 90 s; see its logs under /var/log/rabbitmq")
-        time.sleep(1)
-
-
 def _depth(uri: str, queue: str) -> int:
     import pika
 
@@ -93,7 +66,7 @@ def _depth(uri: str, queue: str) -> int:
 
 def main() -> int:
     uri = os.environ.get("SAFEBUNNY_DEMO_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
-    _ensure_broker(uri, explicit="SAFEBUNNY_DEMO_URI" in os.environ)
+    ensure_broker(uri, explicit="SAFEBUNNY_DEMO_URI" in os.environ)
     work = Path(os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo")).resolve()
     shutil.rmtree(work, ignore_errors=True)
     table = str(work / "orders_delta")

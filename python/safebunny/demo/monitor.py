@@ -1,0 +1,117 @@
+"""Watching the demo run: per-step throughput from Spark's progress events, per-queue backlog
+sampled from the broker, and a progress bar."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Monitor"]
+
+
+class Monitor:
+    """Collects ``throughput[step] = [(t, msg/s)]`` and ``backlog[step] = [(t, depth)]``.
+
+    ``queues`` maps a step's label to its queue name. ``expected`` is how many messages the steps
+    should process in all (the progress bar's total). Use as a context manager around the run.
+    """
+
+    def __init__(self, spark: Any, uri: str, queues: Mapping[str, str], expected: int,
+                 every: float = 0.5, show_bar: bool = True) -> None:
+        self.spark, self.uri, self.queues, self.expected = spark, uri, dict(queues), expected
+        self.every, self.show_bar = every, show_bar
+        self.throughput: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        self.backlog: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        self.processed: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._start = time.monotonic()
+        self._thread = threading.Thread(target=self._sample, name="demo-monitor", daemon=True)
+        self._listener: Any = None
+        self._bar: Any = None
+
+    # Spark progress ------------------------------------------------------------------------
+    def _on_progress(self, name: str | None, rows: int, duration_ms: int) -> None:
+        if not name:
+            return
+        label = self._label(name)
+        with self._lock:
+            self.processed[label] += rows
+            t = time.monotonic() - self._start
+            rate = rows / max(duration_ms / 1000.0, 1e-3)
+            self.throughput[label].append((t, rate))
+            if self._bar is not None:
+                done = min(self.expected, sum(self.processed.values()))
+                self._bar.update(done - self._bar.n)
+
+    def _label(self, query_name: str) -> str:
+        for label in self.queues:
+            if query_name.endswith(label):
+                return label
+        return query_name
+
+    def _install_listener(self) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        monitor = self
+
+        class _Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                monitor._on_progress(p.name, int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)))
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        self._listener = _Listener()
+        self.spark.streams.addListener(self._listener)
+
+    # broker depths -------------------------------------------------------------------------
+    def _sample(self) -> None:
+        from safebunny.amqp.connection import open_blocking
+
+        conn = open_blocking(self.uri, action="sample the demo's queue depths")
+        try:
+            channel = conn.channel()
+            while not self._stop.is_set():
+                t = time.monotonic() - self._start
+                for label, queue in self.queues.items():
+                    depth = channel.queue_declare(queue, passive=True).method.message_count
+                    with self._lock:
+                        self.backlog[label].append((t, depth))
+                self._stop.wait(self.every)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> Monitor:
+        self._install_listener()
+        if self.show_bar:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
+        self._start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+        if self._bar is not None:
+            self._bar.update(self.expected - self._bar.n)
+            self._bar.close()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the monitor started."""
+        return time.monotonic() - self._start
