@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from safebunny.errors import SafeBunnyBrokerError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.streams.client import (
     BrokerAuthenticationError,
     QueueNotFoundError,
@@ -41,9 +41,12 @@ from safebunny.streams.client import (
     open_stream_client,
 )
 from safebunny.streams.offsets import (
+    RESET_KEY,
     StreamBounds,
+    batch_start,
     capped_end,
     from_spark_offset,
+    reset_message,
     resolve_start,
     split_range,
     to_spark_offset,
@@ -214,10 +217,26 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def prepareForTriggerAvailableNow(self) -> None:
         self._target_end = stream_bounds(self.options, self._driver()).tail
 
+    def _waits_for(self, begin: int) -> bool:
+        """True when ``begin`` is the ``startingOffsets`` number (beyond the tail it waits, as documented)."""
+        spec = self.options.get("startingOffsets")
+        return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark_offset(start)
         bounds = stream_bounds(self.options, self._driver())
         self._latest_tail = bounds.tail
+        reset_from = None
+        if bounds.tail < begin and not self._waits_for(begin):
+            # the checkpoint is beyond the stream's tail: the stream was re-created (F4). Data loss.
+            message = reset_message(self.options["queue"], begin, bounds)
+            if self.options["failOnDataLoss"]:
+                raise SafeBunnyDataLossError(message)
+            log.warning("failOnDataLoss=false, SKIPPING LOST MESSAGES: %s Going on from offset %d.", message,
+                        bounds.first)
+            begin = reset_from = bounds.first
+            if self._target_end is not None:  # an availableNow target of the old stream means nothing now
+                self._target_end = bounds.tail
         tail = bounds.tail if self._target_end is None else min(bounds.tail, self._target_end)
         if isinstance(limit, ReadMaxRows):
             end = capped_end(begin, tail, max_messages=limit.max_rows, max_bytes=self.options.get("maxBytesPerTrigger"),
@@ -229,13 +248,16 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
             end = tail if tail - begin >= limit.min_rows else begin
         else:  # ReadAllAvailable, or anything this source does not know: no cap
             end = capped_end(begin, tail)
-        return to_spark_offset(end)
+        offset = to_spark_offset(end)
+        if reset_from is not None:
+            offset[RESET_KEY] = reset_from
+        return offset
 
     def reportLatestOffset(self) -> dict | None:
         return None if self._latest_tail is None else to_spark_offset(self._latest_tail)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges = split_range(from_spark_offset(start), from_spark_offset(end), self.options["minPartitions"])
+        ranges = split_range(batch_start(start, end), from_spark_offset(end), self.options["minPartitions"])
         return [SafeBunnyStreamPartition(lo, hi) for lo, hi in ranges]
 
     def commit(self, end: dict) -> None:

@@ -126,3 +126,21 @@ def test_ending_offsets():
     assert resolve_end(50, 5, 100) == 50
     assert resolve_end(500, 5, 100) == 100
     assert resolve_end(3, 5, 100) == 5
+
+
+# -- a re-created stream (F4) ----------------------------------------------------------------
+def test_batch_start_is_the_start_offset_unless_the_end_resets():
+    from safebunny.streams.offsets import batch_start
+
+    assert batch_start({"offset": 50}, {"offset": 70}) == 50
+    assert batch_start({"offset": 50}, {"offset": 20, "resetFrom": 0}) == 0
+    assert batch_start({"offset": 50}, {"offset": 20, "resetFrom": 30}) == 50  # a reset beyond its end is ignored
+
+
+def test_reset_message_says_what_happened_and_what_to_do():
+    from safebunny.streams.offsets import StreamBounds, reset_message
+
+    text = reset_message("orders", 500, StreamBounds(0, 200))
+    for words in ("'orders'", "offset 500", "ends at offset 200", "re-created", "new checkpoint",
+                  "startingOffsets=earliest", "failOnDataLoss=false"):
+        assert words in text

@@ -76,6 +76,12 @@ BATCH_ROWS = 10_000
 READ_IDLE_TIMEOUT_S = 60.0
 #: Any single stream-protocol request (subscribe, metadata, close) that takes longer fails.
 REQUEST_TIMEOUT_S = 30.0
+#: Over AMQP 0-9-1 the tail is where deliveries from the newest chunk stop for this long...
+TAIL_IDLE_S = 0.2
+#: ... or what was delivered within this long (a stream written faster than it is read).
+TAIL_BUDGET_S = 10.0
+#: Subscription ids are one byte in the stream protocol.
+SUBSCRIPTION_IDS = 256
 
 
 def _close_quietly(closeable: Any) -> None:
@@ -180,19 +186,22 @@ class _Subscription:
         except asyncio.TimeoutError:
             return None
 
-    async def stop(self) -> None:
+    async def stop(self) -> bool:
+        """Unsubscribe and drop the handlers; True when the broker confirmed (the id may be reused)."""
         from rstream import schema
 
         try:
             await asyncio.wait_for(self.client.unsubscribe(self.id), 5)
+            confirmed = True
         except Exception:
-            pass
+            confirmed = False
         self.client.remove_handler(schema.Deliver, str(self.id))
         try:  # rstream keeps one delivery task and queue per subscription id until told otherwise
             await self.client.stop_queue_listener_task(subscriber_id=self.id)
             self.client._frames.pop(self.id, None)
         except Exception:
             pass
+        return confirmed
 
 
 def _close_client(loop: asyncio.AbstractEventLoop, client: Any) -> None:
@@ -261,7 +270,8 @@ class RStreamClient(StreamQueueClient):
         self.endpoint = endpoint
         self._loop = asyncio.new_event_loop()
         self._holder: list[Any] = [None]  # the rstream Client, shared with the finalizer
-        self._next_id = 0
+        self._next_id = 0  # the last subscription id handed out
+        self._ids_in_use: set[int] = set()
         self.connection_lost = False
         # a client dropped without close() (Spark never calls the reader's stop()) still closes
         self._finalizer = weakref.finalize(self, _shutdown, self._loop, self._holder)
@@ -322,22 +332,51 @@ class RStreamClient(StreamQueueClient):
         if self.connection_lost or self._client is None or not self._client.is_connection_alive():
             raise SafeBunnyBrokerError(f"The stream-protocol connection to {self.endpoint.where(True)} was closed.")
 
+    def _allocate_id(self) -> int:
+        """A subscription id not in use on this connection.
+
+        The protocol's subscription id is one byte, and the driver side keeps its connection
+        across triggers (two subscriptions per trigger), so ids are recycled once the broker
+        has confirmed the unsubscribe; an id whose unsubscribe was not confirmed stays taken.
+        """
+        for step in range(1, SUBSCRIPTION_IDS + 1):
+            candidate = (self._next_id + step) % SUBSCRIPTION_IDS
+            if candidate not in self._ids_in_use:
+                self._next_id = candidate
+                self._ids_in_use.add(candidate)
+                return candidate
+        raise SafeBunnyBrokerError(
+            f"All {SUBSCRIPTION_IDS} stream-protocol subscription ids of the connection to "
+            f"{self.endpoint.where(True)} are taken by subscriptions the broker did not confirm closing; the "
+            "connection is replaced.")
+
     def _subscribe(self, stream: str, offset_type: Any, offset: int | None, credit: int) -> _Subscription:
         self._check_alive()
-        self._next_id += 1
-        sub = _Subscription(self._client, self._next_id)
+        sub = _Subscription(self._client, self._allocate_id())
         try:
             self._run(sub.start(stream, offset_type, offset, credit))
         except Exception as exc:
+            self._unsubscribe(sub)
+            if not isinstance(exc, (asyncio.TimeoutError, TimeoutError)):  # the broker refused: no subscription
+                self._ids_in_use.discard(sub.id)
             raise broker_error(exc, self.endpoint, f"read stream {stream!r}", stream, True) from None
         return sub
+
+    def _unsubscribe(self, sub: _Subscription) -> None:
+        """End ``sub``; its id becomes free again when the broker confirmed."""
+        try:
+            confirmed = self._run(sub.stop())
+        except Exception:
+            confirmed = False
+        if confirmed:
+            self._ids_in_use.discard(sub.id)
 
     def _first_chunk(self, stream: str, offset_type: Any, offset: int | None, wait_s: float) -> Any:
         sub = self._subscribe(stream, offset_type, offset, credit=1)
         try:
             return self._run(sub.next_chunk(wait_s))
         finally:
-            self._run(sub.stop())
+            self._unsubscribe(sub)
 
     def bounds(self, stream: str, empty_wait_s: float) -> StreamBounds:
         from rstream.constants import OffsetType
@@ -419,7 +458,7 @@ class RStreamClient(StreamQueueClient):
             if columns["offset"]:
                 yield _batch(columns, queue_name, include_headers)
         finally:
-            self._run(sub.stop())
+            self._unsubscribe(sub)
 
 
 def _amqp10_value(message: Any) -> bytes | None:
@@ -586,8 +625,47 @@ class AmqpStreamClient(StreamQueueClient):
                 seen.append((int(offset), len(body)))
         return seen
 
+    def _read_to_end(self, stream: str, wait_s: float, idle_s: float = TAIL_IDLE_S,
+                     budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
+        """``(offset, body length)`` of every delivery from the newest chunk on, until the stream is quiet.
+
+        The newest chunk can hold more messages than one prefetch window (a batch publisher, sub-entry
+        batching, a fast AMQP publisher), so the deliveries are acked and read until nothing arrives for
+        ``idle_s`` (or ``budget_s`` passed: then a stream still being written gives a lower tail, and the
+        next look-up finds the rest). Only the last ``PREFETCH`` deliveries are kept.
+        """
+        channel, state = self._consume(stream, "last", self.PREFETCH)
+        seen: list[tuple[int, int]] = []
+        try:
+            deadline = time.monotonic() + wait_s
+            while not state.pending and time.monotonic() < deadline:
+                self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+            stop = time.monotonic() + budget_s
+            quiet_since = time.monotonic()
+            while time.monotonic() - quiet_since < idle_s:
+                if state.pending:
+                    batch, state.pending = state.pending, []
+                    for _method, props, body in batch:
+                        offset = (props.headers or {}).get("x-stream-offset")
+                        if isinstance(offset, int):
+                            seen.append((int(offset), len(body)))
+                    if time.monotonic() >= stop:
+                        break  # stop acking: the window fills, deliveries stop, _release can close
+                    try:
+                        channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
+                    except Exception as exc:
+                        raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) \
+                            from None
+                    state.acked += len(batch)
+                    del seen[:-self.PREFETCH]
+                    quiet_since = time.monotonic()
+                self._drain(0.02)
+        finally:
+            self._release(channel, state, self.PREFETCH)
+        return seen
+
     def bounds(self, stream: str, empty_wait_s: float) -> StreamBounds:
-        last = self._sample(stream, "last", empty_wait_s)
+        last = self._read_to_end(stream, empty_wait_s)
         if not last:
             return StreamBounds(0, 0, 0.0)
         tail = max(o for o, _ in last) + 1

@@ -30,11 +30,17 @@ __all__ = [
     "lost_offsets",
     "data_loss_message",
     "check_data_loss",
+    "RESET_KEY",
+    "reset_message",
+    "batch_start",
     "parse_ending_offsets",
     "resolve_end",
 ]
 
 OFFSET_KEY = "offset"
+#: In an end offset: the batch reads from this offset instead of from its start offset (the
+#: stream was re-created and ``failOnDataLoss=false`` chose to go on at the new stream's start).
+RESET_KEY = "resetFrom"
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,30 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     if warn is not None:
         warn("failOnDataLoss=false, SKIPPING LOST MESSAGES: " + message)
     return min(end, first_available)
+
+
+def reset_message(stream: str, checkpoint_offset: int, bounds: StreamBounds) -> str:
+    """The words of the error (or warning) for a checkpoint offset beyond the stream's tail."""
+    return (
+        f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the stream now "
+        f"ends at offset {bounds.tail} (oldest stored offset {bounds.first}). Offsets never go backwards, so the "
+        "stream was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot "
+        "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
+        "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
+        "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
+    )
+
+
+def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> int:
+    """Where the batch between Spark offsets ``start`` and ``end`` starts reading.
+
+    Normally the start offset; an end offset with :data:`RESET_KEY` (the stream was re-created)
+    starts at that offset of the new stream instead.
+    """
+    reset = end.get(RESET_KEY) if isinstance(end, Mapping) else None
+    if isinstance(reset, int) and not isinstance(reset, bool) and 0 <= reset <= from_spark_offset(end):
+        return reset
+    return from_spark_offset(start)
 
 
 def parse_ending_offsets(name: str, raw: str) -> str | int:

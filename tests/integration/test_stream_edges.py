@@ -1,0 +1,149 @@
+"""Stream-queue edges found by the core audit: subscription ids (F13), a re-created stream (F4), the
+tail over AMQP 0-9-1 when the newest chunk is bigger than a prefetch window (F9). Real broker with the
+stream plugin."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import urlsplit
+
+import pytest
+
+from safebunny.errors import QueueNotFoundError, SafeBunnyDataLossError
+from safebunny.streams.client import AmqpStreamClient, RStreamClient, StreamEndpoint, stream_protocol_answers
+
+SUBSCRIPTION_IDS = 256  # a subscription id is one byte in the stream protocol
+
+
+@pytest.fixture(scope="module")
+def stream_port(broker) -> int:
+    port = broker.stream_port or 5552
+    if not stream_protocol_answers(urlsplit(broker.uri).hostname, port):
+        pytest.fail(f"the stream plugin does not answer on port {port}: rabbitmq-plugins enable rabbitmq_stream")
+    return port
+
+
+def _send_one_chunk(amqp_uri: str, stream_port: int, queue: str, count: int, prefix: bytes = b"r") -> None:
+    """``count`` messages in one sub-entry batch: the broker stores them as one chunk of ``count`` records."""
+    from rstream import AMQPMessage, CompressionType, Producer
+
+    parts = urlsplit(amqp_uri)
+
+    async def run() -> None:
+        async with Producer(parts.hostname, stream_port, username=parts.username, password=parts.password) as p:
+            await p.send_sub_entry(queue, [AMQPMessage(body=prefix + b"%d" % i) for i in range(count)],
+                                   compression_type=CompressionType.No)
+
+    asyncio.run(run())
+
+
+# -- F13 -----------------------------------------------------------------------------------
+def test_subscription_ids_are_recycled_on_a_long_lived_connection(amqp_uri, stream_port, make_queue, admin):
+    """The driver keeps one connection across triggers (two subscriptions each); ids are one byte."""
+    queue = make_queue("stream")
+    admin.publish(queue, [b"m%d" % i for i in range(10)])
+    missing = f"{queue}-missing"
+    with RStreamClient(StreamEndpoint.from_uri(amqp_uri, stream_port)).connect() as client:
+        connection = client._client
+        for i in range(SUBSCRIPTION_IDS):  # 2 x 256 subscriptions, and refused ones in between
+            assert client.bounds(queue, 0.5).tail == 10, f"call {i}"
+            if i % 8 == 0:
+                with pytest.raises(QueueNotFoundError):
+                    client.bounds(missing, 0.5)
+        rows = [r for b in client.read_range(queue, queue, 0, 10, include_headers=False, fail_on_data_loss=True)
+                for r in b.to_pylist()]
+        assert [r["value"] for r in rows] == [b"m%d" % i for i in range(10)]
+        assert client._client is connection and not client.connection_lost  # never reconnected
+        assert client._ids_in_use == set()
+
+
+# -- F4 ------------------------------------------------------------------------------------
+def _reader(amqp_uri, queue, port, **options):
+    from pyspark_safebunny.schema import schema_for
+    from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamQueueReader
+    from safebunny.options.source import parse_source_options
+
+    raw = {"uri": amqp_uri, "queue": queue, "queueType": "stream", "streamPort": str(port), "pollTimeoutMs": "300"}
+    raw.update({k: str(v) for k, v in options.items()})
+    parsed = parse_source_options(raw)
+    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed["includeHeaders"], True))
+
+
+def _recreate(admin, queue: str, bodies: list[bytes]) -> None:
+    admin.delete_queue(queue)
+    admin.declare_queue(queue, "stream")
+    admin.publish(queue, bodies)
+
+
+@pytest.mark.parametrize("via", ["stream", "amqp"])
+def test_checkpoint_beyond_the_tail_of_a_recreated_stream_is_data_loss(amqp_uri, stream_port, make_queue, admin,
+                                                                       via, caplog):
+    port = stream_port if via == "stream" else 0
+    queue = make_queue("stream")
+    admin.publish(queue, [b"old%d" % i for i in range(50)])
+    reader = _reader(amqp_uri, queue, port)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"offset": 50}
+    _recreate(admin, queue, [b"new%d" % i for i in range(20)])
+    with pytest.raises(SafeBunnyDataLossError) as info:  # it used to idle silently at offset 50
+        reader.latestOffset(end, reader.getDefaultReadLimit())
+    text = str(info.value)
+    for words in (repr(queue), "checkpoint is at offset 50", "ends at offset 20", "re-created",
+                  "new checkpoint", "failOnDataLoss=false"):
+        assert words in text
+    reader.stop()
+
+    lenient = _reader(amqp_uri, queue, port, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="safebunny.source"):
+        nxt = lenient.latestOffset(end, lenient.getDefaultReadLimit())
+    assert nxt == {"offset": 20, "resetFrom": 0}
+    assert any("SKIPPING LOST MESSAGES" in r.getMessage() and "re-created" in r.getMessage() for r in caplog.records)
+    parts = lenient.partitions(end, nxt)
+    rows = [r["value"] for p in parts for b in lenient.read(p) for r in b.to_pylist()]
+    assert rows == [b"new%d" % i for i in range(20)]  # the new stream from its start, nothing skipped
+    assert lenient.latestOffset(nxt, lenient.getDefaultReadLimit()) == {"offset": 20}  # then as usual
+    lenient.stop()
+
+
+def test_starting_offset_beyond_the_tail_still_waits(amqp_uri, stream_port, make_queue, admin):
+    queue = make_queue("stream")
+    admin.publish(queue, [b"m%d" % i for i in range(5)])
+    reader = _reader(amqp_uri, queue, stream_port, startingOffsets="8")
+    start = reader.initialOffset()
+    assert start == {"offset": 8}
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # waits, as documented
+    admin.publish(queue, [b"m%d" % i for i in range(5, 12)])
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {"offset": 12}
+    reader.stop()
+
+
+# -- F9 ------------------------------------------------------------------------------------
+def test_amqp_tail_with_a_newest_chunk_bigger_than_the_prefetch(amqp_uri, stream_port, make_queue):
+    queue = make_queue("stream")
+    _send_one_chunk(amqp_uri, stream_port, queue, 3000)
+    endpoint = StreamEndpoint.from_uri(amqp_uri, stream_port)
+    with RStreamClient(endpoint).connect() as rs:
+        truth = rs.bounds(queue, 1.0).tail
+        from rstream.constants import OffsetType
+
+        newest = rs._first_chunk(queue, OffsetType.LAST, None, 1.0)
+    assert truth == 3000
+    assert newest.num_records > AmqpStreamClient.PREFETCH, "the test needs a newest chunk bigger than the prefetch"
+    with AmqpStreamClient(endpoint).connect() as amqp:
+        assert [amqp.bounds(queue, 1.0).tail for _ in range(2)] == [3000, 3000]
+
+
+def test_available_now_over_amqp_reads_a_quiet_stream_to_its_end(amqp_uri, stream_port, make_queue):
+    queue = make_queue("stream")
+    _send_one_chunk(amqp_uri, stream_port, queue, 3000)
+    reader = _reader(amqp_uri, queue, 0)
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    rows = 0
+    while (end := reader.latestOffset(start, reader.getDefaultReadLimit())) != start:
+        rows += sum(b.num_rows for p in reader.partitions(start, end) for b in reader.read(p))
+        start = end
+    reader.stop()
+    assert (start, rows) == ({"offset": 3000}, 3000)
