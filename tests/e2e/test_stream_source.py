@@ -118,7 +118,7 @@ def test_clear_errors(spark, amqp_uri, make_queue, unique_name, case):
 
     uri, queue, words = amqp_uri, unique_name, []
     if case == "missing queue":
-        words = [unique_name, "does not exist", "127.0.0.1:5672"]
+        words = [unique_name, "does not exist", f"{urlsplit(amqp_uri).hostname}:{urlsplit(amqp_uri).port}"]
     elif case == "wrong password":
         queue, uri = make_queue("stream"), _with(amqp_uri, password="wrongPW42")
         words = ["refused the login", "'guest'"]
