@@ -121,11 +121,13 @@ class _Publishing:
                 types = cols.get("type", none)
                 exchanges = cols.get("exchange", none)
                 keys = cols.get("routingKey", none)
+                indexes = cols.get("outputIndex", none)
                 stamp = int(time.time())
                 for i in range(rows):
                     msg = build(value[i], timestamp=stamp, message_id_=mids[i], correlation_id=corrs[i],
                                 causation_id=causes[i], headers=headers[i], content_type=ctypes[i],
-                                message_type=types[i], exchange=exchanges[i], routing_key=keys[i])
+                                message_type=types[i], exchange=exchanges[i], routing_key=keys[i],
+                                output_index=indexes[i])
                     publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
             counts = publisher.flush()
             healthy = True
@@ -135,6 +137,11 @@ class _Publishing:
                                     counts.nacked, round(time.monotonic() - started, 3))
         LOG.info("safebunny sink task %s (partition %d, attempt %d): %d published, %d confirmed",
                  scope, partition, attempt, stats.published, stats.confirmed)
+        if builder.repeated_outputs:
+            LOG.warning("safebunny sink task %s: %d rows repeat an earlier output of the same causationId with "
+                        "identical content and no outputIndex; they carry the same message id, so the next step "
+                        "keeps one of each. Add an 'outputIndex' column if a cause sends the same message twice.",
+                        scope, builder.repeated_outputs)
         return stats
 
 

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
 
-from safebunny.amqp.outgoing import CAUSATION_HEADER, content_id
+from safebunny.amqp.outgoing import CAUSATION_HEADER, caused_id, content_id
 from safebunny.ids import message_id
 
 ALL_COLUMNS = StructType([
@@ -65,7 +65,9 @@ def test_batch_write_publishes_every_row_with_ids_and_properties(spark, amqp_uri
         "m-1", "corr-1", {"tenant": "t1"}, "application/json", "InvoiceCreated", 2)
     assert p.timestamp and abs(p.timestamp - time.time()) < 600
     a, b = got[b"caused-a"], got[b"caused-b"]
-    assert {a.message_id, b.message_id} == {message_id("order-9", queue, "InvoiceCreated", i) for i in (0, 1)}
+    assert [a.message_id, b.message_id] == [
+        caused_id("order-9", queue, "InvoiceCreated", body, None, [], "application/x-default", "InvoiceCreated", "",
+                  queue) for body in (b"caused-a", b"caused-b")]
     assert a.correlation_id == "order-9" and a.headers == {CAUSATION_HEADER: "order-9"}
     assert a.content_type == "application/x-default" and a.delivery_mode == 2
 
@@ -232,8 +234,12 @@ def test_streaming_write_commits_after_confirms(spark, amqp_uri, admin, make_que
     assert len(got) == 11
     ids = [p.message_id for _, p, _ in got]
     assert len(set(ids)) == 11
-    caused = sorted(p.message_id for _, p, b in got if p.headers and p.headers.get(CAUSATION_HEADER) == "c-1")
-    assert caused == sorted(message_id("c-1", "billing", "Step", i) for i in range(3))
+    def caused(i):
+        return caused_id("c-1", "billing", "Step", b"v%d" % i, None, [], "text/plain; charset=utf-8", "Step", "",
+                         queue)
+
+    got_caused = sorted(p.message_id for _, p, b in got if p.headers and p.headers.get(CAUSATION_HEADER) == "c-1")
+    assert got_caused == sorted(caused(i) for i in range(3))
     assert all(p.delivery_mode == 2 and p.type == "Step" for _, p, _ in got)
     # content ids are scoped by the micro-batch id (0) and the partition (one file: partition 0)
     by_body = {}
@@ -241,7 +247,7 @@ def test_streaming_write_commits_after_confirms(spark, amqp_uri, admin, make_que
         by_body.setdefault(b, []).append(p.message_id)
     expected = {content_id("batch:0/partition:0", b"v0", None, [], "text/plain; charset=utf-8", "Step", "",
                            queue, k) for k in (0, 1)}
-    assert set(by_body[b"v0"]) - {message_id("c-1", "billing", "Step", 0)} <= expected
+    assert set(by_body[b"v0"]) - {caused(0)} <= expected
     assert by_body[b"v5"] == [content_id("batch:0/partition:0", b"v5", None, [], "text/plain; charset=utf-8",
                                          "Step", "", queue, 0)]
 
@@ -363,3 +369,96 @@ def test_a_replayed_micro_batch_republishes_the_same_ids(spark, amqp_uri, admin,
     assert len(second) == 8 and len({p.message_id for _, p, _ in second}) == 8
     replayed = {p.message_id for _, p, _ in second}
     assert {p.message_id for _, p, _ in first} <= replayed  # every id of the failed run comes back, unchanged
+
+
+# -- S2: derived ids of several outputs of one cause -------------------------------------------------
+def test_s2_outputs_of_one_cause_keep_their_ids_across_a_shuffle_and_a_task_retry(spark, amqp_uri, admin,
+                                                                                  make_queue):
+    """Six causes with eight outputs each, spread over three partitions by a shuffle (repartition). The first
+    attempt of partition 0 publishes part of its rows and fails; its retry sees its rows in reverse order.
+    Every output must keep one id (the failed attempt's copies carry the retry's ids), the ids must be the
+    content-derived ones whatever the partitioning (a write through one partition gives the same), and
+    distinct outputs of one cause never share an id. With the old rule (index = arrival order within the
+    task) outputs of one cause in different partitions collided and the reversed retry swapped ids."""
+    import pandas as pd
+
+    queue = make_queue()
+    pad = "x" * 32_000  # rows bigger than the Python worker's 64 KB output buffer, so they flow before the failure
+    rows = [(f"order-{c}/line-{j}/{pad}", f"order-{c}", "InvoiceLine") for c in range(6) for j in range(8)]
+    schema = "value string, causationId string, type string"
+
+    def _browse_for(uri: str, queue: str, wanted: set[bytes], timeout: float) -> bool:
+        """True once a message whose body is in ``wanted`` sits in ``queue`` (looked at unacked, then requeued)."""
+        import time as _time
+
+        import pika as _pika
+
+        conn = _pika.BlockingConnection(_pika.URLParameters(uri))
+        try:
+            deadline = _time.monotonic() + timeout
+            while _time.monotonic() < deadline:
+                channel = conn.channel()
+                seen = []
+                while True:
+                    method, _props, body = channel.basic_get(queue, auto_ack=False)
+                    if method is None:
+                        break
+                    seen.append(body)
+                channel.close()  # everything taken goes back to the queue
+                if wanted.intersection(seen):
+                    return True
+                conn.process_data_events(0.2)
+            return False
+        finally:
+            conn.close()
+
+    def flaky(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        frame = pd.concat(list(batches), ignore_index=True)
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            for start in range(0, len(frame), 4):
+                yield frame.iloc[start:start + 4]
+                if start >= 8:  # a few rows are on their way: wait until one was published, then fail
+                    assert _browse_for(amqp_uri, queue, {v.encode() for v in frame.value}, 60)
+                    raise RuntimeError("injected failure on the first attempt of partition 0")
+        if ctx.attemptNumber() > 0:
+            frame = frame.iloc[::-1]  # the retry sees its rows in another order
+        for start in range(0, len(frame), 4):
+            yield frame.iloc[start:start + 4]
+
+    df = spark.createDataFrame(rows, schema).repartition(3).mapInPandas(flaky, schema)
+    conf = {"spark.sql.execution.arrow.maxRecordsPerBatch": "4"}
+    old = {k: spark.conf.get(k, None) for k in conf}
+    try:
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        writer(df, amqp_uri, routingKey=queue, node="billing", maxInFlight="2").save()  # publish as rows come
+    finally:
+        for key, value in old.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
+    got = admin.get_all(queue)
+    ids_by_body: dict[bytes, set[str]] = {}
+    for _, props, body in got:
+        ids_by_body.setdefault(body, set()).add(props.message_id)
+    assert len(ids_by_body) == len(rows)  # every output arrived
+    assert len(got) > len(rows)  # the failed attempt published copies...
+    assert all(len(ids) == 1 for ids in ids_by_body.values())  # ...with the same ids as the retry
+    expected = {v.encode(): caused_id(c, "billing", t, v.encode(), None, [], "text/plain; charset=utf-8", t, "",
+                                      queue) for v, c, t in rows}
+    assert {b: ids.pop() for b, ids in ids_by_body.items()} == expected
+    assert len(set(expected.values())) == len(rows)
+
+    # the same rows through one partition, in another order: the same ids
+    writer(spark.createDataFrame(rows[::-1], schema).coalesce(1), amqp_uri, routingKey=queue, node="billing").save()
+    assert {b: p.message_id for _, p, b in admin.get_all(queue)} == expected
+
+
+def test_s2_an_output_index_column_gives_safebunny_message_id(spark, amqp_uri, admin, make_queue):
+    queue = make_queue()
+    rows = [("b", "order-1", 1), ("a", "order-1", 0), ("c", "order-2", 0)]
+    df = spark.createDataFrame(rows, "value string, causationId string, outputIndex int").repartition(2)
+    writer(df, amqp_uri, routingKey=queue, node="billing", type="Invoice").save()
+    got = {b: p.message_id for _, p, b in admin.get_all(queue)}
+    assert got == {v.encode(): message_id(c, "billing", "Invoice", i) for v, c, i in rows}

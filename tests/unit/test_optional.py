@@ -22,7 +22,7 @@ def test_require_names_the_package_and_the_install_line():
 
 @pytest.mark.parametrize("module, words", [("rstream", ["'rstream>=0.20'"]),
                                            ("testcontainers", ["testcontainers[rabbitmq]", "safebunny[test]"]),
-                                           ("matplotlib", ["'matplotlib'", "safebunny[bench]"])])
+                                           ("psutil", ["'psutil'", "safebunny[bench]"])])
 def test_known_packages_say_what_to_install(monkeypatch, module, words):
     monkeypatch.setitem(sys.modules, module, None)  # as if not installed
     with pytest.raises(SafeBunnyMissingDependencyError) as info:

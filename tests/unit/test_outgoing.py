@@ -9,6 +9,7 @@ from safebunny.amqp.outgoing import (
     ACCEPTED_COLUMNS,
     CAUSATION_HEADER,
     MessageBuilder,
+    caused_id,
     content_id,
     plan_sink,
     validate_columns,
@@ -67,23 +68,83 @@ def test_message_id_column_wins():
     assert msg.message_id == msg.properties.message_id == "m-1"
 
 
-def test_causation_rule_is_safebunny_message_id_with_occurrence_index():
+def _caused(body, cause, node="billing.InvoiceCreated", slot_type="message", row_type=None,
+            routing_key="billing.InvoiceCreated", content_type="application/octet-stream"):
+    return caused_id(cause, node, slot_type, body, None, [], content_type, row_type, "safebunny", routing_key)
+
+
+def test_causation_rule_with_output_index_is_safebunny_message_id():
+    b = builder({"value": "binary", "causationId": "string", "outputIndex": "bigint"})
+    ids = [b.build(b"x%d" % i, timestamp=1, causation_id="order-1", output_index=i).message_id for i in (2, 0, 1)]
+    assert ids == [message_id("order-1", "billing.InvoiceCreated", "message", i) for i in (2, 0, 1)]
+
+
+def test_causation_rule_without_index_comes_from_the_content():
     b = builder()
     ids = [b.build(b"x%d" % i, timestamp=1, causation_id="order-1").message_id for i in range(3)]
-    assert ids == [message_id("order-1", "billing.InvoiceCreated", "message", i) for i in range(3)]
-    other = b.build(b"y", timestamp=1, causation_id="order-2").message_id
-    assert other == message_id("order-2", "billing.InvoiceCreated", "message", 0)
+    assert ids == [_caused(b"x%d" % i, "order-1") for i in range(3)]
+    assert len(set(ids)) == 3
+    assert b.build(b"x0", timestamp=1, causation_id="order-2").message_id == _caused(b"x0", "order-2")
+
+
+def test_s2_a_causes_outputs_keep_their_ids_across_partitions_and_row_orders():
+    """S2 (the audit's e11): the index came from arrival order within a task, so two outputs of one cause
+    in different partitions got the same id, and a retry seeing another order swapped the ids."""
+    outputs = [b"line A", b"line B", b"line C"]
+    one_task = builder(scope="batch:7/partition:0")
+    together = {v: one_task.build(v, timestamp=0, causation_id="order-1").message_id for v in outputs}
+    split = {v: builder(scope=f"batch:7/partition:{i}").build(v, timestamp=0, causation_id="order-1").message_id
+             for i, v in enumerate(outputs)}
+    retry = builder(scope="batch:7/partition:0")
+    reordered = {v: retry.build(v, timestamp=0, causation_id="order-1").message_id for v in reversed(outputs)}
+    assert together == split == reordered
+    assert len(set(together.values())) == 3
+
+
+def test_identical_outputs_of_one_cause_are_one_message_and_are_counted():
+    b = builder()
+    first = b.build(b"same", timestamp=1, causation_id="c").message_id
+    assert b.build(b"same", timestamp=2, causation_id="c").message_id == first
+    assert b.repeated_outputs == 1
 
 
 def test_causation_rule_node_and_type_from_options_and_columns():
-    b = builder({"value": "binary", "type": "string", "routingKey": "string"}, node="billing", type="Invoice")
-    assert b.build(b"x", timestamp=1, causation_id="c").message_id == message_id("c", "billing", "Invoice", 0)
-    assert (b.build(b"x", timestamp=1, causation_id="c", message_type="Refund").message_id
+    cols = {"value": "binary", "type": "string", "routingKey": "string", "outputIndex": "int"}
+    b = builder(cols, node="billing", type="Invoice")
+    assert (b.build(b"x", timestamp=1, causation_id="c", output_index=0).message_id
+            == message_id("c", "billing", "Invoice", 0))
+    assert (b.build(b"x", timestamp=1, causation_id="c", message_type="Refund", output_index=0).message_id
             == message_id("c", "billing", "Refund", 0))
-    assert b.build(b"x", timestamp=1, causation_id="c").message_id == message_id("c", "billing", "Invoice", 1)
+    assert b.build(b"x", timestamp=1, causation_id="c").message_id == _caused(
+        b"x", "c", node="billing", slot_type="Invoice", row_type="Invoice")
     b2 = builder({"value": "binary", "routingKey": "string"})
     assert (b2.build(b"x", timestamp=1, causation_id="c", routing_key="shipping.Ship").message_id
-            == message_id("c", "shipping.Ship", "message", 0))
+            == _caused(b"x", "c", node="shipping.Ship", routing_key="shipping.Ship"))
+
+
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        ([dict(causation_id=None, output_index=0)], ["outputIndex (0) but no causationId"]),
+        ([dict(causation_id="c", output_index=-1)], ["outputIndex -1", ">= 0"]),
+        ([dict(value=b"a", causation_id="c", output_index=1), dict(value=b"b", causation_id="c", output_index=1)],
+         ["outputIndex 1 for causationId 'c'", "different content", "its own outputIndex"]),
+    ],
+)
+def test_bad_output_indexes_fail_the_task(rows, words):
+    b = builder({"value": "binary", "causationId": "string", "outputIndex": "int"})
+    with pytest.raises(SafeBunnyOptionError) as info:
+        for row in rows:
+            b.build(row.pop("value", b"v"), timestamp=1, **row)
+    assert info.value.option == "outputIndex"
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_the_same_output_index_with_the_same_content_is_the_same_message():
+    b = builder({"value": "binary", "causationId": "string", "outputIndex": "int"})
+    a = b.build(b"v", timestamp=1, causation_id="c", output_index=3).message_id
+    assert b.build(b"v", timestamp=2, causation_id="c", output_index=3).message_id == a
 
 
 def test_content_rule_counts_identical_rows_and_matches_content_id():
@@ -127,10 +188,23 @@ def test_fast_uuid5_equals_the_standard_one():
 
 @given(st.lists(st.tuples(st.binary(max_size=4), st.sampled_from([None, "c1", "c2"]),
                           st.sampled_from([None, "k1", "k2"])), max_size=60))
-def test_ids_never_repeat_within_a_task(rows):
+def test_ids_repeat_only_for_identical_outputs_of_one_cause(rows):
     b = builder({"value": "binary", "routingKey": "string"})
     ids = [b.build(v, timestamp=1, causation_id=c, routing_key=k).message_id for v, c, k in rows]
-    assert len(set(ids)) == len(ids)
+    distinct = {(v, c, k) for v, c, k in rows if c is not None}  # uncaused identical rows get distinct ids
+    assert len(set(ids)) == len(distinct) + sum(1 for _, c, _ in rows if c is None)
+
+
+@given(st.lists(st.tuples(st.binary(max_size=3), st.sampled_from(["c1", "c2"])), max_size=30, unique=True),
+       st.randoms(use_true_random=False), st.integers(1, 4))
+def test_caused_ids_do_not_depend_on_partitioning_or_order(rows, rnd, parts):
+    reference = {row: builder().build(row[0], timestamp=1, causation_id=row[1]).message_id for row in rows}
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    builders = [builder(scope=f"batch:3/partition:{p}") for p in range(parts)]
+    got = {row: builders[rnd.randrange(parts)].build(row[0], timestamp=9, causation_id=row[1]).message_id
+           for row in shuffled}
+    assert got == reference and len(set(got.values())) == len(rows)
 
 
 # -- properties ------------------------------------------------------------------------

@@ -11,6 +11,7 @@ column              type                     meaning
 ``messageId``       string                   the message id; derived when null or absent
 ``correlationId``   string                   the conversation; inherited when null or absent
 ``causationId``     string                   the id of the message that caused this one
+``outputIndex``     int or bigint            this row's index among its cause's outputs
 ``headers``         map<string,string>       application headers
 ``contentType``     string                   the ``content_type`` property
 ``type``            string                   the ``type`` property and the id's type slot
@@ -21,10 +22,21 @@ column              type                     meaning
 The message-id rule (first that applies):
 
 1. the row's ``messageId``;
-2. with a ``causationId``: :func:`safebunny.ids.message_id` of ``(causationId, node, type,
-   index)``, where ``node`` is the ``node`` option, else the row's routing key, else its
-   exchange; ``type`` is the row's ``type``, else the ``type`` option, else ``"message"``;
-   ``index`` counts earlier rows of the same task with the same ``(causationId, node, type)``;
+2. with a ``causationId``, where ``node`` is the ``node`` option, else the row's routing key,
+   else its exchange, and ``type`` is the row's ``type``, else the ``type`` option, else
+   ``"message"``:
+
+   a. with an ``outputIndex``: :func:`safebunny.ids.message_id` of ``(causationId, node,
+      type, outputIndex)``;
+   b. without one: :func:`caused_id`, a UUIDv5 of the tag ``safebunny.caused.v1``,
+      ``causationId``, ``node``, ``type`` and the SHA-256 of the row's content (as in rule 3).
+
+   Either way the id comes from the row itself, never from which task it is in or in which
+   order it arrives: a cause's outputs may be split over partitions (a ``repartition``) and a
+   retried task may see its rows in another order (a shuffle), and each output keeps its id.
+   So two *identical* outputs of one cause without an ``outputIndex`` are one message (the next
+   step's inbox keeps one); give them an ``outputIndex`` when a cause really sends the same
+   message twice. Two different outputs with the same ``outputIndex`` within a task fail it.
 3. otherwise a content id: a UUIDv5 (under :data:`safebunny.ids.NAMESPACE`) of the tag
    ``safebunny.content.v1``, the *scope* (the streaming batch id and the Spark partition
    id; just the partition id for a batch ``df.write``), the SHA-256 of the row's content
@@ -63,6 +75,7 @@ __all__ = [
     "plan_sink",
     "validate_columns",
     "content_id",
+    "caused_id",
 ]
 
 #: Accepted input columns and their Spark types (``DataType.simpleString()``).
@@ -71,6 +84,7 @@ ACCEPTED_COLUMNS: dict[str, tuple[str, ...]] = {
     "messageId": ("string",),
     "correlationId": ("string",),
     "causationId": ("string",),
+    "outputIndex": ("int", "bigint"),
     "headers": ("map<string,string>",),
     "contentType": ("string",),
     "type": ("string",),
@@ -82,6 +96,9 @@ CAUSATION_HEADER = "x-causation-id"
 #: The type slot of derived ids when a row has no type.
 DEFAULT_TYPE = "message"
 _CONTENT_TAG = "safebunny.content.v1"
+_CAUSED_TAG = "safebunny.caused.v1"
+#: Derived ids remembered per task to catch a reused outputIndex and to count repeated outputs.
+_TRACKED = 100_000
 _NS_BYTES = NAMESPACE.bytes
 _TEXT = "text/plain; charset=utf-8"
 _BINARY = "application/octet-stream"
@@ -193,6 +210,19 @@ def content_id(scope: str, body: bytes, correlation_id: str | None, headers: lis
         str(occurrence)))
 
 
+def caused_id(causation_id: str, node: str, message_type: str, body: bytes, correlation_id: str | None,
+              headers: list[tuple[str, Any]], content_type: str | None, row_type: str | None, exchange: str,
+              routing_key: str) -> str:
+    """The id of rule 2b (see the module docstring): the cause, the slot and the row's content.
+
+    ``message_type`` is the type slot (``DEFAULT_TYPE`` when the row has none); ``row_type`` is
+    the row's ``type`` property (None when it has none), which is part of the content.
+    """
+    return _uuid5(encode_name(
+        _CAUSED_TAG, causation_id, node, message_type,
+        _digest(body, correlation_id, headers, content_type, row_type, exchange, routing_key)))
+
+
 def _digest(body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]], content_type: str | None,
             message_type: str | None, exchange: str, routing_key: str) -> str:
     parts: list[bytes] = []
@@ -218,14 +248,17 @@ class MessageBuilder:
         self.plan = plan
         self.scope = scope
         self.rows = 0
-        self._slots: dict[tuple[str, str, str], int] = {}
         self._contents: dict[str, int] = {}
+        self._indexed: dict[str, str] = {}  # rule 2a: message id -> content digest, to catch a reused index
+        self.repeated_outputs = 0  # rule 2b: identical outputs of one cause seen in this task (one message)
+        self._caused: set[str] = set()
 
     def build(self, value: bytes | str | None, *, timestamp: int, message_id_: str | None = None,
               correlation_id: str | None = None, causation_id: str | None = None,
               headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
               content_type: str | None = None, message_type: str | None = None,
-              exchange: str | None = None, routing_key: str | None = None) -> OutgoingMessage:
+              exchange: str | None = None, routing_key: str | None = None,
+              output_index: int | None = None) -> OutgoingMessage:
         """The message for one row; ``timestamp`` is the AMQP timestamp (epoch seconds)."""
         plan = self.plan
         row = self.rows
@@ -250,6 +283,15 @@ class MessageBuilder:
             raise SafeBunnyOptionError(
                 f"Row {row} of this task has an empty {name!r}; use null for 'none' or a real id.", name)
 
+        if output_index is not None and (isinstance(output_index, bool) or output_index < 0):
+            raise SafeBunnyOptionError(
+                f"Row {row} of this task has outputIndex {output_index!r}; it must be an integer >= 0 (or null).",
+                "outputIndex")
+        if output_index is not None and causation_id is None and message_id_ is None:
+            raise SafeBunnyOptionError(
+                f"Row {row} of this task has an outputIndex ({output_index}) but no causationId: the index "
+                "numbers a cause's outputs. Fill 'causationId', or drop 'outputIndex'.", "outputIndex")
+
         if message_id_ is not None:
             mid = message_id_
         elif causation_id is not None:
@@ -258,10 +300,25 @@ class MessageBuilder:
                 raise SafeBunnyOptionError(
                     f"Row {row} of this task has a causationId but no node for its derived id: the routing "
                     "key and exchange are both empty. Set the option 'node'.", "node")
-            slot = (causation_id, node, message_type or DEFAULT_TYPE)
-            index = self._slots.get(slot, 0)
-            self._slots[slot] = index + 1
-            mid = message_id(causation_id, node, slot[2], index)
+            slot_type = message_type or DEFAULT_TYPE
+            digest = _digest(body, correlation_id, items, content_type, message_type, exchange, routing_key)
+            if output_index is not None:
+                mid = message_id(causation_id, node, slot_type, int(output_index))
+                known = self._indexed.get(mid)
+                if known is None and len(self._indexed) < _TRACKED:
+                    self._indexed[mid] = digest
+                elif known is not None and known != digest:
+                    raise SafeBunnyOptionError(
+                        f"Row {row} of this task has outputIndex {output_index} for causationId {causation_id!r} "
+                        f"(node {node!r}, type {slot_type!r}), like an earlier row with different content: both "
+                        "would get the same message id and the next step would keep only one. Give each output "
+                        "of a cause its own outputIndex.", "outputIndex")
+            else:
+                mid = _uuid5(encode_name(_CAUSED_TAG, causation_id, node, slot_type, digest))
+                if mid in self._caused:
+                    self.repeated_outputs += 1
+                elif len(self._caused) < _TRACKED:
+                    self._caused.add(mid)
         else:
             digest = _digest(body, correlation_id, items, content_type, message_type, exchange, routing_key)
             occurrence = self._contents.get(digest, 0)
