@@ -211,7 +211,11 @@ def acquire_broker() -> Broker:
         except Exception as exc:  # fall through to the next choice
             errors.append(f"throwaway broker: {exc}")
     if _docker_answers():
-        from testcontainers.rabbitmq import RabbitMqContainer  # type: ignore[import-not-found]
+        from safebunny.optional import require
+
+        RabbitMqContainer = require(  # noqa: N806 - a class
+            "testcontainers.rabbitmq", "start a RabbitMQ container for the tests (a Docker engine answers)",
+        ).RabbitMqContainer
 
         container = RabbitMqContainer("rabbitmq:3.13").start()
         host, port = container.get_container_host_ip(), container.get_exposed_port(5672)

@@ -21,7 +21,7 @@ __all__ = ["INSTALL", "require", "available", "optional_classes"]
 INSTALL: dict[str, str] = {
     "rstream": "'rstream>=0.20' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
     "deltalake": "'deltalake>=1.0' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
-    "testcontainers": "'testcontainers[rabbitmq]' (or 'safebunny[test]')",
+    "testcontainers": "'testcontainers[rabbitmq]'",
     "matplotlib": "'matplotlib>=3.7' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
     "psutil": "'psutil' (or 'safebunny[bench]')",
     "tqdm": "'tqdm>=4.60' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
