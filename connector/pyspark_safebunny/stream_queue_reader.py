@@ -41,11 +41,15 @@ from safebunny.streams.client import (
     open_stream_client,
 )
 from safebunny.streams.offsets import (
+    ANCHOR_KEY,
     RESET_KEY,
     StreamBounds,
+    anchor_offset,
     batch_start,
     capped_end,
     from_spark_offset,
+    make_anchor,
+    replaced_message,
     reset_message,
     resolve_start,
     split_range,
@@ -222,14 +226,36 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         spec = self.options.get("startingOffsets")
         return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
 
+    def _first_message_from(self, offset: int) -> tuple[int, bytes | None] | None:
+        wait = min(1.0, _empty_wait_s(self.options))
+        return self._driver().call(lambda client: client.first_message_from(self.options["queue"], offset, wait))
+
+    def _anchor(self, end: int) -> str | None:
+        """The anchor of end offset ``end`` (see :data:`ANCHOR_KEY`), or None when there is none."""
+        found = self._first_message_from(end - 1) if end > 0 else None
+        return None if found is None else make_anchor(*found)
+
+    def _replaced(self, start: dict, begin: int, bounds: StreamBounds) -> str | None:
+        """Why the stream behind this checkpoint offset is not the one the query read, or None."""
+        if bounds.tail < begin and not self._waits_for(begin):
+            return reset_message(self.options["queue"], begin, bounds)  # offsets never go backwards
+        anchor = start.get(ANCHOR_KEY) if isinstance(start, dict) else None
+        at = anchor_offset(anchor)
+        if at is None or at < bounds.first or begin == 0:  # no anchor, or retention removed it: cannot tell
+            return None
+        found = self._first_message_from(begin - 1)
+        if found is None or make_anchor(*found) != anchor:
+            return replaced_message(self.options["queue"], begin, at)
+        return None
+
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_spark_offset(start)
         bounds = stream_bounds(self.options, self._driver())
         self._latest_tail = bounds.tail
         reset_from = None
-        if bounds.tail < begin and not self._waits_for(begin):
-            # the checkpoint is beyond the stream's tail: the stream was re-created (F4). Data loss.
-            message = reset_message(self.options["queue"], begin, bounds)
+        message = self._replaced(start, begin, bounds)
+        if message is not None:
+            # the stream was deleted and re-created since this offset was written (F4): data loss
             if self.options["failOnDataLoss"]:
                 raise SafeBunnyDataLossError(message)
             log.warning("failOnDataLoss=false, SKIPPING LOST MESSAGES: %s Going on from offset %d.", message,
@@ -248,9 +274,14 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
             end = tail if tail - begin >= limit.min_rows else begin
         else:  # ReadAllAvailable, or anything this source does not know: no cap
             end = capped_end(begin, tail)
-        offset = to_spark_offset(end)
+        if end == begin and reset_from is None:
+            return start  # nothing new: the same offset, so Spark plans no batch
+        offset: dict[str, Any] = to_spark_offset(end)
         if reset_from is not None:
             offset[RESET_KEY] = reset_from
+        anchor = self._anchor(end)
+        if anchor is not None:
+            offset[ANCHOR_KEY] = anchor
         return offset
 
     def reportLatestOffset(self) -> dict | None:

@@ -63,7 +63,7 @@ def test_available_now_resumes_at_exactly_the_next_offset(spark, amqp_uri, make_
     assert all(len({pid for _, _, pid in b}) == 2 for b in batches if len(b) >= 2)  # minPartitions=2
     progress = [p for p in first.recentProgress if p["numInputRows"]]
     assert json.loads(progress[-1]["sources"][0]["latestOffset"]) == {"offset": 30}
-    assert json.loads(progress[-1]["sources"][0]["endOffset"]) == {"offset": 30}
+    assert json.loads(progress[-1]["sources"][0]["endOffset"])["offset"] == 30
 
     batches.clear()
     _publish(amqp_uri, queue, 10, start=30)

@@ -85,7 +85,7 @@ def test_checkpoint_beyond_the_tail_of_a_recreated_stream_is_data_loss(amqp_uri,
     reader = _reader(amqp_uri, queue, port)
     start = reader.initialOffset()
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert end == {"offset": 50}
+    assert end["offset"] == 50
     _recreate(admin, queue, [b"new%d" % i for i in range(20)])
     with pytest.raises(SafeBunnyDataLossError) as info:  # it used to idle silently at offset 50
         reader.latestOffset(end, reader.getDefaultReadLimit())
@@ -98,13 +98,59 @@ def test_checkpoint_beyond_the_tail_of_a_recreated_stream_is_data_loss(amqp_uri,
     lenient = _reader(amqp_uri, queue, port, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="safebunny.source"):
         nxt = lenient.latestOffset(end, lenient.getDefaultReadLimit())
-    assert nxt == {"offset": 20, "resetFrom": 0}
+    assert (nxt["offset"], nxt["resetFrom"]) == (20, 0)
     assert any("SKIPPING LOST MESSAGES" in r.getMessage() and "re-created" in r.getMessage() for r in caplog.records)
     parts = lenient.partitions(end, nxt)
     rows = [r["value"] for p in parts for b in lenient.read(p) for r in b.to_pylist()]
     assert rows == [b"new%d" % i for i in range(20)]  # the new stream from its start, nothing skipped
-    assert lenient.latestOffset(nxt, lenient.getDefaultReadLimit()) == {"offset": 20}  # then as usual
+    assert lenient.latestOffset(nxt, lenient.getDefaultReadLimit()) == nxt  # then as usual: nothing new
     lenient.stop()
+
+
+@pytest.mark.parametrize("via", ["stream", "amqp"])
+def test_a_recreated_stream_already_longer_than_the_checkpoint_is_data_loss(amqp_uri, stream_port, make_queue,
+                                                                            admin, via, caplog):
+    """The audit's e12, second part: the new stream grew past the checkpoint's offset before the query looked
+    again, so the tail check cannot see it; the end offset's anchor (the body at offset end - 1) can."""
+    port = stream_port if via == "stream" else 0
+    queue = make_queue("stream")
+    admin.publish(queue, [b"old%d" % i for i in range(50)])
+    reader = _reader(amqp_uri, queue, port)
+    end = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    assert end["offset"] == 50 and "anchor" in end
+    assert reader.latestOffset(end, reader.getDefaultReadLimit()) == end  # unchanged stream: nothing new
+    _recreate(admin, queue, [b"new%d" % i for i in range(60)])
+    with pytest.raises(SafeBunnyDataLossError) as info:  # it used to read [50, 60) and skip new0..new49
+        reader.latestOffset(end, reader.getDefaultReadLimit())
+    for words in ("checkpoint is at offset 50", "offset 49 is not the one stored there now", "re-created"):
+        assert words in str(info.value)
+    reader.stop()
+    lenient = _reader(amqp_uri, queue, port, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="safebunny.source"):
+        nxt = lenient.latestOffset(end, lenient.getDefaultReadLimit())
+    assert (nxt["offset"], nxt["resetFrom"]) == (60, 0)
+    assert any("SKIPPING LOST MESSAGES" in r.getMessage() for r in caplog.records)
+    rows = [r["value"] for p in lenient.partitions(end, nxt) for b in lenient.read(p) for r in b.to_pylist()]
+    assert rows == [b"new%d" % i for i in range(60)]
+    lenient.stop()
+
+
+def test_an_anchor_written_over_one_protocol_holds_over_the_other(amqp_uri, stream_port, make_queue, admin):
+    """A query that restarts while the stream port is down (AMQP 0-9-1 fallback) must not see a re-created stream."""
+    queue = make_queue("stream")
+    admin.publish(queue, [b"m%d" % i for i in range(30)])
+    _send_one_chunk(amqp_uri, stream_port, queue, 1500, prefix=b"batch")  # AMQP 1.0 messages too
+    by_stream = _reader(amqp_uri, queue, stream_port, maxMessagesPerTrigger=700)
+    by_amqp = _reader(amqp_uri, queue, 0, maxMessagesPerTrigger=700)
+    start = by_stream.initialOffset()
+    for _ in range(3):
+        end = by_stream.latestOffset(start, by_stream.getDefaultReadLimit())
+        assert by_amqp.latestOffset(end, by_amqp.getDefaultReadLimit())["offset"] > end["offset"] or \
+            end["offset"] == 1530
+        start = by_amqp.latestOffset(start, by_amqp.getDefaultReadLimit())
+        assert start == end  # the same end offset, anchor included, from both protocols
+    by_stream.stop()
+    by_amqp.stop()
 
 
 def test_starting_offset_beyond_the_tail_still_waits(amqp_uri, stream_port, make_queue, admin):
@@ -115,7 +161,7 @@ def test_starting_offset_beyond_the_tail_still_waits(amqp_uri, stream_port, make
     assert start == {"offset": 8}
     assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # waits, as documented
     admin.publish(queue, [b"m%d" % i for i in range(5, 12)])
-    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {"offset": 12}
+    assert reader.latestOffset(start, reader.getDefaultReadLimit())["offset"] == 12
     reader.stop()
 
 
@@ -146,4 +192,4 @@ def test_available_now_over_amqp_reads_a_quiet_stream_to_its_end(amqp_uri, strea
         rows += sum(b.num_rows for p in reader.partitions(start, end) for b in reader.read(p))
         start = end
     reader.stop()
-    assert (start, rows) == ({"offset": 3000}, 3000)
+    assert (start["offset"], rows) == (3000, 3000)

@@ -144,3 +144,16 @@ def test_reset_message_says_what_happened_and_what_to_do():
     for words in ("'orders'", "offset 500", "ends at offset 200", "re-created", "new checkpoint",
                   "startingOffsets=earliest", "failOnDataLoss=false"):
         assert words in text
+
+
+def test_anchor_is_offset_and_body_hash():
+    from safebunny.streams.offsets import anchor_offset, make_anchor, replaced_message
+
+    a = make_anchor(49, b"old49")
+    assert a.startswith("49:") and len(a) == 3 + 16
+    assert make_anchor(49, b"old49") == a != make_anchor(49, b"new49") != make_anchor(48, b"old49")
+    assert make_anchor(3, None) == make_anchor(3, b"")
+    assert anchor_offset(a) == 49
+    assert anchor_offset(None) is None and anchor_offset("x:y") is None and anchor_offset(7) is None
+    text = replaced_message("orders", 50, 49)
+    assert "offset 50" in text and "offset 49 is not the one stored there now" in text and "failOnDataLoss" in text

@@ -112,6 +112,10 @@ class StreamQueueClient:
         """The first offset of the first chunk written at or after ``epoch_ms``; None if none."""
         raise NotImplementedError
 
+    def first_message_from(self, stream: str, offset: int, wait_s: float) -> tuple[int, bytes | None] | None:
+        """``(offset, body)`` of the first stored message at or after ``offset``; None if none arrives in time."""
+        raise NotImplementedError
+
     def read_range(self, stream: str, queue_name: str, start: int, end: int, *, include_headers: bool,
                    fail_on_data_loss: bool, warn: Callable[[str], None] | None = None,
                    batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -398,6 +402,29 @@ class RStreamClient(StreamQueueClient):
         first = self._first_chunk(stream, OffsetType.FIRST, None, READ_IDLE_TIMEOUT_S)
         return delivered.chunk_first_offset if first is None else first.chunk_first_offset
 
+    def first_message_from(self, stream: str, offset: int, wait_s: float) -> tuple[int, bytes | None] | None:
+        from rstream.constants import OffsetType
+
+        sub = self._subscribe(stream, OffsetType.OFFSET, offset, credit=1)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                frame = self._run(sub.next_chunk(max(0.01, deadline - time.monotonic())))
+                if frame is None:
+                    return None
+                at = frame.chunk_first_offset
+                for raw in frame.get_messages():  # a chunk can start before the requested offset
+                    if at >= offset:
+                        columns = _empty_columns(False)
+                        _append_amqp10(columns, raw, at, frame.timestamp, False)
+                        return at, columns["value"][0]
+                    at += 1
+                if time.monotonic() >= deadline:
+                    return None
+                self._run(self._client.credit(sub.id, 1))
+        finally:
+            self._unsubscribe(sub)
+
     def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
         from rstream.constants import OffsetType
 
@@ -673,6 +700,29 @@ class AmqpStreamClient(StreamQueueClient):
         first_offset = first[0][0] if first else min(o for o, _ in last)
         avg = sum(n for _, n in last) / len(last)
         return StreamBounds(int(min(first_offset, tail)), int(tail), float(avg))
+
+    def first_message_from(self, stream: str, offset: int, wait_s: float) -> tuple[int, bytes | None] | None:
+        prefetch = 10
+        channel, state = self._consume(stream, offset, prefetch)
+        try:
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                if not state.pending:
+                    self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+                    continue
+                batch, state.pending = state.pending, []
+                for _method, props, body in batch:  # deliveries start at the chunk, maybe before the offset
+                    at = (props.headers or {}).get("x-stream-offset")
+                    if isinstance(at, int) and at >= offset:
+                        return int(at), body
+                try:
+                    channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
+                except Exception as exc:
+                    raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) from None
+                state.acked += len(batch)
+            return None
+        finally:
+            self._release(channel, state, prefetch)
 
     def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
         when = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc).replace(tzinfo=None)

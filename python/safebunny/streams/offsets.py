@@ -13,6 +13,7 @@ when the stream's oldest stored message is after that start.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,10 @@ __all__ = [
     "data_loss_message",
     "check_data_loss",
     "RESET_KEY",
+    "ANCHOR_KEY",
+    "make_anchor",
+    "anchor_offset",
+    "replaced_message",
     "reset_message",
     "batch_start",
     "parse_ending_offsets",
@@ -41,6 +46,9 @@ OFFSET_KEY = "offset"
 #: In an end offset: the batch reads from this offset instead of from its start offset (the
 #: stream was re-created and ``failOnDataLoss=false`` chose to go on at the new stream's start).
 RESET_KEY = "resetFrom"
+#: In an end offset ``n``: ``"<o>:<digest>"`` of the first stored message at or after ``n - 1``, so a
+#: later look-up can tell that the stream was replaced even when the new one is already longer.
+ANCHOR_KEY = "anchor"
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,34 @@ def reset_message(stream: str, checkpoint_offset: int, bounds: StreamBounds) -> 
         "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
         "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
         "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
+    )
+
+
+def make_anchor(offset: int, value: bytes | None) -> str:
+    """The anchor of a message: its offset and the SHA-256 (16 hex digits) of its body.
+
+    Only the body and the offset, so that both protocols (stream, AMQP 0-9-1) give the same anchor.
+    """
+    return f"{int(offset)}:{hashlib.sha256(value or b'').hexdigest()[:16]}"
+
+
+def anchor_offset(anchor: Any) -> int | None:
+    """The offset part of an anchor, or None when ``anchor`` is not one (absent, or from elsewhere)."""
+    if not isinstance(anchor, str) or ":" not in anchor:
+        return None
+    head = anchor.split(":", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def replaced_message(stream: str, checkpoint_offset: int, anchor_at: int) -> str:
+    """The words of the error (or warning) for a checkpoint whose last message is not there any more."""
+    return (
+        f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the message the "
+        f"query read at offset {anchor_at} is not the one stored there now (another body, or none). The stream "
+        "was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot tell "
+        "which of the new stream's messages it has read: resuming at the old offset would skip every new message "
+        "below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the new stream "
+        "from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
     )
 
 
