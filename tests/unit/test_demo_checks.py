@@ -87,3 +87,18 @@ def test_chart_is_a_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
                        {"stock.OrderPlaced": [(0.0, 500), (0.5, 250), (1.0, 0)], "payment.StockReserved": []},
                        "demo")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_read_table_reads_delta_and_missing_tables(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from safebunny.demo.tables import read_table
+
+    path = str(tmp_path / "payments")
+    assert read_table(path, ["orderId"]) == []
+    write_deltalake(path, pa.table({"orderId": ["a", "b"], "status": ["charged", "declined"], "x": [1, 2]}))
+    write_deltalake(path, pa.table({"orderId": ["c"], "status": ["charged"], "x": [3]}), mode="append")
+    rows = sorted(read_table(path, ["orderId", "status"]), key=lambda r: r["orderId"])
+    assert rows == [{"orderId": "a", "status": "charged"}, {"orderId": "b", "status": "declined"},
+                    {"orderId": "c", "status": "charged"}]
