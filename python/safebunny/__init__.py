@@ -17,7 +17,18 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     SafeBunnyPublishError,
 )
+from safebunny.exactly_once import (
+    BatchReport,
+    Inbox,
+    Outcome,
+    Step,
+    StepContext,
+    append,
+    emit,
+    merge,
+)
 from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
+from safebunny.session import activate, publish, read_stream
 
 __all__ = [
     "__version__",
@@ -28,6 +39,17 @@ __all__ = [
     "correlation_id_for",
     "new_correlation_id",
     "saga_start",
+    "Step",
+    "StepContext",
+    "BatchReport",
+    "Outcome",
+    "append",
+    "merge",
+    "emit",
+    "Inbox",
+    "activate",
+    "publish",
+    "read_stream",
     "SafeBunnyError",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",

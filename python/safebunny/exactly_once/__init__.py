@@ -1,3 +1,17 @@
-"""Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes, retention."""
+"""Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes, retention.
 
-__all__: list[str] = []
+- :mod:`.step`: :class:`Step`, the per-batch protocol run inside ``foreachBatch``;
+- :mod:`.outcome`: what a handler returns (:class:`Outcome`, :func:`append`, :func:`merge`, :func:`emit`);
+- :mod:`.context`: :class:`StepContext`, what a handler is told;
+- :mod:`.inbox`: the inbox table; :mod:`.delta_rs` and :mod:`.spark_delta`: the Delta backends;
+- :mod:`.effects`, :mod:`.emits`, :mod:`.materialize`, :mod:`.isolate`, :mod:`.outcome_log`: the
+  protocol's parts; :mod:`.retention`: maintenance.
+"""
+
+from safebunny.exactly_once.context import StepContext
+from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
+from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome, append, emit, merge
+from safebunny.exactly_once.step import BatchReport, Step
+
+__all__ = ["Step", "StepContext", "BatchReport", "Outcome", "Effect", "Emit", "FailedRow", "append", "merge",
+           "emit", "Inbox", "InboxRow", "DEFAULT_WINDOW"]

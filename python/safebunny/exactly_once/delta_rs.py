@@ -1,0 +1,122 @@
+"""Delta tables through delta-rs (``deltalake``), with an app transaction per batch.
+
+delta-rs records app transactions but does not skip a replay (writing ``(app_id, version)`` twice
+commits twice), so every write here reads the table's transaction version first and writes only
+when it is below the batch's version. Reads pass a pyarrow filesystem for local paths: reading on
+the default filesystem makes the process abort at exit (delta-rs#2184).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+from pyarrow import fs as pafs
+
+__all__ = ["DeltaPath", "is_path"]
+
+log = logging.getLogger("safebunny.inbox")
+T = TypeVar("T")
+_CONFLICT_RETRIES = 8
+
+
+def is_path(table: str) -> bool:
+    """A table given by path (``/...``, ``./...``, ``file:``, ``s3://``, ...) rather than by name."""
+    return "/" in table or "\\" in table or table.startswith(".") or "://" in table
+
+
+class DeltaPath:
+    """One Delta table at a path: transaction-checked appends and merges, filtered reads."""
+
+    def __init__(self, path: str) -> None:
+        self.path = _absolute(path)
+
+    # -- reading -------------------------------------------------------------------------------
+    def table(self) -> Any | None:
+        """The current ``DeltaTable``, or ``None`` when no table exists at the path yet."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import TableNotFoundError
+
+        try:
+            return DeltaTable(self.path)
+        except TableNotFoundError:
+            return None
+
+    def dataset(self, table: Any) -> pads.Dataset:
+        local = "://" not in self.path or self.path.startswith("file://")
+        filesystem = None
+        if local:
+            filesystem = pafs.SubTreeFileSystem(self.path.removeprefix("file://"), pafs.LocalFileSystem())
+        return table.to_pyarrow_dataset(filesystem=filesystem)
+
+    def read(self, filter_: Any = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        table = self.table()
+        if table is None:
+            return None
+        return self.dataset(table).to_table(filter=filter_, columns=list(columns) if columns else None)
+
+    def version_of(self, app_id: str) -> int | None:
+        table = self.table()
+        return None if table is None else table.transaction_version(app_id)
+
+    # -- writing (each a single commit carrying the app transaction) ---------------------------
+    def append(self, data: pa.Table, app_id: str, version: int, partition_by: Sequence[str] | None = None) -> bool:
+        """Append ``data`` unless ``(app_id, version)`` is already committed; True when written."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        def write() -> bool:
+            if _done(self.version_of(app_id), version):
+                return False
+            write_deltalake(self.path, data, mode="append", partition_by=list(partition_by) if partition_by else None,
+                            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+            return True
+
+        return _retry_conflicts(write, self.path)
+
+    def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int) -> bool:
+        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed."""
+        from deltalake import CommitProperties, Transaction
+
+        def write() -> bool:
+            table = self.table()
+            if table is None:
+                return self.append(data, app_id, version)
+            if _done(table.transaction_version(app_id), version):
+                return False
+            predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
+            (table.merge(data, predicate, source_alias="s", target_alias="t",
+                         commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+             .when_matched_update_all().when_not_matched_insert_all().execute())
+            return True
+
+        return _retry_conflicts(write, self.path)
+
+
+def _done(committed: int | None, version: int) -> bool:
+    return committed is not None and committed >= version
+
+
+def _absolute(path: str) -> str:
+    if "://" in path:
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _retry_conflicts(write: Callable[[], T], path: str) -> T:
+    """Rerun ``write`` when another writer committed first (delta-rs does not retry by itself)."""
+    from deltalake.exceptions import CommitFailedError
+
+    for attempt in range(1, _CONFLICT_RETRIES + 1):
+        try:
+            return write()
+        except CommitFailedError as exc:
+            if attempt == _CONFLICT_RETRIES:
+                raise
+            log.info("concurrent commit on %s (%s); retrying (%d/%d)", path, exc, attempt, _CONFLICT_RETRIES)
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")

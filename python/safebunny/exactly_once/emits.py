@@ -1,0 +1,90 @@
+"""Emits to publishable rows: bodies, derived ids, correlation and causation ids.
+
+Pure (pyarrow in, pyarrow out), so the id rule is tested without Spark or a broker. An output's id
+is ``message_id(cause, node, type, index)``; the index comes from the data, never from arrival
+order: the ``outputIndex`` column when the handler gives one, else the rank of the output's body
+among the cause's outputs of that type (identical outputs are interchangeable, so any order of
+them gives the same set of ids).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.ids import message_id
+
+__all__ = ["PUBLISH_SCHEMA", "RESERVED", "build_publish_rows", "body_of"]
+
+#: Columns that are not part of a JSON body.
+RESERVED = frozenset({"messageId", "outputIndex", "value"})
+
+PUBLISH_SCHEMA = pa.schema([
+    ("value", pa.binary()),
+    ("messageId", pa.string()),
+    ("correlationId", pa.string()),
+    ("causationId", pa.string()),
+    ("type", pa.string()),
+    ("exchange", pa.string()),
+    ("routingKey", pa.string()),
+    ("contentType", pa.string()),
+])
+
+
+def body_of(row: Mapping[str, Any]) -> tuple[bytes, str]:
+    """(body, content type): the ``value`` column as is, else the other columns as a JSON object."""
+    if "value" in row and row["value"] is not None:
+        value = row["value"]
+        if isinstance(value, str):
+            return value.encode("utf-8"), "text/plain; charset=utf-8"
+        return bytes(value), "application/octet-stream"
+    fields = {k: v for k, v in row.items() if k not in RESERVED}
+    return orjson.dumps(fields, default=str, option=orjson.OPT_SORT_KEYS), "application/json"
+
+
+def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchange: str, routing_key: str,
+                       correlation_of: Mapping[str, str | None], what: str) -> tuple[pa.Table, dict[str, list[str]]]:
+    """Rows for the sink, and the ids emitted per cause.
+
+    ``correlation_of`` maps each cause (input message id) to its correlation id; ``what`` names
+    the emit in errors.
+    """
+    if "messageId" not in table.column_names:
+        raise SafeBunnyOptionError(
+            f"{what} has no 'messageId' column (columns: {table.column_names}). Keep the input message's "
+            "messageId in every emitted row: it is the cause the output's id is derived from.", "messageId")
+    rows = table.to_pylist()
+    per_cause: dict[str, list[tuple[int | None, bytes, str]]] = defaultdict(list)
+    for row in rows:
+        cause = row["messageId"]
+        if cause is None:
+            raise SafeBunnyOptionError(f"{what} has a row with a null 'messageId': {row!r}. Every output needs "
+                                       "its cause.", "messageId")
+        body, content_type = body_of(row)
+        per_cause[cause].append((row.get("outputIndex"), body, content_type))
+    out: dict[str, list[Any]] = {name: [] for name in PUBLISH_SCHEMA.names}
+    emitted: dict[str, list[str]] = {}
+    for cause, outputs in per_cause.items():
+        explicit = [o for o in outputs if o[0] is not None]
+        if explicit and len(explicit) != len(outputs):
+            raise SafeBunnyOptionError(f"{what}: some outputs of cause {cause} have an outputIndex and some do not; "
+                                       "give every row one, or none.", "outputIndex")
+        ranked = sorted(outputs, key=lambda o: (o[0] if o[0] is not None else 0, o[1]))
+        ids = []
+        for rank, (index, body, content_type) in enumerate(ranked):
+            mid = message_id(cause, node, message_type, index if index is not None else rank)
+            ids.append(mid)
+            correlation = correlation_of.get(cause) or cause
+            for name, value in (("value", body), ("messageId", mid), ("correlationId", correlation),
+                                ("causationId", cause), ("type", message_type), ("exchange", exchange),
+                                ("routingKey", routing_key), ("contentType", content_type)):
+                out[name].append(value)
+        if len(set(ids)) != len(ids):
+            raise SafeBunnyOptionError(f"{what}: two outputs of cause {cause} share an outputIndex.", "outputIndex")
+        emitted[cause] = ids
+    return pa.table(out, schema=PUBLISH_SCHEMA), emitted

@@ -1,0 +1,68 @@
+"""Isolating the rows that make a handler fail, by bisection, within a budget of sub-jobs.
+
+A batch is replayed exactly after a crash, so a row that makes the handler fail would fail the
+query at every restart. :func:`bisect` runs the handler on halves of the failing set until the
+failing rows stand alone; those are returned with the reason, the others with their results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+__all__ = ["Isolation", "bisect", "describe"]
+
+K = TypeVar("K")
+R = TypeVar("R")
+
+
+@dataclass
+class Isolation(Generic[K, R]):
+    """The results of the chunks that ran, and the keys that failed with their reasons."""
+
+    results: list[R] = field(default_factory=list)
+    failed: dict[K, tuple[str, str]] = field(default_factory=dict)  # key -> (error type, reason)
+    jobs: int = 0
+
+
+def describe(exc: BaseException, limit: int = 1500) -> tuple[str, str]:
+    """(error type, a one-paragraph reason) for an exception, Python and Spark errors alike."""
+    text = str(exc).strip()
+    for marker in ("Traceback (most recent call last)",):
+        if marker in text:  # Spark wraps the worker's traceback; keep its last line, which says what
+            lines = [ln for ln in text.splitlines() if ln.strip()]
+            text = next((ln for ln in reversed(lines) if not ln.startswith((" ", "\t", "at "))), lines[-1])
+    return type(exc).__name__, text[:limit]
+
+
+def bisect(keys: Sequence[K], run: Callable[[Sequence[K]], R], max_jobs: int = 64,
+           fatal: Callable[[BaseException], bool] = lambda exc: False) -> Isolation[K, R]:
+    """Run ``run(keys)``; on failure split the keys in halves and recurse, using at most
+    ``max_jobs`` calls. A single failing key is failed with the error; when the budget runs out, the
+    keys of every chunk still failing are failed together (a retry tier will take them one by one).
+    An error for which ``fatal(exc)`` is true is re-raised at once (a bug in the handler's plan, not
+    in the data).
+    """
+    out: Isolation[K, R] = Isolation()
+    pending: list[Sequence[K]] = [list(keys)] if keys else []
+    while pending:
+        chunk = pending.pop(0)
+        out.jobs += 1
+        try:
+            out.results.append(run(chunk))
+            continue
+        except Exception as exc:  # noqa: BLE001 - any failure of the handler's job is isolated
+            if fatal(exc):
+                raise
+            error = describe(exc)
+        if len(chunk) == 1 or out.jobs + len(pending) + 2 > max_jobs:
+            reason = error[1] if len(chunk) == 1 else (
+                f"{error[1]} (failed in a group of {len(chunk)} rows: the isolation budget of {max_jobs} "
+                "sub-jobs was spent; raise maxIsolationJobs to isolate further)")
+            for key in chunk:
+                out.failed[key] = (error[0], reason)
+            continue
+        half = len(chunk) // 2
+        pending[:0] = [chunk[:half], chunk[half:]]
+    return out

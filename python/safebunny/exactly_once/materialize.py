@@ -1,0 +1,123 @@
+"""Turning a handler's :class:`Outcome` into Arrow tables, keyed by target, before anything is written.
+
+Materializing first is what lets a failing row be isolated: the handler's Spark jobs all run here,
+and nothing has been applied or published yet when one of them fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
+
+__all__ = ["Materialized", "from_frames", "from_rows", "merge_all", "decisions_to_materialized"]
+
+
+@dataclass
+class Materialized:
+    """Effects and emits as Arrow tables, keyed by their target, plus failed rows by message id."""
+
+    effects: dict[tuple, tuple[Effect, pa.Table]] = field(default_factory=dict)
+    emits: dict[tuple, tuple[Emit, pa.Table]] = field(default_factory=dict)
+    failed: dict[str, FailedRow] = field(default_factory=dict)
+
+
+def _describe(item: Effect | Emit, index: int) -> str:
+    if isinstance(item, Effect):
+        return f"the DataFrame of effect #{index} ({item.kind} into {item.table!r})"
+    return f"the DataFrame of emit #{index} (type {item.type!r})"
+
+
+def from_frames(outcome: Outcome | None) -> Materialized:
+    """Collect every effect and emit DataFrame of ``outcome`` (this runs the handler's jobs)."""
+    out = Materialized()
+    if outcome is None:
+        return out
+    if not isinstance(outcome, Outcome):
+        raise SafeBunnyOptionError(
+            f"A step handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
+            "handler")
+    for index, item in enumerate([*outcome.effects, *outcome.emits]):
+        columns = getattr(item.data, "columns", None)
+        if columns is None:
+            raise SafeBunnyOptionError(f"{_describe(item, index)} is a {type(item.data).__name__}, not a DataFrame.",
+                                       "handler")
+        if "messageId" not in columns:
+            raise SafeBunnyOptionError(
+                f"{_describe(item, index)} has no 'messageId' column (columns: {list(columns)}). Keep the input "
+                "message's messageId in every row: it ties each output to its cause.", "messageId")
+        _add(out, item, item.data.toArrow())
+    for failed in outcome.failed:
+        out.failed[failed.message_id] = failed
+    return out
+
+
+def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
+    """A row handler's outcome as a JSON-able decision (what the outcome log records)."""
+    decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
+    if outcome is None:
+        return decision
+    if not isinstance(outcome, Outcome):
+        raise SafeBunnyOptionError(
+            f"A row handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
+            "handler")
+    for effect in outcome.effects:
+        decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
+                                    "rows": _rows(effect.data, message_id)})
+    for item in outcome.emits:
+        decision["emits"].append({"type": item.type, "exchange": item.exchange, "routing_key": item.routing_key,
+                                  "rows": _rows(item.data, message_id)})
+    return decision
+
+
+def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
+    items = [data] if isinstance(data, dict) else list(data or [])
+    rows = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise SafeBunnyOptionError(
+                f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
+                "handler")
+        rows.append({"messageId": message_id, **item})
+    return rows
+
+
+def merge_all(parts: Iterable[Materialized]) -> Materialized:
+    out = Materialized()
+    for part in parts:
+        for key, (item, table) in part.effects.items():
+            _add(out, item, table, key)
+        for key, (item, table) in part.emits.items():
+            _add(out, item, table, key)
+        out.failed.update(part.failed)
+    return out
+
+
+def decisions_to_materialized(decisions: dict[str, dict[str, Any]]) -> Materialized:
+    """Rebuild the tables from row decisions (first attempt or read back from the outcome log)."""
+    out = Materialized()
+    for message_id, decision in decisions.items():
+        if not decision["ok"]:
+            out.failed[message_id] = FailedRow(message_id, decision["reason"], decision.get("attempts", 1),
+                                               error_type=decision.get("error_type"))
+            continue
+        for e in decision["effects"]:
+            _add(out, Effect(e["kind"], None, e["table"], tuple(e["on"])), pa.Table.from_pylist(e["rows"]))
+        for m in decision["emits"]:
+            _add(out, Emit(None, m["type"], m["exchange"], m["routing_key"]), pa.Table.from_pylist(m["rows"]))
+    return out
+
+
+def _add(out: Materialized, item: Effect | Emit, table: pa.Table, key: tuple | None = None) -> None:
+    key = key or item.key
+    target = out.effects if isinstance(item, Effect) else out.emits
+    if key in target:
+        previous_item, previous = target[key]
+        target[key] = (previous_item, pa.concat_tables([previous, table], promote_options="permissive"))
+    else:
+        target[key] = (item, table)

@@ -1,0 +1,111 @@
+"""What a step's handler returns: :class:`Outcome`, made of effects (:func:`append`, :func:`merge`)
+and emits (:func:`emit`).
+
+The same three functions serve both kinds of handler: a DataFrame handler passes Spark DataFrames,
+a row handler (``rows=True``) passes plain dicts (or lists of dicts) for the message it was given.
+Every effect and emit row carries the ``messageId`` of the input message that caused it; a row
+handler may leave it out and the step fills in the current message's id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A write to a Delta table, applied exactly once per batch.
+
+    ``kind`` is ``"append"`` or ``"merge"``; ``table`` a path (written with delta-rs) or, when the
+    session has Delta, a table name; ``on`` the merge keys.
+    """
+
+    kind: str
+    data: Any
+    table: str
+    on: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str, tuple[str, ...]]:
+        return (self.kind, self.table, self.on)
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Messages to publish after the batch's effects, with ids derived from their causes.
+
+    ``type`` is the message type (the AMQP ``type`` property and the type slot of the derived id);
+    ``exchange``/``routing_key`` route it (a saga routes by node and type instead). The body is the
+    ``value`` column if there is one, else the row's other columns as a JSON object.
+    """
+
+    data: Any
+    type: str
+    exchange: str | None = None
+    routing_key: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str | None, str | None]:
+        return (self.type, self.exchange, self.routing_key)
+
+
+@dataclass(frozen=True)
+class FailedRow:
+    """An input message the handler could not process: its id, the reason, and the attempts made."""
+
+    message_id: str
+    reason: str
+    attempts: int = 1
+    correlation_id: str | None = None
+    error_type: str | None = None
+    row: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Outcome:
+    """What one handler call decided: Delta ``effects`` and messages to ``emits``.
+
+    ``failed`` is filled in by the step (rows isolated as failing); a handler may also add
+    :class:`FailedRow` entries itself for messages it rejects on purpose.
+    """
+
+    effects: Sequence[Effect] = field(default_factory=list)
+    emits: Sequence[Emit] = field(default_factory=list)
+    failed: list[FailedRow] = field(default_factory=list)
+
+
+def append(data: Any, table: str) -> Effect:
+    """Append ``data`` (a DataFrame, or dict rows in a row handler) to the Delta table ``table``."""
+    _check_table(table)
+    return Effect("append", data, table)
+
+
+def merge(data: Any, table: str, on: str | Sequence[str]) -> Effect:
+    """Upsert ``data`` into ``table``: rows matching on the ``on`` columns are updated, others inserted."""
+    _check_table(table)
+    keys = (on,) if isinstance(on, str) else tuple(on)
+    if not keys or not all(isinstance(k, str) and k for k in keys):
+        from safebunny.errors import SafeBunnyOptionError
+
+        raise SafeBunnyOptionError(f"merge(..., on=...) needs one or more column names; got {on!r}.", "on")
+    return Effect("merge", data, table, keys)
+
+
+def emit(data: Any, type: str, exchange: str | None = None, routing_key: str | None = None) -> Emit:  # noqa: A002
+    """Publish one message per row of ``data`` with type ``type``, after the batch's effects."""
+    if not isinstance(type, str) or not type:
+        from safebunny.errors import SafeBunnyOptionError
+
+        raise SafeBunnyOptionError(f"emit(..., type=...) needs a message type; got {type!r}.", "type")
+    return Emit(data, type, exchange, routing_key)
+
+
+def _check_table(table: str) -> None:
+    if not isinstance(table, str) or not table:
+        from safebunny.errors import SafeBunnyOptionError
+
+        raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {table!r}.", "table")
