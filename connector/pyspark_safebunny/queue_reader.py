@@ -41,6 +41,7 @@ from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
+from safebunny.saga.breaker import paused_until
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
 
@@ -86,6 +87,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self.options = options
         self.schema = schema
         self.queue: str = options["queue"]
+        self.pause_file: str | None = options.get("pauseFile")
         self.include_headers: bool = options["includeHeaders"]
         self.max_messages: int | None = options["maxMessagesPerTrigger"]
         self.max_bytes: int | None = options["maxBytesPerTrigger"]
@@ -153,6 +155,17 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         seq, tick = int(start["seq"]), int(start.get("tick", 0))
         self._last_seq = seq
         consumer = self._consumer_()
+        if self.pause_file and paused_until(self.pause_file) is not None:
+            if self._pending:  # let Spark commit what is planned, then let go of the prefetch
+                return {"seq": seq, "tick": tick + 1}
+            if not consumer.suspended:
+                log.warning("queue %r: paused by %s; returning prefetched messages to the queue", self.queue,
+                            self.pause_file)
+                consumer.suspend()
+            return start
+        if consumer.suspended:
+            log.warning("queue %r: pause over; consuming again", self.queue)
+            consumer.resume()
         journal = self._journal_()
         count, max_bytes = self._limits(limit)
         first_wait = self.options["pollTimeoutMs"] / 1000.0

@@ -7,8 +7,10 @@ which Spark finds by itself once the package is installed.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+from safebunny.amqp import topology
 from safebunny.errors import (
     SafeBunnyBrokerError,
     SafeBunnyDataLossError,
@@ -28,6 +30,7 @@ from safebunny.exactly_once import (
     merge,
 )
 from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
+from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
 from safebunny.session import activate, publish, read_stream
 
 __all__ = [
@@ -50,6 +53,11 @@ __all__ = [
     "activate",
     "publish",
     "read_stream",
+    "Saga",
+    "Retry",
+    "StepStatus",
+    "TraceEntry",
+    "topology",
     "SafeBunnyError",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
@@ -59,6 +67,8 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+# `import safebunny.topology` works too: the saga topology lives beside the AMQP client
+sys.modules.setdefault("safebunny.topology", topology)
 FORMAT = "safebunny"
 
 

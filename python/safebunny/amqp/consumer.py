@@ -74,6 +74,7 @@ class QueueConsumer:
         self._stopping = threading.Event()
         self._ready = threading.Event()
         self._cancelled = threading.Event()  # the broker cancelled our consumer (queue deleted)
+        self._suspended = threading.Event()  # paused by a circuit breaker: no connection, nothing buffered
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
         self.backlog: int = 0
@@ -123,6 +124,15 @@ class QueueConsumer:
         backoff = 0.5
         while not self._stopping.is_set():
             try:
+                if self._suspended.is_set():
+                    if self._connection is not None:
+                        self._close_quietly()
+                        self._connection = None
+                        self._ready.clear()
+                        with self._cond:
+                            self._buffer.clear()
+                    self._stopping.wait(0.2)
+                    continue
                 if self._connection is None or self._connection.is_closed:
                     self._reconnect_after_loss()
                 self._connection.process_data_events(time_limit=0.2)
@@ -184,6 +194,19 @@ class QueueConsumer:
                 self._connection.close()
         except Exception:
             pass
+
+    def suspend(self) -> None:
+        """Stop consuming: the I/O thread closes the connection (the broker requeues what was prefetched)
+        and drops the buffer. Call it only when no taken delivery waits for its ack."""
+        self._suspended.set()
+
+    def resume(self) -> None:
+        """Consume again after :meth:`suspend` (a new channel generation)."""
+        self._suspended.clear()
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended.is_set()
 
     def stop(self) -> None:
         """Stop the I/O thread and close the connection (unacked messages are requeued)."""
@@ -269,13 +292,17 @@ class QueueConsumer:
         """
         if generation != self.generation:
             return False
-        channel = self._channel
 
-        def ack() -> None:
-            channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
+        def ack() -> bool:
+            # on the I/O thread, which alone replaces the channel: generation and channel agree here
+            if generation != self.generation or self._channel is None or not self._channel.is_open:
+                return False
+            self._channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
+            return True
 
         try:
-            self._call(ack)
+            if not self._call(ack):
+                return False
         except Exception as exc:
             log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
                         self.queue, delivery_tag, exc)

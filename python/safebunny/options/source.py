@@ -46,6 +46,10 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("journalLocation", parse_str, values="directory or URI",
                doc="Classic and quorum queues: where each batch's messages are written before its offset "
                    "is returned, on storage every executor can read (DBFS/S3 on a cluster). Required there."),
+    OptionSpec("pauseFile", parse_str, values="file path",
+               doc="Classic and quorum queues: a circuit breaker's control file. While it holds a time in the "
+                   "future (epoch seconds), the query takes nothing and returns its prefetched messages to the "
+                   "queue; it resumes by itself. `safebunny.Saga.pause` writes it."),
     OptionSpec("maxMessagesPerTrigger", parse_int(1), values="integer >= 1",
                doc="At most this many messages per micro-batch (Spark's ReadMaxRows). Also bounds the "
                    "prefetch, so the reader's memory."),

@@ -1,0 +1,285 @@
+"""A saga's RabbitMQ topology by node and message type, declared idempotently.
+
+For a saga named ``S`` (see README, Sagas):
+
+- one durable topic exchange ``S``; messages of type ``T`` sent by node ``N`` carry the routing key
+  ``N.T``; its alternate exchange ``S.unrouted`` (fanout) keeps what no step consumes in the stream
+  queue ``S.unrouted``, so a publish never fails for lack of a consumer;
+- per step (node ``C`` consuming ``T`` from node ``F``) the consumer queue ``S.C.T`` (quorum by
+  default, ``x-delivery-limit`` set explicitly, dead-lettering past it to the poison queue) bound
+  to ``F.T``;
+- per consumer queue a ladder of retry queues ``S.C.T.retry.<i>`` (one per delay, per-queue TTL,
+  dead-lettering back to ``S.C.T`` through the default exchange, so no other node sees a copy);
+- per consumer queue a poison queue ``S.C.T.poison``, a stream queue (browsable by offset with
+  ``spark.read``).
+
+Before anything is created, every queue that already exists is checked against the arguments we
+would declare; a difference raises :class:`SafeBunnyTopologyError` naming the queue, the argument,
+both values and what to do. The naming and argument functions are pure; a saga is duck-typed
+(``name``, ``steps`` with ``node``/``consumes``/``from_node``, ``retry.delays_ms``, ``quorum``,
+``delivery_limit``), so this module does not depend on :mod:`safebunny.saga`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+
+__all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
+           "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "plan", "declare", "show",
+           "delete", "depths", "unrouted_name", "parse_inequivalent"]
+
+_FORBIDDEN = re.compile(r"[.*#\s/]")
+
+
+class SafeBunnyTopologyError(SafeBunnyError):
+    """A queue or exchange exists with other arguments than the saga declares."""
+
+
+def check_name(kind: str, value: str) -> str:
+    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
+    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
+        raise SafeBunnyOptionError(
+            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
+            f"key syntax); got {value!r}.", kind)
+    return value
+
+
+def exchange_name(saga: Any) -> str:
+    return check_name("saga", saga.name)
+
+
+def routing_key(node: str, message_type: str) -> str:
+    return f"{check_name('node', node)}.{check_name('type', message_type)}"
+
+
+def queue_name(saga: Any, node: str, message_type: str) -> str:
+    return f"{exchange_name(saga)}.{routing_key(node, message_type)}"
+
+
+def retry_queue_name(saga: Any, node: str, message_type: str, tier: int) -> str:
+    return f"{queue_name(saga, node, message_type)}.retry.{tier}"
+
+
+def poison_queue_name(saga: Any, node: str, message_type: str) -> str:
+    return f"{queue_name(saga, node, message_type)}.poison"
+
+
+def unrouted_name(saga: Any) -> str:
+    return f"{exchange_name(saga)}.unrouted"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A queue to declare: its name, role (consumer, retry, poison, unrouted) and arguments."""
+
+    name: str
+    role: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    step: str = ""
+
+
+@dataclass(frozen=True)
+class Binding:
+    exchange: str
+    queue: str
+    routing_key: str
+
+
+@dataclass
+class Topology:
+    """Everything a saga declares."""
+
+    exchange: str
+    unrouted_exchange: str
+    queues: list[QueueSpec]
+    bindings: list[Binding]
+
+    def rows(self, depths: dict[str, tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
+        """One row per queue (name, role, step, bound to, arguments, ready/unacked when known)."""
+        bound = {b.queue: b.routing_key for b in self.bindings}
+        out = []
+        for q in self.queues:
+            row = {"queue": q.name, "role": q.role, "step": q.step, "bound_to": bound.get(q.name, ""),
+                   "arguments": dict(q.arguments)}
+            if depths is not None:
+                depth = depths.get(q.name)
+                row["messages"] = None if depth is None else depth[0]
+                row["consumers"] = None if depth is None else depth[1]
+            out.append(row)
+        return out
+
+
+def plan(saga: Any) -> Topology:
+    """The saga's topology, computed without a broker."""
+    exchange = exchange_name(saga)
+    unrouted = unrouted_name(saga)
+    queues = [QueueSpec(unrouted, "unrouted", {"x-queue-type": "stream", "x-max-age": "7D"})]
+    bindings = [Binding(unrouted, unrouted, "")]
+    for step in saga.steps:
+        label = f"{step.node}.{step.consumes}"
+        consumer = queue_name(saga, step.node, step.consumes)
+        poison = poison_queue_name(saga, step.node, step.consumes)
+        args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": poison}
+        if saga.quorum:
+            args.update({"x-queue-type": "quorum", "x-delivery-limit": int(saga.delivery_limit)})
+        else:
+            args["x-queue-type"] = "classic"
+        queues.append(QueueSpec(consumer, "consumer", args, label))
+        bindings.append(Binding(exchange, consumer, routing_key(step.from_node, step.consumes)))
+        for tier, delay_ms in enumerate(saga.retry.delays_ms):
+            queues.append(QueueSpec(retry_queue_name(saga, step.node, step.consumes, tier), "retry", {
+                "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": consumer}, label))
+        queues.append(QueueSpec(poison, "poison", {"x-queue-type": "stream"}, label))
+    return Topology(exchange, unrouted, queues, bindings)
+
+
+_INEQUIVALENT = re.compile(
+    r"inequivalent arg '(?P<arg>[^']+)' for (?P<what>queue|exchange) '(?P<name>[^']+)'.*?received "
+    r"(?:the value '(?P<ours>[^']*)'(?: of type '[^']+')?|none) but current is "
+    r"(?:the value '(?P<theirs>[^']*)'(?: of type '[^']+')?|none)")
+
+
+def parse_inequivalent(text: str) -> dict[str, str] | None:
+    """The argument, object and both values from a broker's 406 ``inequivalent arg`` reply."""
+    m = _INEQUIVALENT.search(text)
+    if not m:
+        return None
+    return {"arg": m["arg"], "what": m["what"], "name": m["name"], "ours": m["ours"] or "none",
+            "theirs": m["theirs"] or "none"}
+
+
+def _mismatch(text: str, name: str) -> SafeBunnyTopologyError:
+    found = parse_inequivalent(text)
+    if found is None:
+        return SafeBunnyTopologyError(
+            f"{name!r} exists with other arguments than the saga declares ({text}). Delete it after draining it, "
+            "or change the saga's settings to match.")
+    return SafeBunnyTopologyError(
+        f"{found['what'].capitalize()} {found['name']!r} exists with {found['arg']} = {found['theirs']}, but the "
+        f"saga declares {found['arg']} = {found['ours']}. Nothing was changed. Either drain and delete the "
+        f"{found['what']} (e.g. rabbitmqctl delete_queue {found['name']}) so the saga can declare it, or change "
+        "the saga's settings (retry delays, quorum, delivery_limit) to match what exists.")
+
+
+def _channel(uri: str, action: str) -> tuple[Any, Any]:
+    from safebunny.amqp.connection import open_blocking
+
+    conn = open_blocking(uri, action=action)
+    return conn, conn.channel()
+
+
+@contextlib.contextmanager
+def _quiet_pika() -> Iterator[None]:
+    """pika logs a broker's 404 to a passive declare as a warning; here a 404 is an answer, not a problem."""
+    logger = logging.getLogger("pika.channel")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _exists(conn: Any, kind: str, name: str) -> bool:
+    import pika.exceptions
+
+    ch = conn.channel()
+    try:
+        if kind == "queue":
+            ch.queue_declare(name, passive=True)
+        else:
+            ch.exchange_declare(name, passive=True)
+        ch.close()
+        return True
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        if exc.reply_code == 404:
+            return False
+        raise
+
+
+def declare(saga: Any) -> Topology:
+    """Check what exists, then declare the saga's exchange, queues and bindings (idempotent)."""
+    import pika.exceptions
+
+    topo = plan(saga)
+    conn, _ = _channel(saga.connection_uri, f"declare the topology of saga {saga.name!r}")
+    try:
+        # 1. check every existing queue with a declare of our arguments on a throwaway channel: the broker
+        #    answers 406 (changing nothing) when they differ; nothing new is created until all agree
+        for q in topo.queues:
+            with _quiet_pika():
+                if not _exists(conn, "queue", q.name):
+                    continue
+            ch = conn.channel()
+            try:
+                ch.queue_declare(q.name, durable=True, arguments=q.arguments)
+                ch.close()
+            except pika.exceptions.ChannelClosedByBroker as exc:
+                raise _mismatch(str(exc.reply_text), q.name) from None
+        # 2. declare
+        ch = conn.channel()
+        try:
+            ch.exchange_declare(topo.unrouted_exchange, "fanout", durable=True)
+            ch.exchange_declare(topo.exchange, "topic", durable=True,
+                                arguments={"alternate-exchange": topo.unrouted_exchange})
+        except pika.exceptions.ChannelClosedByBroker as exc:
+            raise _mismatch(str(exc.reply_text), topo.exchange) from None
+        for q in topo.queues:
+            ch.queue_declare(q.name, durable=True, arguments=q.arguments)
+        for b in topo.bindings:
+            ch.queue_bind(b.queue, b.exchange, b.routing_key)
+    finally:
+        conn.close()
+    return topo
+
+
+def depths(saga: Any, names: list[str] | None = None) -> dict[str, tuple[int, int] | None]:
+    """``{queue: (messages ready, consumers)}`` by passive declares (``None`` for a missing queue)."""
+    import pika.exceptions
+
+    names = names if names is not None else [q.name for q in plan(saga).queues]
+    out: dict[str, tuple[int, int] | None] = {}
+    conn, _ = _channel(saga.connection_uri, f"read the queue depths of saga {saga.name!r}")
+    try:
+        for name in names:
+            ch = conn.channel()
+            try:
+                with _quiet_pika():
+                    ok = ch.queue_declare(name, passive=True)
+                out[name] = (ok.method.message_count, ok.method.consumer_count)
+                ch.close()
+            except pika.exceptions.ChannelClosedByBroker:
+                out[name] = None
+    finally:
+        conn.close()
+    return out
+
+
+def show(saga: Any) -> list[dict[str, Any]]:
+    """The topology as rows, with each queue's depth on the broker (``None`` when not declared)."""
+    topo = plan(saga)
+    return topo.rows(depths(saga, [q.name for q in topo.queues]))
+
+
+def delete(saga: Any) -> list[str]:
+    """Delete the saga's queues and exchanges (what a demo or a test left behind); the deleted names."""
+    topo = plan(saga)
+    conn, ch = _channel(saga.connection_uri, f"delete the topology of saga {saga.name!r}")
+    deleted = []
+    try:
+        for q in topo.queues:
+            ch.queue_delete(q.name)
+            deleted.append(q.name)
+        ch.exchange_delete(topo.exchange)
+        ch.exchange_delete(topo.unrouted_exchange)
+    finally:
+        conn.close()
+    return deleted

@@ -1,0 +1,98 @@
+"""``safebunny.Saga``'s step definitions and the handler wrapper that parses bodies with a step's schema."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from safebunny.amqp.topology import check_name
+from safebunny.exactly_once import FailedRow, Outcome
+
+__all__ = ["SagaStep", "MalformedMessage", "parse_frames", "parse_row", "wrap", "CORRUPT"]
+
+CORRUPT = "_safebunny_corrupt"
+
+
+class MalformedMessage(ValueError):
+    """A message body that does not parse with the step's schema (goes to poison at once)."""
+
+
+@dataclass
+class SagaStep:
+    """One step: node ``node`` consumes ``consumes`` sent by ``from_node``; ``handler(df_or_row, ctx)``."""
+
+    node: str
+    consumes: str
+    from_node: str
+    schema: str
+    handler: Callable[..., Any]
+    produces: Sequence[str] = ()
+    rows: bool = False
+    compensates: str | None = None
+    fails_as: str | None = None
+    batch_size: int = 1000
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for kind, value in (("node", self.node), ("type", self.consumes), ("node", self.from_node)):
+            check_name(kind, value)
+        for t in self.produces:
+            check_name("type", t)
+        if self.fails_as:
+            check_name("type", self.fails_as)
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}.{self.consumes}"
+
+
+def parse_frames(step: SagaStep, batch: Any) -> tuple[Any, list[FailedRow]]:
+    """The batch with the body's fields as columns, and the rows whose body does not parse."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType.fromDDL(step.schema) if isinstance(step.schema, str) else step.schema
+    with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
+    body = F.col("value").cast("string")
+    parsed = batch.withColumn("_safebunny_body", F.from_json(
+        body, with_corrupt, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}))
+    bad_flag = F.col(f"_safebunny_body.{CORRUPT}").isNotNull() | F.col("_safebunny_body").isNull() | body.isNull()
+    parsed = parsed.withColumn("_safebunny_bad", bad_flag)
+    bad = [FailedRow(r["messageId"], f"the body does not parse as JSON with the schema '{step.schema}': "
+                     f"{(r['text'] or '<empty>')[:200]!r}", 1, r["correlationId"], MalformedMessage.__name__)
+           for r in parsed.where("_safebunny_bad").select("messageId", "correlationId", body.alias("text")).collect()]
+    keep = [c for c in batch.columns if c not in schema.fieldNames()]
+    good = parsed.where(~F.col("_safebunny_bad")).select(*keep, *[F.col(f"_safebunny_body.{f}").alias(f)
+                                                                  for f in schema.fieldNames()])
+    return good, bad
+
+
+def parse_row(step: SagaStep, row: dict[str, Any]) -> dict[str, Any]:
+    """A row handler's message with its body's fields merged in; :class:`MalformedMessage` if it does not parse."""
+    try:
+        fields = orjson.loads(row.get("value") or b"")
+    except orjson.JSONDecodeError as exc:
+        raise MalformedMessage(f"the body is not JSON ({exc}): {(row.get('value') or b'')[:200]!r}") from None
+    if not isinstance(fields, dict):
+        raise MalformedMessage(f"the body is JSON but not an object: {(row.get('value') or b'')[:200]!r}")
+    return {**row, **fields}
+
+
+def wrap(step: SagaStep) -> Callable[[Any, Any], Outcome | None]:
+    """The function the underlying :class:`safebunny.Step` calls: parse, then the user's handler."""
+    if step.rows:
+        def per_row(row: dict[str, Any], ctx: Any) -> Outcome | None:
+            return step.handler(parse_row(step, row), ctx)
+
+        return per_row
+
+    def per_batch(batch: Any, ctx: Any) -> Outcome | None:
+        good, bad = parse_frames(step, batch)
+        outcome = step.handler(good, ctx) or Outcome()
+        outcome.failed = [*outcome.failed, *bad]
+        return outcome
+
+    return per_batch

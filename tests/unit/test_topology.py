@@ -1,0 +1,57 @@
+"""Saga topology naming, arguments and the broker's 406 parsing, without a broker."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from safebunny import Retry
+from safebunny.amqp import topology
+from safebunny.errors import SafeBunnyOptionError
+
+
+def _saga(quorum=True):
+    steps = [SimpleNamespace(node="stock", consumes="OrderPlaced", from_node="orders"),
+             SimpleNamespace(node="payment", consumes="StockReserved", from_node="stock")]
+    return SimpleNamespace(name="fulfilment", steps=steps, retry=Retry(delays=("10s", "1m")), quorum=quorum,
+                           delivery_limit=50)
+
+
+def test_names_follow_node_and_type():
+    saga = _saga()
+    assert topology.exchange_name(saga) == "fulfilment"
+    assert topology.routing_key("stock", "StockReserved") == "stock.StockReserved"
+    assert topology.queue_name(saga, "payment", "StockReserved") == "fulfilment.payment.StockReserved"
+    assert topology.retry_queue_name(saga, "payment", "StockReserved", 1) == "fulfilment.payment.StockReserved.retry.1"
+    assert topology.poison_queue_name(saga, "stock", "OrderPlaced") == "fulfilment.stock.OrderPlaced.poison"
+
+
+@pytest.mark.parametrize("bad", ["", "a.b", "a*", "a#", "a b", "a/b"])
+def test_routing_syntax_is_refused_in_names(bad):
+    with pytest.raises(SafeBunnyOptionError, match="must be non-empty"):
+        topology.routing_key(bad, "T")
+
+
+def test_plan_declares_consumer_retry_and_poison_queues_with_explicit_arguments():
+    topo = topology.plan(_saga())
+    by_name = {q.name: q for q in topo.queues}
+    consumer = by_name["fulfilment.payment.StockReserved"]
+    assert consumer.arguments == {"x-queue-type": "quorum", "x-delivery-limit": 50, "x-dead-letter-exchange": "",
+                                  "x-dead-letter-routing-key": "fulfilment.payment.StockReserved.poison"}
+    tier = by_name["fulfilment.payment.StockReserved.retry.1"]
+    assert tier.arguments == {"x-queue-type": "classic", "x-message-ttl": 60_000, "x-dead-letter-exchange": "",
+                              "x-dead-letter-routing-key": "fulfilment.payment.StockReserved"}
+    assert by_name["fulfilment.payment.StockReserved.poison"].arguments == {"x-queue-type": "stream"}
+    assert topology.Binding("fulfilment", "fulfilment.payment.StockReserved", "stock.StockReserved") in topo.bindings
+    assert "x-delivery-limit" not in {q.name: q for q in topology.plan(_saga(quorum=False)).queues}[
+        "fulfilment.stock.OrderPlaced"].arguments
+
+
+def test_inequivalent_argument_replies_are_parsed():
+    text = ("PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'q.retry.0' in vhost '/': received the "
+            "value '10000' of type 'signedint' but current is the value '5000' of type 'long'")
+    assert topology.parse_inequivalent(text) == {"arg": "x-message-ttl", "what": "queue", "name": "q.retry.0",
+                                                 "ours": "10000", "theirs": "5000"}
+    none = ("PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': received the value "
+            "'quorum' of type 'longstr' but current is none")
+    assert topology.parse_inequivalent(none)["theirs"] == "none"
+    assert topology.parse_inequivalent("something else") is None
