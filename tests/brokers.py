@@ -54,6 +54,8 @@ class Broker:
     stream_port: int | None = None
     management_port: int | None = None
     stop: Callable[[], None] = field(default=lambda: None)
+    #: runs ``rabbitmqctl <args>`` against this broker; ``None`` when the tests cannot (a remote broker)
+    ctl: Callable[..., str] | None = None
 
 
 class ThrowawayBroker:
@@ -201,13 +203,14 @@ def acquire_broker() -> Broker:
         return Broker(env_uri, "SAFEBUNNY_TEST_AMQP_URI", stream_port=_stream_port_env())
     local = "amqp://guest:guest@127.0.0.1:5672/%2F"
     if amqp_answers(local):
-        return Broker(local, "the broker already running on 127.0.0.1:5672", stream_port=_probe(5552))
+        return Broker(local, "the broker already running on 127.0.0.1:5672", stream_port=_probe(5552),
+                      ctl=_local_ctl)
     errors = []
     if (RABBIT_BIN / "rabbitmq-server").exists():
         try:
             tb = ThrowawayBroker().start()
             return Broker(tb.uri, f"a throwaway rabbitmq-server on port {tb.port}", tb.stream_port,
-                          stop=tb.destroy)
+                          stop=tb.destroy, ctl=tb.ctl)
         except Exception as exc:  # fall through to the next choice
             errors.append(f"throwaway broker: {exc}")
     if _docker_answers():
@@ -229,9 +232,34 @@ def acquire_broker() -> Broker:
     )
 
 
-def _probe(port: int) -> int | None:
+def _local_ctl(*args: str, timeout: float = 60.0) -> str:
+    return subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, timeout=timeout, check=True).stdout
+
+
+def acquire_stream_broker(shared: Broker) -> Broker:
+    """A broker whose stream plugin answers: ``shared`` when it has one, else a throwaway broker with the
+    plugin (the machine's own RabbitMQ starts without it, and the tests do not change its plugins)."""
+    if shared.stream_port and _probe(shared.stream_port, host=_host(shared.uri)):
+        return shared
+    if (RABBIT_BIN / "rabbitmq-server").exists():
+        tb = ThrowawayBroker(plugins=("rabbitmq_stream",)).start()
+        return Broker(tb.uri, f"a throwaway rabbitmq-server with the stream plugin on ports {tb.port}/{tb.stream_port}"
+                      f" ({shared.origin} has no stream plugin)", tb.stream_port, stop=tb.destroy, ctl=tb.ctl)
+    raise RuntimeError(
+        f"The stream tests need the stream plugin, which {shared.origin} lacks, and no rabbitmq-server is installed "
+        "to start one with it: 'rabbitmq-plugins enable rabbitmq_stream' on the broker, or 'apt-get install "
+        "rabbitmq-server', or set SAFEBUNNY_TEST_AMQP_URI and SAFEBUNNY_TEST_STREAM_PORT to a broker that has it.")
+
+
+def _host(uri: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(uri).hostname or "127.0.0.1"
+
+
+def _probe(port: int, host: str = "127.0.0.1") -> int | None:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
+        with socket.create_connection((host, port), timeout=1):
             return port
     except OSError:
         return None

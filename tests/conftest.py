@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -19,13 +18,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from brokers import Broker, acquire_broker  # noqa: E402
+from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 _BROKER: Broker | None = None
+_STREAM_BROKER: Broker | None = None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -51,8 +51,38 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _STREAM_BROKER is not None and _STREAM_BROKER is not _BROKER:
+        _STREAM_BROKER.stop()
     if _BROKER is not None:
         _BROKER.stop()
+
+
+@pytest.fixture(scope="session")
+def stream_broker(broker: Broker, request: pytest.FixtureRequest) -> Broker:
+    """A broker with the stream plugin: the run's broker when it has one, else a throwaway one (said once)."""
+    global _STREAM_BROKER
+    if _STREAM_BROKER is None:
+        _STREAM_BROKER = acquire_stream_broker(broker)
+        if _STREAM_BROKER is not broker:
+            line = f"safebunny stream tests use {_STREAM_BROKER.origin}"
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            reporter.write_line(line, bold=True) if reporter is not None else print(line)
+    return _STREAM_BROKER
+
+
+def use_stream_broker() -> tuple:
+    """Module-level overrides of ``broker`` and ``amqp_uri`` for test modules about stream queues:
+    ``broker, amqp_uri = use_stream_broker()``; every fixture built on them follows."""
+
+    @pytest.fixture(scope="module", name="broker")
+    def _broker(stream_broker: Broker) -> Broker:
+        return stream_broker
+
+    @pytest.fixture(scope="module", name="amqp_uri")
+    def _amqp_uri(stream_broker: Broker) -> str:
+        return stream_broker.uri
+
+    return _broker, _amqp_uri
 
 
 @pytest.fixture(scope="session")
@@ -160,15 +190,9 @@ def publish_numbered(uri: str, queue: str, n: int, start: int = 0, body=None, **
 
 def queue_totals(broker: Broker, queue: str) -> tuple[int, int]:
     """``(ready, unacked)`` of ``queue`` as the broker counts them (rabbitmqctl)."""
-    from urllib.parse import urlsplit
-
-    port = urlsplit(broker.uri).port
-    if port != 5672:
-        raise RuntimeError("queue_totals needs rabbitmqctl access to the local broker")
-    out = subprocess.run(
-        ["rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages_ready",
-         "messages_unacknowledged"], capture_output=True, text=True, timeout=60, check=True,
-    ).stdout
+    if broker.ctl is None:
+        raise RuntimeError(f"queue_totals needs rabbitmqctl access to {broker.origin}")
+    out = broker.ctl("list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged")
     for line in out.splitlines():
         cols = line.split()
         if cols and cols[0] == queue:

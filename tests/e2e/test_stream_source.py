@@ -9,7 +9,11 @@ from urllib.parse import urlsplit, urlunsplit
 import pika
 import pytest
 
+from conftest import use_stream_broker
 from safebunny.streams.client import StreamEndpoint, open_stream_client
+
+# streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
+broker, amqp_uri = use_stream_broker()
 
 
 def _publish(uri: str, queue: str, n: int, start: int = 0, *, size: int = 0) -> None:

@@ -6,6 +6,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from conftest import use_stream_broker
 from safebunny.amqp.probe import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
@@ -16,6 +17,9 @@ from safebunny.amqp.probe import (
 )
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.streams.client import stream_protocol_answers
+
+# streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
+broker, amqp_uri = use_stream_broker()
 
 
 @pytest.fixture(scope="module")

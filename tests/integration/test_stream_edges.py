@@ -10,8 +10,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conftest import use_stream_broker
 from safebunny.errors import QueueNotFoundError, SafeBunnyDataLossError
 from safebunny.streams.client import AmqpStreamClient, RStreamClient, StreamEndpoint, stream_protocol_answers
+
+# streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
+broker, amqp_uri = use_stream_broker()
 
 SUBSCRIPTION_IDS = 256  # a subscription id is one byte in the stream protocol
 

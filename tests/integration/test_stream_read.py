@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import pika
 import pytest
 
+from conftest import use_stream_broker
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.streams.client import (
     AmqpStreamClient,
@@ -19,6 +20,9 @@ from safebunny.streams.client import (
     stream_protocol_answers,
 )
 from safebunny.streams.offsets import split_range
+
+# streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
+broker, amqp_uri = use_stream_broker()
 
 PROTOCOLS = ["stream", "amqp"]
 

@@ -15,7 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from conftest import use_stream_broker
 from safebunny.streams.client import stream_protocol_answers
+
+# streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
+broker, amqp_uri = use_stream_broker()
 
 
 def _without_rstream(code: str, **values: object) -> dict:
