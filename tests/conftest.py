@@ -58,16 +58,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def stream_broker(broker: Broker, request: pytest.FixtureRequest) -> Broker:
+def stream_broker() -> Broker:
     """A broker with the stream plugin: the run's broker when it has one, else a throwaway one (said once)."""
     global _STREAM_BROKER
+    if _BROKER is None:
+        pytest.fail("the stream_broker fixture is only for tests under tests/integration or tests/e2e")
     if _STREAM_BROKER is None:
-        _STREAM_BROKER = acquire_stream_broker(broker)
-        if _STREAM_BROKER is not broker:
-            line = f"safebunny stream tests use {_STREAM_BROKER.origin}"
-            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-            reporter.write_line(line, bold=True) if reporter is not None else print(line)
+        _STREAM_BROKER = acquire_stream_broker(_BROKER)
     return _STREAM_BROKER
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _STREAM_BROKER is not None:
+        terminalreporter.write_line(f"safebunny stream tests used {_STREAM_BROKER.origin}", bold=True)
 
 
 def use_stream_broker() -> tuple:

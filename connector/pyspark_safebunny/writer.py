@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
+from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.sink import parse_sink_options
 
@@ -129,6 +130,7 @@ class _Publishing:
                                 message_type=types[i], exchange=exchanges[i], routing_key=keys[i],
                                 output_index=indexes[i])
                     publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
+                crash_point("sink.mid_publish")  # published, not all confirmed: the crash tests' point
             counts = publisher.flush()
             healthy = True
         finally:

@@ -1,0 +1,38 @@
+"""A driver for the step crash tests: ``python step_crash_driver.py URI QUEUE OUT_QUEUE WORKDIR``.
+
+Reads QUEUE with safebunny (availableNow, 50 messages a batch) through a safebunny.Step with one Delta
+effect (``WORKDIR/effects``) and one emit to OUT_QUEUE; the test sets ``SAFEBUNNY_CRASH_AT`` to kill the
+whole driver at a named point, then runs it again from the same checkpoint.
+"""
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import safebunny
+
+uri, queue, out_queue, workdir = sys.argv[1:5]
+spark = (SparkSession.builder.master("local[2]").appName("safebunny-step-crash")
+         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+checkpoint = os.environ.get("SAFEBUNNY_TEST_CHECKPOINT", "ck")
+step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri)
+
+
+def bill(orders, ctx):
+    invoices = orders.select("messageId", F.col("value").cast("string").alias("order"))
+    return safebunny.Outcome(effects=[safebunny.append(invoices, os.path.join(workdir, "effects"))],
+                             emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
+                                                   routing_key=out_queue)])
+
+
+df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue).option("queueType", "classic")
+      .option("journalLocation", os.path.join(workdir, f"journal-{checkpoint}")).option("maxMessagesPerTrigger", "50")
+      .load())
+q = (df.writeStream.foreachBatch(step.foreach_batch(bill))
+     .option("checkpointLocation", os.path.join(workdir, checkpoint)).trigger(availableNow=True).start())
+q.awaitTermination()
+print("DRIVER-DONE", flush=True)
+spark.stop()
