@@ -1,0 +1,105 @@
+"""The exactly-once step's pure parts: emitted ids, bisection, the Spark Delta SQL; and the inbox on real
+delta-rs tables (no broker, no JVM)."""
+
+import datetime as dt
+import os
+import time
+
+import orjson
+import pyarrow as pa
+import pytest
+
+import safebunny
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.emits import build_publish_rows
+from safebunny.exactly_once.inbox import Inbox, InboxRow
+from safebunny.exactly_once.isolate import bisect
+from safebunny.exactly_once.retention import sweep_staging_files
+from safebunny.exactly_once.spark_delta import merge_sql, quote_name
+
+
+def _publish(rows, **kw):
+    return build_publish_rows(pa.Table.from_pylist(rows), node="billing", message_type="Invoice", exchange="",
+                              routing_key="q", correlation_of={"m1": "c1"}, what="emit #0", **kw)
+
+
+def test_emitted_ids_come_from_the_cause_and_the_data_not_the_order():
+    a, ids_a = _publish([{"messageId": "m1", "n": 1}, {"messageId": "m1", "n": 2}, {"messageId": "m2", "n": 3}])
+    b, ids_b = _publish([{"messageId": "m2", "n": 3}, {"messageId": "m1", "n": 2}, {"messageId": "m1", "n": 1}])
+    assert ids_a == {k: ids_b[k] for k in ids_a}
+    assert set(ids_a["m2"]) == {safebunny.message_id("m2", "billing", "Invoice", 0)}
+    row = a.to_pylist()[0]
+    assert row["correlationId"] == "c1" and row["causationId"] == "m1" and orjson.loads(row["value"]) in (
+        {"n": 1}, {"n": 2})
+    assert a.to_pylist()[2]["correlationId"] == "m2"  # no correlation id known: the cause's id
+
+
+def test_an_explicit_output_index_wins_and_must_be_unique():
+    _, ids = _publish([{"messageId": "m1", "outputIndex": 7, "value": "x"}])
+    assert ids["m1"] == [safebunny.message_id("m1", "billing", "Invoice", 7)]
+    with pytest.raises(SafeBunnyOptionError, match="share an outputIndex"):
+        _publish([{"messageId": "m1", "outputIndex": 1, "value": "x"}, {"messageId": "m1", "outputIndex": 1,
+                                                                         "value": "y"}])
+
+
+def test_an_emit_without_message_id_names_it():
+    with pytest.raises(SafeBunnyOptionError, match="emit #0 has no 'messageId'"):
+        _publish([{"orderId": "o1"}])
+
+
+def test_bisection_isolates_the_failing_keys_within_the_budget():
+    bad = {3, 11}
+
+    def run(keys):
+        if bad & set(keys):
+            raise ValueError(f"bad {sorted(bad & set(keys))}")
+        return list(keys)
+
+    out = bisect(list(range(16)), run, max_jobs=64)
+    assert set(out.failed) == bad and sorted(k for r in out.results for k in r) == sorted(set(range(16)) - bad)
+    tight = bisect(list(range(16)), run, max_jobs=3)
+    assert bad <= set(tight.failed) and "isolation budget" in next(iter(tight.failed.values()))[1]
+
+
+def test_plan_errors_are_not_isolated():
+    def run(keys):
+        raise KeyError("no such column")
+
+    with pytest.raises(KeyError):
+        bisect([1, 2], run, fatal=lambda exc: isinstance(exc, KeyError))
+
+
+def test_spark_delta_sql_quotes_names():
+    assert quote_name("main.sb.in`box") == "`main`.`sb`.`in``box`"
+    assert merge_sql("main.sb.orders", "src", ["orderId", "sku"]) == (
+        "MERGE INTO `main`.`sb`.`orders` AS t USING `src` AS s ON t.`orderId` = s.`orderId` AND t.`sku` = s.`sku` "
+        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+
+
+def test_inbox_dedupes_within_the_window_and_excludes_its_own_batch(tmp_path):
+    inbox = Inbox(str(tmp_path / "inbox"), "billing", window=dt.timedelta(days=7))
+    other = Inbox(str(tmp_path / "inbox"), "shipping")
+    now = dt.datetime(2026, 11, 22, tzinfo=dt.timezone.utc)
+    assert inbox.record([InboxRow("a", "c", None), InboxRow("b", "c", None, "failed", "boom")], "E1", 0, now=now)
+    assert not inbox.record([InboxRow("a", "c", None)], "E1", 0, now=now)  # a replay of the marker: no-op
+    assert other.record([InboxRow("z", "c", None)], "E1", 0, now=now)
+    assert inbox.batch_done("E1", 0) and not inbox.batch_done("E1", 1) and not inbox.batch_done("E2", 0)
+    assert inbox.seen(["a", "b", "z"], "E1", 1, now=now) == {"a"}  # failed rows are not processed; other nodes
+    assert inbox.seen(["a"], "E1", 0, now=now) == set()  # the batch's own rows do not count against it
+    assert inbox.seen(["a"], "E1", 1, now=now + dt.timedelta(days=8)) == set()  # outside the window
+    assert len(inbox.rows("c", all_nodes=True)) == 3
+
+
+def test_maintain_drops_old_partitions_and_sweeps_staging_files(tmp_path):
+    path = str(tmp_path / "inbox")
+    inbox = Inbox(path, "billing", window=dt.timedelta(days=7))
+    old = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    inbox.record([InboxRow("old", None, None)], "E", 0, now=old)
+    inbox.record([InboxRow("new", None, None)], "E", 1, now=old + dt.timedelta(days=30))
+    stale = os.path.join(path, "part-0001.parquet#1")
+    open(stale, "w").close()
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    done = inbox.maintain(now=old + dt.timedelta(days=30))
+    assert done["deleted"] == 1 and done["swept"] == 1 and not os.path.exists(stale)
+    assert [r["messageId"] for r in inbox.rows().to_pylist()] == ["new"]
+    assert sweep_staging_files(path) == 0
