@@ -38,9 +38,7 @@ __all__ = [
     "summarize",
 ]
 
-LOG = logging.getLogger("safebunny.sink")
-if LOG.level == logging.NOTSET:  # the per-batch summaries are INFO; the application may still lower this
-    LOG.setLevel(logging.INFO)
+LOG = logging.getLogger("safebunny.sink")  # per-batch summaries at INFO: SAFEBUNNY_LOG_LEVEL=INFO (safebunny.logs)
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark's MicroBatchExecution on every task
 
 

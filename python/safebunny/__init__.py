@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from safebunny import logs as _logs
 from safebunny.amqp import topology
 from safebunny.errors import (
     SafeBunnyBrokerError,
@@ -67,6 +68,7 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+_logs.install()
 # `import safebunny.topology` works too: the saga topology lives beside the AMQP client
 sys.modules.setdefault("safebunny.topology", topology)
 FORMAT = "safebunny"
