@@ -25,7 +25,7 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5"],
+        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4"],
         "bench": ["matplotlib", "psutil", "tqdm", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now
     },

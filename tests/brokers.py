@@ -220,10 +220,26 @@ def acquire_broker() -> Broker:
             "testcontainers.rabbitmq", "start a RabbitMQ container for the tests (a Docker engine answers)",
         ).RabbitMqContainer
 
-        container = RabbitMqContainer("rabbitmq:3.13").start()
+        # the stream plugin on, and its port bound 1:1 so the port the broker advertises is the one we reach
+        stream_port = free_port()
+        container = (RabbitMqContainer("rabbitmq:3.13")
+                     .with_bind_ports(5552, stream_port)
+                     .with_env("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS",
+                               "-rabbitmq_stream advertised_host 127.0.0.1 "
+                               f"-rabbitmq_stream advertised_port {stream_port}")
+                     .with_command("bash -c 'rabbitmq-plugins enable --offline rabbitmq_stream && "
+                                   "exec docker-entrypoint.sh rabbitmq-server'")
+                     .start())
         host, port = container.get_container_host_ip(), container.get_exposed_port(5672)
-        return Broker(f"amqp://guest:guest@{host}:{port}/%2F", "testcontainers' RabbitMQ",
-                      stop=container.stop)
+
+        def ctl(*args: str, timeout: float = 60.0) -> str:
+            code, out = container.exec(["rabbitmqctl", *args])
+            if code:
+                raise RuntimeError(f"rabbitmqctl {' '.join(args)} failed in the container: {out!r}")
+            return out.decode()
+
+        return Broker(f"amqp://guest:guest@{host}:{port}/%2F", "testcontainers' RabbitMQ (with the stream plugin)",
+                      stream_port=stream_port, stop=container.stop, ctl=ctl)
     raise RuntimeError(
         "No RabbitMQ broker for the tests: set SAFEBUNNY_TEST_AMQP_URI, start one on 127.0.0.1:5672 "
         "('rabbitmq-server -detached'), install Debian's rabbitmq-server "
