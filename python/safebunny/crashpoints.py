@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["crash_point", "CRASH_ENV"]
+__all__ = ["crash_point", "CRASH_ENV", "DRIVER_GROUP_ENV"]
 
 CRASH_ENV = "SAFEBUNNY_CRASH_AT"
+#: the driver's process group, for crash points that run in Spark's Python workers
+DRIVER_GROUP_ENV = "SAFEBUNNY_CRASH_PGID"
 _seen: dict[str, int] = {}
 
 
@@ -27,4 +29,9 @@ def crash_point(name: str) -> None:
         return
     _seen[name] = _seen.get(name, 0) + 1
     if _seen[name] >= int(nth or 1):
+        # Spark's Python workers run in a process group of their own (pyspark.daemon calls setpgid): a crash
+        # point there kills the driver's group, named by the driver in SAFEBUNNY_CRASH_PGID, then its own
+        driver_group = os.environ.get(DRIVER_GROUP_ENV)
+        if driver_group and int(driver_group) != os.getpgrp():
+            os.killpg(int(driver_group), signal.SIGKILL)
         os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 import safebunny
 
 uri, queue, out_queue, workdir = sys.argv[1:5]
+os.environ["SAFEBUNNY_CRASH_PGID"] = str(os.getpgrp())  # crash points in Python workers kill this driver too
 spark = (SparkSession.builder.master("local[2]").appName("safebunny-step-crash")
          .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
