@@ -54,30 +54,52 @@ def select_steps(saga: Any, spec: str | None) -> list[Any]:
     return chosen
 
 
+def _topology_rows(topo: Any, depths: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"kind": "exchange", "name": topo.exchange, "step": "", "routing": "topic",
+         "arguments": {"alternate-exchange": topo.unrouted_exchange}, "ready": None},
+        {"kind": "exchange", "name": topo.unrouted_exchange, "step": "", "routing": "fanout", "arguments": {},
+         "ready": None}]
+    bound = {b.queue: b.routing_key for b in topo.bindings}
+    for q in topo.queues:
+        depth = (depths or {}).get(q.name)
+        rows.append({"kind": "queue", "name": q.name, "step": q.step, "role": q.role,
+                     "routing": bound.get(q.name, ""), "arguments": dict(q.arguments),
+                     "ready": None if depth is None else depth[0]})
+    return rows
+
+
 def declare(saga: Any) -> list[dict[str, Any]]:
     """Declare the saga's topology (idempotent) and return what it consists of."""
-    from safebunny import topology as _topology  # type: ignore[attr-defined]
+    from safebunny import topology as _topology
 
-    return to_rows(_topology.declare(saga))
+    return _topology_rows(_topology.declare(saga), None)
 
 
 def topology(saga: Any) -> list[dict[str, Any]]:
     """The saga's exchanges, queues and bindings with the broker's depth of each queue."""
-    from safebunny import topology as _topology  # type: ignore[attr-defined]
+    from safebunny import topology as _topology
 
-    return to_rows(_topology.show(saga))
+    topo = _topology.plan(saga)
+    return _topology_rows(topo, _topology.depths(saga, [q.name for q in topo.queues]))
 
 
 def status(saga: Any) -> list[dict[str, Any]]:
-    """One row per step from ``saga.status()``."""
-    return to_rows(saga.status())
+    """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked`` is
+    not visible over AMQP and left empty)."""
+    rows = []
+    for row in to_rows(saga.status()):
+        rows.append({"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"), "unacked": None,
+                     "lastBatch": row.get("last_batch"), **row})
+    return rows
 
 
 def poison(saga: Any, step: Any) -> list[dict[str, Any]]:
-    """The parked messages of one step, from ``saga.poison(node, type)``."""
-    rows = to_rows(saga.poison(step.node, step.consumes))
+    """The parked messages of one step, from ``saga.poison_rows(node, type)`` (no Spark needed)."""
+    rows = to_rows(saga.poison_rows(step.node, step.consumes))
     for row in rows:
-        row.setdefault("step", step_label(step))
+        row["step"] = step_label(step)
+        row.setdefault("poisonedAt", row.get("parkedAt"))
     return rows
 
 
@@ -88,4 +110,6 @@ def redrive(saga: Any, step: Any, ids: list[str] | None) -> int:
 
 def trace(saga: Any, correlation_id: str) -> list[dict[str, Any]]:
     """The messages of one saga instance, in order, from ``saga.trace(correlation_id)``."""
-    return to_rows(saga.trace(correlation_id))
+    return [{"time": row["processedAt"], "step": f"{row['node']}.{row['type']}", "attempt": row["attempts"],
+             "outcome": row["status"] if not row.get("reason") else f"{row['status']}: {row['reason']}", **row}
+            for row in to_rows(saga.trace(correlation_id))]

@@ -2,6 +2,6 @@
 
 import sys
 
-from safebunny.demo.pipeline import main
+from safebunny.demo.main import main
 
 sys.exit(main())

@@ -5,8 +5,8 @@ reads only its own partitions inside the dedupe window. Each batch appends its r
 with the app transaction ``(safebunny.inbox.<node>.<epoch>, batchId)``: that commit is the marker
 "every effect of this batch is done" (DESIGN.md, the inbox protocol).
 
-Columns: node, messageId, correlationId, causationId, epoch, batchId, status (``done`` or
-``failed``), reason, attempts, emitted (the ids of the messages the row caused), processedAt,
+Columns: node, messageId, correlationId, causationId, type (the message's AMQP type), epoch, batchId,
+status (``done`` or ``failed``), reason, attempts, emitted (the ids of the messages the row caused), processedAt,
 processedDate. Only ``done`` rows count as processed: a failed message that comes back from a retry
 tier is processed again.
 """
@@ -33,6 +33,7 @@ INBOX_SCHEMA = pa.schema([
     ("messageId", pa.string()),
     ("correlationId", pa.string()),
     ("causationId", pa.string()),
+    ("type", pa.string()),
     ("epoch", pa.string()),
     ("batchId", pa.int64()),
     ("status", pa.string()),
@@ -56,6 +57,7 @@ class InboxRow:
     reason: str | None = None
     attempts: int = 1
     emitted: tuple[str, ...] = ()
+    message_type: str | None = None
 
 
 class Inbox:
@@ -104,9 +106,9 @@ class Inbox:
         rows = list(rows)
         table = pa.Table.from_pylist([{
             "node": self.node, "messageId": r.message_id, "correlationId": r.correlation_id,
-            "causationId": r.causation_id, "epoch": epoch, "batchId": batch_id, "status": r.status,
-            "reason": r.reason, "attempts": r.attempts, "emitted": list(r.emitted), "processedAt": stamp,
-            "processedDate": stamp.date().isoformat()} for r in rows], schema=INBOX_SCHEMA)
+            "causationId": r.causation_id, "type": r.message_type, "epoch": epoch, "batchId": batch_id,
+            "status": r.status, "reason": r.reason, "attempts": r.attempts, "emitted": list(r.emitted),
+            "processedAt": stamp, "processedDate": stamp.date().isoformat()} for r in rows], schema=INBOX_SCHEMA)
         return self._delta.append(table, self.app_id(epoch), batch_id, PARTITIONS)
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:

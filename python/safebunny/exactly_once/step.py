@@ -266,7 +266,7 @@ class Step:
             failed = result.failed.get(mid)
             out.append(InboxRow(mid, m["correlationId"], m["causationId"],
                                 "failed" if failed else "done", failed.reason if failed else None,
-                                failed.attempts if failed else 1, tuple(emitted.get(mid, ()))))
+                                failed.attempts if failed else 1, tuple(emitted.get(mid, ())), m["type"]))
         return out
 
     def _with_row(self, df: Any, failed: FailedRow, first: Mapping[str, dict[str, Any]]) -> FailedRow:
@@ -303,8 +303,9 @@ def _meta(df: Any) -> list[dict[str, Any]]:
             "messageId")
     causation = (F.col("headers").getItem("x-causation-id") if "headers" in df.columns else F.lit(None)).cast("string")
     correlation = F.col("correlationId") if "correlationId" in df.columns else F.lit(None).cast("string")
-    table = df.select(SEQ, "messageId", correlation.alias("correlationId"),
-                      causation.alias("causationId")).toArrow().sort_by(SEQ)
+    message_type = F.col("type") if "type" in df.columns else F.lit(None).cast("string")
+    table = df.select(SEQ, "messageId", correlation.alias("correlationId"), causation.alias("causationId"),
+                      message_type.alias("type")).toArrow().sort_by(SEQ)
     rows = table.to_pylist()
     missing = [r for r in rows if r["messageId"] is None]
     if missing:

@@ -53,6 +53,7 @@ class TraceEntry:
     """One message of a saga instance as a step's inbox recorded it."""
 
     node: str
+    type: str | None
     messageId: str  # noqa: N815 - the inbox's column names
     causationId: str | None  # noqa: N815
     status: str
@@ -234,8 +235,9 @@ class Saga:
         if not rows:
             rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
         rows.sort(key=lambda r: (r["processedAt"], r["node"]))
-        return [TraceEntry(r["node"], r["messageId"], r["causationId"], r["status"], r["reason"], r["attempts"],
-                           list(r["emitted"] or []), r["batchId"], r["processedAt"].isoformat()) for r in rows]
+        return [TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"], r["reason"],
+                           r["attempts"], list(r["emitted"] or []), r["batchId"], r["processedAt"].isoformat())
+                for r in rows]
 
     def poison_rows(self, node: str, type: str) -> list[parked.Parked]:  # noqa: A002
         """The messages parked in step ``node.type``'s poison queue (no Spark needed)."""

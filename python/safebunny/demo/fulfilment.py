@@ -1,0 +1,80 @@
+"""The demo saga, defined with the public saga API only.
+
+    orders ──OrderPlaced──▶ stock (reserve) ──StockReserved──▶ payment (charge)
+        payment ──PaymentCharged──▶ shipping (ship)
+        payment ──PaymentDeclined──▶ stock (release: compensates OrderPlaced)
+
+Delta tables under ``<root>/tables``: ``reservations`` (one row per reservation, ``qty`` > 0, and one
+per release, ``qty`` < 0), ``payments`` (``status`` charged or declined) and ``shipments``. A card
+number ending in ``0002`` is declined, as in card test suites.
+
+The CLI can load it: ``safebunny status safebunny.demo.fulfilment`` (broker from ``SAFEBUNNY_URI``,
+files from ``SAFEBUNNY_DEMO_DIR``, as ``make demo`` uses them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import safebunny
+
+__all__ = ["NAME", "DECLINED_CARD", "build", "tables", "saga"]
+
+NAME = "safebunny-demo"
+DECLINED_CARD = "4000-0000-0000-0002"
+ORDER_SCHEMA = "orderId string, sku string, qty int, amount double, card string"
+ITEM_SCHEMA = "orderId string, sku string, qty int, amount double, card string"
+
+
+def tables(root: str | Path) -> dict[str, str]:
+    """The demo's Delta tables: name -> path."""
+    base = Path(root) / "tables"
+    return {name: str(base / name) for name in ("reservations", "payments", "shipments")}
+
+
+def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] = ("1s", "2s")) -> Any:
+    """The fulfilment saga on the broker at ``uri``, with its checkpoints, inboxes and tables under ``root``."""
+    from pyspark.sql import functions as F
+
+    paths = tables(root)
+    saga = safebunny.Saga(name, uri=uri, root=str(Path(root) / "saga"), retry=safebunny.Retry(delays=delays))
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema=ORDER_SCHEMA,
+               produces=["StockReserved"])
+    def reserve(orders: Any, ctx: Any) -> Any:
+        reserved = orders.select("messageId", "orderId", "sku", "qty")
+        return safebunny.Outcome(
+            effects=[safebunny.append(reserved, paths["reservations"])],
+            emits=[safebunny.emit(orders.select("messageId", "orderId", "sku", "qty", "amount", "card"),
+                                  type="StockReserved")])
+
+    @saga.step("payment", consumes="StockReserved", from_node="stock", schema=ITEM_SCHEMA,
+               produces=["PaymentCharged", "PaymentDeclined"])
+    def charge(items: Any, ctx: Any) -> Any:
+        decided = items.withColumn("status", F.when(F.col("card") == DECLINED_CARD, "declined")
+                                   .otherwise("charged"))
+        charged = decided.where("status = 'charged'").select("messageId", "orderId", "sku", "qty")
+        declined = decided.where("status = 'declined'").select("messageId", "orderId", "sku", "qty")
+        return safebunny.Outcome(
+            effects=[safebunny.append(decided.select("messageId", "orderId", "amount", "status"),
+                                      paths["payments"])],
+            emits=[safebunny.emit(charged, type="PaymentCharged"), safebunny.emit(declined, type="PaymentDeclined")])
+
+    @saga.step("shipping", consumes="PaymentCharged", from_node="payment", schema="orderId string, sku string, qty int")
+    def ship(paid: Any, ctx: Any) -> Any:
+        return safebunny.Outcome(effects=[safebunny.append(paid.select("messageId", "orderId", "sku", "qty"),
+                                                           paths["shipments"])])
+
+    @saga.step("stock", consumes="PaymentDeclined", from_node="payment", schema="orderId string, sku string, qty int",
+               compensates="OrderPlaced")
+    def release(declined: Any, ctx: Any) -> Any:
+        released = declined.select("messageId", "orderId", "sku", (-F.col("qty")).cast("int").alias("qty"))
+        return safebunny.Outcome(effects=[safebunny.append(released, paths["reservations"])])
+
+    return saga
+
+
+saga = build(os.environ.get("SAFEBUNNY_URI", "amqp://guest:guest@127.0.0.1:5672/%2F"),
+             Path(os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo")).resolve())

@@ -1,0 +1,80 @@
+"""``make demo`` (``python -m safebunny.demo``): the fulfilment saga end to end on the local broker.
+
+1. Starts the machine's ``rabbitmq-server`` if nothing answers (``SAFEBUNNY_DEMO_URI`` picks another
+   broker), removes what an earlier run left, and declares the saga's topology.
+2. Starts ``--orders`` orders with ``saga.start`` (ids from the order number), publishes a share of them
+   a second time (duplicates), a share with a card that is declined, and a share of malformed bodies.
+3. Runs the saga with ``saga.drain(spark)`` under a progress bar, then prints a summary that checks
+   itself (see :mod:`safebunny.demo.checks`) and writes a chart of throughput and backlog per step.
+
+Exit code 0 when every check passed, 1 when one failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main", "parse_args"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The demo's options."""
+    p = argparse.ArgumentParser(prog="python -m safebunny.demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--orders", type=int, default=2000, help="orders to start (default 2000)")
+    p.add_argument("--declined", type=float, default=0.10, help="share of orders whose payment is declined")
+    p.add_argument("--malformed", type=float, default=0.02, help="share of orders with a body that does not parse")
+    p.add_argument("--duplicates", type=float, default=0.05, help="share of orders published twice")
+    p.add_argument("--dir", default=os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo"),
+                   help="work directory for checkpoints, inboxes, tables and the chart (default .demo)")
+    p.add_argument("--name", default=None, help="saga name (default safebunny-demo); its queues are named after it")
+    p.add_argument("--no-bar", action="store_true", help="no progress bar (for logs)")
+    args = p.parse_args(argv)
+    if args.orders < 1:
+        p.error(f"--orders must be >= 1, got {args.orders}")
+    return args
+
+
+def _spark() -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName("safebunny-demo")
+             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: list[str] | None = None, spark: Any = None) -> int:
+    """Run the demo; returns 0 when every check passed. ``spark``: an existing session (tests)."""
+    from safebunny.demo import run
+    from safebunny.demo.broker import DEFAULT_URI, ensure_broker
+    from safebunny.uri import redact
+
+    args = parse_args(argv)
+    uri = os.environ.get("SAFEBUNNY_DEMO_URI", DEFAULT_URI)
+    ensure_broker(uri, explicit="SAFEBUNNY_DEMO_URI" in os.environ)
+    work = Path(args.dir).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print(f"safebunny demo: broker {redact(uri)}, work dir {work}")
+    started = time.monotonic()
+    own = spark is None
+    spark = spark or _spark()
+    try:
+        summary, chart, elapsed = run.run(spark, uri, work, args)
+    finally:
+        if own:
+            spark.stop()
+    print(f"saga drained in {elapsed:.1f} s ({time.monotonic() - started:.1f} s in all, Spark start included)")
+    print("summary:")
+    for line in summary.lines():
+        print(line)
+    print(f"chart: {chart}")
+    return 0 if summary.ok else 1

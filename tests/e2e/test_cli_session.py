@@ -1,0 +1,98 @@
+"""The ``safebunny`` command against a real broker, Spark and Delta, with the small saga of
+``cli_saga.py``: topology declare/show, status, poison list/show, redrive after a fix, trace."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from safebunny.cli import exits
+from safebunny.cli.main import main
+from safebunny.ids import correlation_id_for
+
+SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
+
+
+@pytest.fixture
+def cli_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SAFEBUNNY_URI", amqp_uri)
+    monkeypatch.setenv("CLI_SAGA_NAME", unique_name)
+    monkeypatch.setenv("CLI_SAGA_ROOT", str(tmp_path))
+    monkeypatch.setenv("CLI_SAGA_FIX", str(tmp_path / "fixed"))
+    monkeypatch.delenv("SAFEBUNNY_PASSWORD", raising=False)
+    yield tmp_path
+    from safebunny import topology
+    from safebunny.cli.locate import load_saga
+
+    topology.delete(load_saga(SAGA_FILE))
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object]:
+    rc = main([*argv, "--json"])
+    out = capsys.readouterr().out
+    return rc, orjson.loads(out) if out.strip().startswith(("[", "{")) else out
+
+
+def test_operator_session(spark, cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from safebunny.cli.locate import load_saga
+
+    rc, declared = _json(capsys, "topology", "declare", SAGA_FILE)
+    assert rc == 0 and any(r["kind"] == "queue" for r in declared)
+    assert main(["topology", "declare", SAGA_FILE]) == 0           # idempotent
+    capsys.readouterr()
+    rc, shown = _json(capsys, "topology", "show", SAGA_FILE)
+    assert rc == 0 and {r["name"] for r in declared} <= {r["name"] for r in shown}
+
+    saga = load_saga(SAGA_FILE)
+    orders = [{"orderId": f"order-{i}", "qty": 1} for i in range(5)] + [{"orderId": "order-bad", "qty": 1}]
+    saga.start(spark.createDataFrame(orders, "orderId string, qty int"), node="orders", type="OrderPlaced",
+               business_key="orderId")
+    saga.drain(spark)
+
+    rc, status = _json(capsys, "status", SAGA_FILE)
+    assert rc == 0
+    assert {r["step"] for r in status} == {"stock.OrderPlaced", "shipping.StockReserved"}
+    assert all(r["backlog"] == 0 for r in status)
+
+    rc, parked = _json(capsys, "poison", "list", SAGA_FILE)
+    assert rc == 0 and len(parked) == 1
+    bad = parked[0]
+    assert bad["correlationId"] == correlation_id_for("order-bad")
+    assert "sku not in the catalogue" in bad["reason"] and bad["attempts"] >= 2
+    rc, shown_one = _json(capsys, "poison", "show", SAGA_FILE, "--id", bad["messageId"])
+    assert rc == 0 and shown_one["messageId"] == bad["messageId"]
+    assert main(["poison", "show", SAGA_FILE, "--id", "no-such-id"]) == exits.NOT_FOUND
+    capsys.readouterr()
+
+    (cli_env / "fixed").touch()                                    # the fix
+    rc, redriven = _json(capsys, "poison", "redrive", SAGA_FILE, "--step", "stock", "--all")
+    assert rc == 0 and redriven == [{"step": "stock.OrderPlaced", "redriven": 1}]
+    load_saga(SAGA_FILE).drain(spark)
+
+    from safebunny.demo.tables import read_table
+
+    shipped = [r["orderId"] for r in read_table(str(cli_env / "shipments"), ["orderId"])]
+    assert sorted(shipped) == sorted(o["orderId"] for o in orders)   # each once, the bad one after the fix
+
+    rc, path = _json(capsys, "trace", SAGA_FILE, "order-bad")
+    assert rc == 0
+    steps = [r["step"] for r in path]
+    assert steps[0] == "stock.OrderPlaced" and "shipping.StockReserved" in steps
+    assert main(["trace", SAGA_FILE, "order-never-placed"]) == exits.NOT_FOUND
+
+
+def test_console_script_status_and_errors(cli_env: Path, amqp_uri: str) -> None:
+    exe = str(Path(sys.executable).with_name("safebunny"))
+    ok = subprocess.run([exe, "topology", "declare", SAGA_FILE], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    status = subprocess.run([exe, "status", SAGA_FILE], capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[0].split()[:3] == ["step", "backlog", "ready"]
+    down = subprocess.run([exe, "status", SAGA_FILE, "--uri", "amqp://guest:hunter2@127.0.0.1:1/%2F"],
+                          capture_output=True, text=True, timeout=120)
+    assert down.returncode == exits.BROKER, down.stderr
+    assert "hunter2" not in down.stderr + down.stdout
