@@ -1,0 +1,41 @@
+"""A saga driver for the crash test: ``python saga_crash_driver.py URI NAME WORKDIR [start]``.
+
+Two steps (stock reserves, shipping ships), each with a Delta effect; ``start`` publishes 120 orders
+first. Then ``saga.drain``. The test sets ``SAFEBUNNY_CRASH_AT`` to kill the whole driver mid-saga.
+"""
+
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+import safebunny
+
+uri, name, workdir = sys.argv[1:4]
+spark = (SparkSession.builder.master("local[2]").appName("safebunny-saga-crash")
+         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
+                      batch_size=40)
+
+
+@saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
+           produces=["StockReserved"])
+def reserve(orders, ctx):
+    ok = orders.select("messageId", "orderId", "qty")
+    return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
+                             emits=[safebunny.emit(ok, type="StockReserved")])
+
+
+@saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
+def ship(reserved, ctx):
+    return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
+                                                       os.path.join(workdir, "shipments"))])
+
+
+if sys.argv[4:] == ["start"]:
+    orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(120)], "orderId string, qty int")
+    saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+saga.drain(spark, timeout=300)
+print("DRIVER-DONE", flush=True)
+spark.stop()

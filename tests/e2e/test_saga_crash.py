@@ -1,0 +1,48 @@
+"""kill -9 of a saga's driver in the middle of draining, then a restart: each step's effects exactly once."""
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import safebunny
+from safebunny.exactly_once.delta_rs import DeltaPath
+
+DRIVER = Path(__file__).with_name("saga_crash_driver.py")
+
+
+def _run(uri, name, workdir, *extra, crash_at=None):
+    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    if crash_at:
+        env["SAFEBUNNY_CRASH_AT"] = crash_at
+    return subprocess.run([sys.executable, str(DRIVER), uri, name, str(workdir), *extra], env=env,
+                          capture_output=True, text=True, timeout=500, start_new_session=True)
+
+
+def _shape(uri, name, workdir):
+    """The driver's saga without its handlers: enough to read its queues and delete its topology."""
+    saga = safebunny.Saga(name, uri=uri, root=str(workdir / "saga"), retry=safebunny.Retry(delays=("1s",)))
+    saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda d, c: None)
+    saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")(lambda d, c: None)
+    return saga
+
+
+@pytest.mark.parametrize("crash_at", ["step.after_effects:3", "step.after_inbox:4"])
+def test_a_saga_killed_mid_drain_applies_each_effect_once(amqp_uri, tmp_path, crash_at):
+    name = f"sbt-crash-{uuid.uuid4().hex[:8]}"
+    try:
+        crashed = _run(amqp_uri, name, tmp_path, "start", crash_at=crash_at)
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+        finished = _run(amqp_uri, name, tmp_path)
+        assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+        want = sorted(f"o{i}" for i in range(120))
+        for table in ("reservations", "shipments"):
+            got = DeltaPath(str(tmp_path / table)).read().column("orderId").to_pylist()
+            assert sorted(got) == want, f"{table}: each order exactly once"
+        assert _shape(amqp_uri, name, tmp_path).waiting() == 0
+    finally:
+        safebunny.topology.delete(_shape(amqp_uri, name, tmp_path))
