@@ -20,6 +20,7 @@ The contract (shared/DESIGN.md, "The source"):
 from __future__ import annotations
 
 import logging
+import os
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,7 +40,6 @@ from pyspark.sql.types import StructType
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
-from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
 from safebunny.saga.breaker import paused_until
 
@@ -71,6 +71,13 @@ class JournalPartition(InputPartition):
         self.include_headers = include_headers
 
 
+def absolute_location(location: str) -> str:
+    """``location`` as an absolute path or URI (a relative local path resolved here, on the driver)."""
+    if "://" in location or location.startswith("file:"):
+        return location
+    return os.path.abspath(os.path.expanduser(location))
+
+
 def deliveries_to_batch(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.RecordBatch:
     """The Arrow batch of the source's schema for ``deliveries``."""
     columns = AmqpColumns(include_headers)
@@ -91,7 +98,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self.include_headers: bool = options["includeHeaders"]
         self.max_messages: int | None = options["maxMessagesPerTrigger"]
         self.max_bytes: int | None = options["maxBytesPerTrigger"]
-        self.location: str = options["journalLocation"]
+        # executors read the journal too: a relative path would resolve against each one's working directory
+        self.location: str = absolute_location(options["journalLocation"])
         self._consumer: QueueConsumer | None = None
         self._journal: Journal | None = None
         # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag)
@@ -202,7 +210,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         journal = self._journal_()
         if not journal.exists(start_seq, end_seq):
             error = journal.missing(start_seq, end_seq)
-            if self.options["failOnDataLoss"]:
+            if self.options["failOnDataLoss"] or end_seq in self._pending:
+                # a batch this process still holds unacked is not lost: the journal is unreachable from here
+                # (a flaky mount, a path this process cannot see). Skipping it would ack it in commit.
                 raise error
             log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)
             return []
@@ -212,12 +222,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, JournalPartition)
         journal = Journal(partition.location)
-        try:
-            yield from journal.read(partition.start_seq, partition.end_seq)
-        except SafeBunnyDataLossError as exc:
-            if partition.fail_on_data_loss:
-                raise
-            log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", exc)
+        # never skip here: the driver decided in partitions() that this batch exists; an executor that
+        # cannot read it must fail the task (Spark retries it), or the batch would be committed and acked empty
+        yield from journal.read(partition.start_seq, partition.end_seq)
 
     def commit(self, end: dict) -> None:
         end_seq = int(end["seq"])

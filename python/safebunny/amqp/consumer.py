@@ -176,6 +176,8 @@ class QueueConsumer:
                        "reconnecting.")
         self.last_error = message
         log.warning(message)
+        with self._cond:  # deliveries of a dead channel can never be acked: never journal them (F8)
+            self._buffer.clear()
         self._ready.clear()
         self._close_quietly()
         self._connection = None

@@ -1,0 +1,41 @@
+"""F2: a batch this reader still holds is never skipped, even with failOnDataLoss=false; a relative
+journalLocation is resolved on the driver (executors would resolve it against their own directory)."""
+
+import os
+
+import pytest
+
+from conftest import publish_numbered
+from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
+from pyspark_safebunny.schema import schema_for
+from safebunny.errors import SafeBunnyDataLossError
+from safebunny.journal import batch_file_name
+from safebunny.options.source import parse_source_options
+
+
+def _reader(uri, queue, journal, **extra):
+    raw = {"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal, **extra}
+    options = parse_source_options(raw)
+    return SafeBunnyQueueStreamReader(options, schema_for(options["includeHeaders"], True))
+
+
+def test_a_pending_batch_with_its_journal_gone_fails_instead_of_being_skipped_and_acked(amqp_uri, make_queue,
+                                                                                        tmp_path, admin):
+    queue = make_queue()
+    publish_numbered(amqp_uri, queue, 30)
+    reader = _reader(amqp_uri, queue, str(tmp_path / "j"), failOnDataLoss="false", maxMessagesPerTrigger="30")
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        os.remove(tmp_path / "j" / batch_file_name(start["seq"], end["seq"]))
+        with pytest.raises(SafeBunnyDataLossError):
+            reader.partitions(start, end)
+    finally:
+        reader.stop()
+    assert len(admin.get_all(queue)) == 30  # nothing acked: the broker has every message back
+
+
+def test_a_relative_journal_location_is_made_absolute(amqp_uri, make_queue, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    reader = _reader(amqp_uri, make_queue(), "journal")
+    assert reader.location == str(tmp_path / "journal")
