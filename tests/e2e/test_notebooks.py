@@ -17,6 +17,11 @@ def test_there_are_notebooks():
 def test_notebook_runs(path, spark, amqp_uri, tmp_path):
     namespace = run_notebook(path, spark, {"uri": amqp_uri, "workdir": str(tmp_path)})
     assert "query" not in namespace or not namespace["query"].isActive
+    for png in (tmp_path / "plots").glob("*.png") if "plots" in namespace else ():
+        with open(png, "rb") as f:  # a real, non-empty image
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
+    if path.name.startswith("03"):
+        assert list((tmp_path / "plots").glob("*.png")), "03_operations writes its plot as a PNG"
 
 
 def test_runner_rejects_unknown_magics(tmp_path, spark):
