@@ -40,6 +40,7 @@ from pyspark.sql.types import StructType
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
+from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
 from safebunny.saga.breaker import paused_until
 
@@ -210,9 +211,15 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         journal = self._journal_()
         if not journal.exists(start_seq, end_seq):
             error = journal.missing(start_seq, end_seq)
-            if self.options["failOnDataLoss"] or end_seq in self._pending:
+            if end_seq in self._pending:
                 # a batch this process still holds unacked is not lost: the journal is unreachable from here
                 # (a flaky mount, a path this process cannot see). Skipping it would ack it in commit.
+                raise SafeBunnyDataLossError(
+                    f"The journal of the batch ({start_seq}, {end_seq}] of queue {self.queue!r} cannot be read at "
+                    f"{self.location!r}, although this reader wrote it and still holds its messages unacked. It is "
+                    "not skipped, whatever failOnDataLoss says: skipping would ack messages nobody read. Put "
+                    "'journalLocation' on storage every Spark process can read (DBFS, a Volume, S3), then restart.")
+            if self.options["failOnDataLoss"]:
                 raise error
             log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)
             return []
