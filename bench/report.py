@@ -18,6 +18,9 @@ __all__ = [
     "evaluate_targets",
     "format_markdown",
     "cpu_table",
+    "mark_unmeasured",
+    "MIN_BATCHES",
+    "NOT_MEASURED",
     "format_text",
     "phase_table",
     "ratio",
@@ -26,6 +29,26 @@ __all__ = [
 ]
 
 OK = "ok"
+NOT_MEASURED = "not measured"
+#: A Spark case needs at least this many measured batches (after the cold first one) for its rate to
+#: tell a regression from noise; fewer, and it is reported as not measured.
+MIN_BATCHES = 5
+
+
+def mark_unmeasured(results: list[CaseResult], min_batches: int = MIN_BATCHES) -> list[CaseResult]:
+    """Mark every connector case whose measured span holds fewer than ``min_batches`` batches as not
+    measured (its rate is dropped from ratios and targets); returns the marked cases."""
+    marked = []
+    for r in results:
+        if r.group != "connector" or r.status != OK or not r.batch_ms:
+            continue
+        measured = max(0, int(r.params.get("batches", len(r.batch_ms))) - 1)  # the first batch is the cold start
+        if measured < min_batches:
+            r.status = NOT_MEASURED
+            r.reason = (f"only {measured} measured batch(es) (< {min_batches}): too few to tell a regression from "
+                        "noise; run with more messages (make bench-full)")
+            marked.append(r)
+    return marked
 
 
 @dataclass

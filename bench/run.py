@@ -32,7 +32,14 @@ from bench.broker import QueueBook, broker_version, ensure_stream_plugin
 from bench.machine import describe_machine
 from bench.memory import MemorySampler
 from bench.plot import plot_throughput
-from bench.report import CaseResult, evaluate_targets, format_markdown, format_text, results_to_json
+from bench.report import (
+    CaseResult,
+    evaluate_targets,
+    format_markdown,
+    format_text,
+    mark_unmeasured,
+    results_to_json,
+)
 
 __all__ = ["MODES", "Mode", "main"]
 
@@ -55,7 +62,7 @@ class Mode:
 
 
 MODES = {
-    "quick": Mode("quick", n_amqp=10_000, n_stream=150_000, sweep_depth={1_000: 11_000, 10_000: 20_000, 50_000: 60_000},
+    "quick": Mode("quick", n_amqp=60_000, n_stream=300_000, sweep_depth={1_000: 11_000, 10_000: 20_000, 50_000: 60_000},
                   runs=1, latency_n=2_000, latency_rate=500.0, timeout_s=180.0),
     "full": Mode("full", n_amqp=50_000, n_stream=300_000, sweep_depth={1_000: 30_000, 10_000: 50_000, 50_000: 150_000},
                  runs=3, latency_n=10_000, latency_rate=1_000.0, timeout_s=900.0),
@@ -413,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         "(python_streaming_source_runner), and the Python workers summed (forked workers share pages).",
     ]
     results = [r for r in bench.results.values() if r.rates or r.e2e_ms or r.status != "ok"]
+    for r in mark_unmeasured(results):
+        bench.notes.append(f"{r.name}: {r.reason}.")
     targets = evaluate_targets(results)
     if args.only is not None and args.out is None:
         print(format_text(results, targets))

@@ -87,3 +87,16 @@ def test_cpu_table_is_microseconds_per_message_and_skips_cases_without_samples()
     rows = cpu_table(results)
     assert rows[0][0] == "case" and rows[0][-1] == "total without broker"
     assert rows[1:] == [[CONSUME, "50", "–", "–", "–", "–", "100", "50"]]
+
+
+def test_a_connector_case_with_fewer_than_five_measured_batches_is_not_measured():
+    from bench.report import NOT_MEASURED, CaseResult, mark_unmeasured
+
+    few = CaseResult("connector classic", "connector", "source", "classic", rates=[30_000.0], batch_ms=[900, 200, 210],
+                     params={"batches": 3})
+    enough = CaseResult("connector quorum", "connector", "source", "quorum", rates=[40_000.0],
+                        batch_ms=[900] + [200] * 6, params={"batches": 7})
+    raw = CaseResult("raw classic", "raw", "consume", "classic", rates=[50_000.0])
+    assert mark_unmeasured([few, enough, raw]) == [few]
+    assert few.status == NOT_MEASURED and few.rate is None and "only 2 measured" in few.reason
+    assert enough.rate == 40_000.0 and raw.rate == 50_000.0
