@@ -36,12 +36,8 @@ def _describe(item: Effect | Emit, index: int) -> str:
 def from_frames(outcome: Outcome | None) -> Materialized:
     """Collect every effect and emit DataFrame of ``outcome`` (this runs the handler's jobs)."""
     out = Materialized()
-    if outcome is None:
+    if not _check_outcome(outcome, "step"):
         return out
-    if not isinstance(outcome, Outcome):
-        raise SafeBunnyOptionError(
-            f"A step handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
-            "handler")
     for index, item in enumerate([*outcome.effects, *outcome.emits]):
         columns = getattr(item.data, "columns", None)
         if columns is None:
@@ -57,15 +53,22 @@ def from_frames(outcome: Outcome | None) -> Materialized:
     return out
 
 
+def _check_outcome(outcome: Any, kind: str) -> bool:
+    """False for ``None`` (nothing to do); raises for anything but an :class:`Outcome`."""
+    if outcome is None:
+        return False
+    if not isinstance(outcome, Outcome):
+        raise SafeBunnyOptionError(
+            f"A {kind} handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
+            "handler")
+    return True
+
+
 def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
     """A row handler's outcome as a JSON-able decision (what the outcome log records)."""
     decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
-    if outcome is None:
+    if not _check_outcome(outcome, "row"):
         return decision
-    if not isinstance(outcome, Outcome):
-        raise SafeBunnyOptionError(
-            f"A row handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
-            "handler")
     for effect in outcome.effects:
         decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
                                     "rows": _rows(effect.data, message_id)})
