@@ -40,7 +40,7 @@ from pyspark.sql.types import StructType
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
-from safebunny.errors import SafeBunnyDataLossError
+from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.journal import Journal
 from safebunny.saga.breaker import paused_until
 
@@ -70,6 +70,21 @@ class JournalPartition(InputPartition):
         self.end_seq = end_seq
         self.fail_on_data_loss = fail_on_data_loss
         self.include_headers = include_headers
+
+
+def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, end_seq: int) -> pa.RecordBatch:
+    """A journaled batch in the query's current shape: ``includeHeaders`` may have changed since it was
+    written (S6). Headers the query no longer wants are dropped; headers it wants but the journal never
+    kept cannot be made up, which is a clear error rather than an Arrow schema mismatch."""
+    has = "headers" in batch.schema.names
+    if has and not include_headers:
+        return batch.drop_columns(["headers"])
+    if include_headers and not has:
+        raise SafeBunnyOptionError(
+            f"The batch ({start_seq}, {end_seq}] was journaled with includeHeaders=false, and the query now asks "
+            "for headers: a replay cannot invent them. Set option 'includeHeaders' back to 'false' until this "
+            "batch has committed (one run), then turn it on.", "includeHeaders")
+    return batch
 
 
 def absolute_location(location: str) -> str:
@@ -231,7 +246,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         journal = Journal(partition.location)
         # never skip here: the driver decided in partitions() that this batch exists; an executor that
         # cannot read it must fail the task (Spark retries it), or the batch would be committed and acked empty
-        yield from journal.read(partition.start_seq, partition.end_seq)
+        for batch in journal.read(partition.start_seq, partition.end_seq):
+            yield fit_headers(batch, partition.include_headers, partition.start_seq, partition.end_seq)
 
     def commit(self, end: dict) -> None:
         end_seq = int(end["seq"])

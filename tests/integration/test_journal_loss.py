@@ -39,3 +39,30 @@ def test_a_relative_journal_location_is_made_absolute(amqp_uri, make_queue, tmp_
     monkeypatch.chdir(tmp_path)
     reader = _reader(amqp_uri, make_queue(), "journal")
     assert reader.location == str(tmp_path / "journal")
+
+
+def test_a_batch_journaled_with_headers_replays_after_include_headers_is_turned_off(amqp_uri, make_queue, tmp_path):
+    """S6: the replay follows the query's current includeHeaders instead of failing on Arrow's schema."""
+    from safebunny.errors import SafeBunnyOptionError
+
+    queue = make_queue()
+    publish_numbered(amqp_uri, queue, 10, headers={"h": "1"})
+    first = _reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="true")
+    try:
+        start = first.initialOffset()
+        end = first.latestOffset(start, first.getDefaultReadLimit())
+    finally:
+        first.stop()
+    without = _reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="false")
+    batches = [b for p in without.partitions(start, end) for b in without.read(p)]
+    assert sum(b.num_rows for b in batches) == 10 and "headers" not in batches[0].schema.names
+    # the other way round, headers that were never journaled: a clear error naming the option
+    second = _reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="false")
+    try:
+        s2 = second.initialOffset()
+        e2 = second.latestOffset(s2, second.getDefaultReadLimit())
+    finally:
+        second.stop()
+    wanting = _reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="true")
+    with pytest.raises(SafeBunnyOptionError, match="includeHeaders"):
+        [b for p in wanting.partitions(s2, e2) for b in wanting.read(p)]
