@@ -191,6 +191,14 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             log.warning("queue %r: pause over; consuming again", self.queue)
             consumer.resume()
         journal = self._journal_()
+        if isinstance(limit, ReadAllAvailable) and self._target_count is None:
+            # Spark passes "all available" without preparing availableNow only for trigger(once=True), which
+            # plans a batch and stops before committing it: every run would redeliver its messages (S1)
+            raise SafeBunnyOptionError(
+                f"trigger(once=True) cannot be used to read queue {self.queue!r}: Spark stops before committing the "
+                "batch it read, so its messages are never acked and come back at every run. Use "
+                ".trigger(availableNow=True), which commits (and acks) every batch before the query ends.",
+                "trigger")
         count, max_bytes = self._limits(limit)
         first_wait = self.options["pollTimeoutMs"] / 1000.0
         if self._target_count is not None:

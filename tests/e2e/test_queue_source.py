@@ -130,3 +130,14 @@ def test_missing_queue_and_wrong_password_fail_clearly_without_the_password(spar
     with pytest.raises(Exception) as info:
         spark.readStream.format("safebunny").option("uri", bad).option("queue", "q").load()
     assert "s3cr3tpw" not in str(info.value)
+
+
+def test_trigger_once_is_refused_with_advice(spark, amqp_uri, make_queue, tmp_path):
+    """S1: trigger(once=True) plans one batch and never commits it; the source refuses it and names availableNow."""
+    queue = make_queue()
+    publish_numbered(amqp_uri, queue, 5)
+    df = (spark.readStream.format("safebunny").option("uri", amqp_uri).option("queue", queue)
+          .option("queueType", "classic").option("journalLocation", str(tmp_path / "j")).load())
+    q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).trigger(once=True).start()
+    with pytest.raises(Exception, match="availableNow"):  # noqa: B017 - Spark wraps our error in its own
+        q.awaitTermination(120)
