@@ -201,18 +201,24 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 "trigger")
         count, max_bytes = self._limits(limit)
         first_wait = self.options["pollTimeoutMs"] / 1000.0
+        reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
+        consumer.await_connection(reconnect_wait)
         if self._target_count is not None:
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
             count = min(count, self._target_seq - seq)
         deliveries = consumer.take(count, max_bytes, first_wait) if count > 0 else []
+        if not deliveries and count > 0 and not consumer.ready:
+            # the connection dropped while we waited: nothing new is not the same as nothing left (F7)
+            consumer.await_connection(reconnect_wait)
+            deliveries = consumer.take(count, max_bytes, first_wait)
         if deliveries:
             end = seq + len(deliveries)
             crash_point("source.after_consume")
             journal.write(seq, end, deliveries_to_batch(self.queue, deliveries, self.include_headers))
             crash_point("source.after_journal_write")
             last = deliveries[-1]
-            self._pending[end] = (last.generation, last.delivery_tag)
+            self._pending[end] = (last.generation, last.delivery_tag, len(deliveries))
             self._last_seq = end
             return {"seq": end, "tick": 0}
         if self._pending:
@@ -262,11 +268,15 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         crash_point("source.before_ack")
         done = [s for s in self._pending if s <= end_seq]
         if done and self._consumer is not None:
-            generation, tag = self._pending[done[-1]]
+            generation, tag, _ = self._pending[done[-1]]
             acked = self._consumer.ack_through(generation, tag)
             if not acked:
                 log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
                             "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
+            # messages of a lost channel come back: an availableNow run reads that many more (F7)
+            lost = sum(self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
+            if lost and self._target_seq is not None:
+                self._target_seq += lost
         for s in done:
             del self._pending[s]
         crash_point("source.after_ack")

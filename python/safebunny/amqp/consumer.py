@@ -22,10 +22,19 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
-from safebunny.errors import QueueNotFoundError, SafeBunnyBrokerError, SafeBunnyError
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    QueueNotFoundError,
+    SafeBunnyBrokerError,
+    SafeBunnyError,
+    VhostNotFoundError,
+)
 from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
+
+#: consecutive refusals (wrong password, vhost gone) after which reconnecting stops and the query fails
+_FATAL_REFUSALS = 3
 
 log = logging.getLogger("safebunny.amqp.consumer")
 
@@ -122,6 +131,7 @@ class QueueConsumer:
         import pika.exceptions as px
 
         backoff = 0.5
+        refused = 0
         while not self._stopping.is_set():
             try:
                 if self._suspended.is_set():
@@ -145,11 +155,23 @@ class QueueConsumer:
                     self._cancelled.clear()
                     raise SafeBunnyBrokerError(f"The broker cancelled the consumer of queue {self.queue!r}.")
                 backoff = 0.5
+                refused = 0
             except QueueNotFoundError as exc:  # the queue is gone: retrying cannot help, say so
                 self._fatal = exc
                 with self._cond:
                     self._cond.notify_all()
                 break
+            except (BrokerAuthenticationError, VhostNotFoundError) as exc:
+                refused += 1
+                if refused >= _FATAL_REFUSALS:  # a revoked user or a deleted vhost does not come back by retrying
+                    self._fatal = exc
+                    with self._cond:
+                        self._cond.notify_all()
+                    break
+                self._note_loss(exc)
+                if self._stopping.wait(backoff):
+                    break
+                backoff = min(backoff * 2, 10.0)
             except (px.AMQPError, OSError, SafeBunnyBrokerError) as exc:
                 self._note_loss(exc)
                 if self._stopping.wait(backoff):
@@ -209,6 +231,22 @@ class QueueConsumer:
     @property
     def suspended(self) -> bool:
         return self._suspended.is_set()
+
+    @property
+    def ready(self) -> bool:
+        """Connected and consuming (False while reconnecting or suspended)."""
+        return self._ready.is_set()
+
+    def await_connection(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for a lost connection to come back; raise a clear error if it does
+        not (F7: an outage must fail the query, not end an availableNow run "successfully")."""
+        if self._ready.wait(timeout):
+            return
+        self._check()
+        raise SafeBunnyBrokerError(
+            f"Lost the connection to {describe(self.uri)} for queue {self.queue!r} and could not reconnect within "
+            f"{timeout:g} s (last error: {self.last_error}). The query stops rather than report a run complete "
+            "while messages wait; restart it when the broker is reachable (option 'reconnectTimeoutMs' sets the wait).")
 
     def stop(self) -> None:
         """Stop the I/O thread and close the connection (unacked messages are requeued)."""

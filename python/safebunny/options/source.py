@@ -46,6 +46,10 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("journalLocation", parse_str, values="directory or URI",
                doc="Classic and quorum queues: where each batch's messages are written before its offset "
                    "is returned, on storage every executor can read (DBFS/S3 on a cluster). Required there."),
+    OptionSpec("reconnectTimeoutMs", parse_int(1), default=60000, values="milliseconds",
+               doc="Classic and quorum queues: how long a micro-batch waits for a lost connection to come back "
+                   "before the query fails with a clear error (a wrong password or a deleted vhost fails it after "
+                   "three refused attempts). An outage never ends an availableNow run as if it were complete."),
     OptionSpec("pauseFile", parse_str, values="file path",
                doc="Classic and quorum queues: a circuit breaker's control file. While it holds a time in the "
                    "future (epoch seconds), the query takes nothing and returns its prefetched messages to the "
