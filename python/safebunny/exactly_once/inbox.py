@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.delta_rs import DeltaPath
 
-__all__ = ["INBOX_SCHEMA", "Inbox", "InboxRow", "DEFAULT_WINDOW"]
+__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW"]
 
 DEFAULT_WINDOW = dt.timedelta(days=7)
 
