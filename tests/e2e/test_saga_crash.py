@@ -33,7 +33,8 @@ def _shape(uri, name, workdir):
 
 def _why(stderr):
     """The error lines of a driver's stderr (Spark's Java frames left out), for the assertion message."""
-    lines = [ln for ln in stderr.splitlines() if ("Error" in ln or "Exception" in ln) and not ln.strip().startswith("at ")]
+    lines = [ln for ln in stderr.splitlines()
+             if ("Error" in ln or "Exception" in ln) and not ln.strip().startswith("at ")]
     return "\n".join(lines[:25]) or stderr[-3000:]
 
 
