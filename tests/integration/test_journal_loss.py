@@ -5,25 +5,16 @@ import os
 
 import pytest
 
-from conftest import publish_numbered
-from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
-from pyspark_safebunny.schema import schema_for
+from conftest import publish_numbered, queue_reader
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import batch_file_name
-from safebunny.options.source import parse_source_options
-
-
-def _reader(uri, queue, journal, **extra):
-    raw = {"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal, **extra}
-    options = parse_source_options(raw)
-    return SafeBunnyQueueStreamReader(options, schema_for(options["includeHeaders"], True))
 
 
 def test_a_pending_batch_with_its_journal_gone_fails_instead_of_being_skipped_and_acked(amqp_uri, make_queue,
                                                                                         tmp_path, admin):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 30)
-    reader = _reader(amqp_uri, queue, str(tmp_path / "j"), failOnDataLoss="false", maxMessagesPerTrigger="30")
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "j"), failOnDataLoss="false", maxMessagesPerTrigger="30")
     try:
         start = reader.initialOffset()
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
@@ -37,7 +28,7 @@ def test_a_pending_batch_with_its_journal_gone_fails_instead_of_being_skipped_an
 
 def test_a_relative_journal_location_is_made_absolute(amqp_uri, make_queue, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    reader = _reader(amqp_uri, make_queue(), "journal")
+    reader = queue_reader(amqp_uri, make_queue(), "journal")
     assert reader.location == str(tmp_path / "journal")
 
 
@@ -47,22 +38,22 @@ def test_a_batch_journaled_with_headers_replays_after_include_headers_is_turned_
 
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 10, headers={"h": "1"})
-    first = _reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="true")
+    first = queue_reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="true")
     try:
         start = first.initialOffset()
         end = first.latestOffset(start, first.getDefaultReadLimit())
     finally:
         first.stop()
-    without = _reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="false")
+    without = queue_reader(amqp_uri, queue, str(tmp_path / "j"), includeHeaders="false")
     batches = [b for p in without.partitions(start, end) for b in without.read(p)]
     assert sum(b.num_rows for b in batches) == 10 and "headers" not in batches[0].schema.names
     # the other way round, headers that were never journaled: a clear error naming the option
-    second = _reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="false")
+    second = queue_reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="false")
     try:
         s2 = second.initialOffset()
         e2 = second.latestOffset(s2, second.getDefaultReadLimit())
     finally:
         second.stop()
-    wanting = _reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="true")
+    wanting = queue_reader(amqp_uri, queue, str(tmp_path / "j2"), includeHeaders="true")
     with pytest.raises(SafeBunnyOptionError, match="includeHeaders"):
         [b for p in wanting.partitions(s2, e2) for b in wanting.read(p)]

@@ -7,17 +7,8 @@ import time
 import pytest
 
 import safebunny.amqp.consumer as consumer_mod
-from conftest import publish_numbered
-from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
-from pyspark_safebunny.schema import schema_for
+from conftest import publish_numbered, queue_reader
 from safebunny.errors import BrokerUnreachableError, SafeBunnyBrokerError
-from safebunny.options.source import parse_source_options
-
-
-def _reader(uri, queue, journal, **extra):
-    options = parse_source_options({"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal,
-                                    "maxMessagesPerTrigger": "100", **extra})
-    return SafeBunnyQueueStreamReader(options, schema_for(options["includeHeaders"], True))
 
 
 def _outage(monkeypatch, reader, seconds):
@@ -53,7 +44,7 @@ def test_an_outage_longer_than_the_poll_timeout_does_not_end_available_now_early
                                                                                  monkeypatch, admin):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 500)
-    reader = _reader(amqp_uri, queue, str(tmp_path / "j"))
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "j"), maxMessagesPerTrigger="100")
     try:
         ids = _available_now(reader, lambda n: _outage(monkeypatch, reader, 3.0) if n == 1 else None)
     finally:
@@ -64,7 +55,8 @@ def test_an_outage_longer_than_the_poll_timeout_does_not_end_available_now_early
 def test_an_outage_longer_than_reconnect_timeout_fails_clearly(amqp_uri, make_queue, tmp_path, monkeypatch):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 300)
-    reader = _reader(amqp_uri, queue, str(tmp_path / "j"), reconnectTimeoutMs="1500")
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "j"), maxMessagesPerTrigger="100",
+                          reconnectTimeoutMs="1500")
     try:
         with pytest.raises(SafeBunnyBrokerError, match="could not reconnect within 1.5 s"):
             _available_now(reader, lambda n: _outage(monkeypatch, reader, 30.0) if n == 0 else None)
