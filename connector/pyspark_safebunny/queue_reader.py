@@ -8,6 +8,8 @@ The contract (shared/DESIGN.md, "The source"):
   ``{"seq": n, "tick": t}``: ``seq`` counts messages taken by this query (never a delivery
   tag, which is channel-scoped), ``tick`` only moves to make Spark plan an empty batch.
 * ``partitions``/``read`` serve a batch from its journal file, so a replay is exact.
+* Each offset after the first batch carries the journal's id (``"journal"``): one query per
+  ``journalLocation`` (F3, :mod:`safebunny.journal_owner`).
 * ``commit(end)`` acks with ``multiple=True`` through the last delivery of that batch and
   deletes its journal. Unknown offsets (after a restart) ack nothing: the broker requeued
   those messages and they come back flagged ``redelivered``.
@@ -42,6 +44,7 @@ from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.journal import Journal
+from safebunny.journal_owner import OFFSET_KEY, JournalOwner
 from safebunny.saga.breaker import paused_until
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
@@ -118,6 +121,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self.location: str = absolute_location(options["journalLocation"])
         self._consumer: QueueConsumer | None = None
         self._journal: Journal | None = None
+        self._owner: JournalOwner | None = None
         # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag)
         self._pending: OrderedDict[int, tuple[int, int]] = OrderedDict()
         self._target_seq: int | None = None
@@ -137,6 +141,26 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._journal = Journal(self.location)
             self._journal.ensure()
         return self._journal
+
+    def _owner_(self) -> JournalOwner:
+        if self._owner is None:
+            self._owner = JournalOwner(self._journal_(), self.queue)
+        return self._owner
+
+    def _check_owner(self, offset: dict) -> None:
+        """``offset`` came from Spark's offset log (a start, a replayed end, a commit): the journal location
+        must belong to the query it names, or be free when it names none (F3)."""
+        journal_id = JournalOwner.id_of(offset)
+        if journal_id is not None:
+            self._owner_().adopt(journal_id)
+        else:
+            self._owner_().check_unclaimed()
+
+    def _offset(self, seq: int, tick: int) -> dict:
+        offset: dict = {"seq": seq, "tick": tick}
+        if self._owner is not None and self._owner.id is not None:
+            offset[OFFSET_KEY] = self._owner.id
+        return offset
 
     def _consumer_(self) -> QueueConsumer:
         if self._consumer is None:
@@ -178,10 +202,11 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         seq, tick = int(start["seq"]), int(start.get("tick", 0))
         self._last_seq = seq
+        self._check_owner(start)  # before consuming anything: a refused query must not hold messages
         consumer = self._consumer_()
         if self.pause_file and paused_until(self.pause_file) is not None:
             if self._pending:  # let Spark commit what is planned, then let go of the prefetch
-                return {"seq": seq, "tick": tick + 1}
+                return self._offset(seq, tick + 1)
             if not consumer.suspended:
                 log.warning("queue %r: paused by %s; returning prefetched messages to the queue", self.queue,
                             self.pause_file)
@@ -214,16 +239,17 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             deliveries = consumer.take(count, max_bytes, first_wait)
         if deliveries:
             end = seq + len(deliveries)
+            self._owner_().claim()
             crash_point("source.after_consume")
             journal.write(seq, end, deliveries_to_batch(self.queue, deliveries, self.include_headers))
             crash_point("source.after_journal_write")
             last = deliveries[-1]
             self._pending[end] = (last.generation, last.delivery_tag, len(deliveries))
             self._last_seq = end
-            return {"seq": end, "tick": 0}
+            return self._offset(end, 0)
         if self._pending:
             # nothing new, but a planned batch is still unacked: make Spark commit it now
-            return {"seq": seq, "tick": tick + 1}
+            return self._offset(seq, tick + 1)
         return start
 
     def reportLatestOffset(self) -> dict | None:
@@ -231,12 +257,13 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if consumer is None:
             return None
         # the lag shows in the query's progress as latestOffset.seq - endOffset.seq
-        return {"seq": self._last_seq + consumer.queue_depth() + consumer.buffered(), "tick": 0}
+        return self._offset(self._last_seq + consumer.queue_depth() + consumer.buffered(), 0)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         start_seq, end_seq = int(start["seq"]), int(end["seq"])
         if end_seq <= start_seq:
             return []
+        self._check_owner(end)
         journal = self._journal_()
         if not journal.exists(start_seq, end_seq):
             error = journal.missing(start_seq, end_seq)
@@ -265,6 +292,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def commit(self, end: dict) -> None:
         end_seq = int(end["seq"])
+        journal_id = JournalOwner.id_of(end)
+        if journal_id is not None:
+            self._owner_().adopt(journal_id)
         crash_point("source.before_ack")
         done = [s for s in self._pending if s <= end_seq]
         if done and self._consumer is not None:
@@ -283,6 +313,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._journal_().delete_through(end_seq)
 
     def stop(self) -> None:
+        if self._owner is not None:
+            self._owner.release()
         if self._consumer is not None:
             self._consumer.stop()
             self._consumer = None

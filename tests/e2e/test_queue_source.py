@@ -141,3 +141,35 @@ def test_trigger_once_is_refused_with_advice(spark, amqp_uri, make_queue, tmp_pa
     q = df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).trigger(once=True).start()
     with pytest.raises(Exception, match="availableNow"):  # noqa: B017 - Spark wraps our error in its own
         q.awaitTermination(120)
+
+
+def test_two_queries_sharing_a_journal_location_fail_clearly_and_a_restart_keeps_its_own(spark, broker, amqp_uri,
+                                                                                         make_queue, tmp_path):
+    """F3: the journal's id travels through Spark's offset log; a second query (another checkpoint) on the same
+    journalLocation fails naming the option, the first one restarts from its checkpoint and goes on."""
+    import json
+
+    orders, payments = make_queue(suffix="-a"), make_queue(suffix="-b")
+    _publish(amqp_uri, orders, 30)
+    _publish(amqp_uri, payments, 30)
+
+    def run(queue, checkpoint):
+        df = _reader(spark, amqp_uri, queue, tmp_path, queueType="classic", maxMessagesPerTrigger=10)
+        return (df.writeStream.format("noop").option("checkpointLocation", str(tmp_path / checkpoint))
+                .trigger(availableNow=True).start())
+
+    first = run(orders, "cp-a")
+    first.awaitTermination(300)
+    assert first.exception() is None
+    logged = json.loads((tmp_path / "cp-a" / "offsets" / "0").read_text().splitlines()[-1])
+    assert logged["journal"]
+    second = run(payments, "cp-b")
+    with pytest.raises(Exception) as info:  # noqa: B017 - Spark wraps our error in its own
+        second.awaitTermination(120)
+    assert "'journalLocation'" in str(info.value) and "belongs to another query" in str(info.value)
+    assert queue_totals(broker, payments) == (30, 0)
+    _publish(amqp_uri, orders, 5, start=30)
+    again = run(orders, "cp-a")
+    again.awaitTermination(300)
+    assert again.exception() is None and sum(p["numInputRows"] for p in again.recentProgress) == 5
+    _wait(lambda: queue_totals(broker, orders) == (0, 0), what="orders all acked")

@@ -42,7 +42,8 @@ def _fill(amqp_uri, queue):
     publish_numbered(amqp_uri, queue, N, body=lambda i: b"x")
 
 
-@pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:2", "source.before_ack:2"])
+@pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:1", "source.after_journal_write:2",
+                                      "source.before_ack:2"])
 def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, make_queue, tmp_path, crash_at):
     queue = make_queue()
     _fill(amqp_uri, queue)

@@ -1,0 +1,317 @@
+"""One query per journal: the owner of a ``journalLocation`` and its id in the offsets (F3).
+
+Two queries writing to one location would name their batches alike (each counts from 0), serve each
+other's messages and ack messages they never served, silently. So the first query that journals a
+batch in a location creates its owner file, ``journal-owner.json``, atomically, and every offset it
+returns from then on carries the owner's id (``{"seq": .., "tick": .., "journal": "<id>"}``). Spark
+keeps offsets in its offset log, so a restarted query learns its id from the ``start`` offset it is
+given (or, when it replays batch 0, from that batch's ``end``).
+
+What an offset says about a location:
+
+* An offset with id X: Spark logged a batch of X, so the location must be X's. Owned by another id:
+  refuse. No owner file (the location was emptied or moved): written again for X.
+* An offset without an id: the initial offset of a new checkpoint, or a checkpoint written before
+  journal ids existed (those keep working: their batch files have the same names). The location must
+  be unowned, or owned by a query that is *stale*: Spark never logged any of its batches (``logged``
+  is false) and it no longer runs. Such an owner is our own earlier process that died between
+  creating the owner file and Spark's offset-log write (Spark then starts again from the initial
+  offset and never asks for that batch), or a query that was abandoned before its first batch; its
+  journal serves nobody, and the query takes the location over with a new id. An owner whose batch
+  Spark logged, or one still running, is another query: refuse.
+
+Whether an unlogged owner still runs: on the same host, its process id and start time; in this
+process, the readers not yet stopped; on another host nothing can be seen, so it counts as running
+for :data:`LEASE_SECONDS` after it claimed the location (Spark logs a first batch within moments of
+the claim, so only a crash leaves an owner unlogged for longer).
+
+Creation is atomic on local and FUSE-mounted paths (``/dbfs/``, ``/Volumes/``): a hard link, or an
+exclusive create. On object stores (``s3://``) pyarrow offers no exclusive create, so the claim is
+written and read back (best effort against two queries starting in the same second).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.journal import Journal
+
+__all__ = ["OWNER_FILE", "LEASE_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord", "JournalOwnerError"]
+
+#: the owner file under a journal location (no ``.arrow`` suffix: never taken for a batch)
+OWNER_FILE = "journal-owner.json"
+#: the key of the journal id in the source's offsets
+OFFSET_KEY = "journal"
+#: how long an unlogged owner on another host counts as running
+LEASE_SECONDS = 120.0
+
+#: instance ids of the readers of this process that have not stopped
+_LIVE: set[str] = set()
+
+
+class JournalOwnerError(SafeBunnyOptionError):
+    """``journalLocation`` belongs to another query."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "journalLocation")
+
+
+@dataclass(frozen=True)
+class OwnerRecord:
+    """The content of the owner file."""
+
+    id: str
+    queue: str
+    host: str
+    pid: int
+    pid_start: str | None  # the process's start time (/proc), so a reused pid is not taken for it
+    instance: str  # the reader object within its process
+    claimed: float  # epoch seconds
+    logged: bool  # Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> OwnerRecord:
+        raw = json.loads(data)
+        return cls(id=str(raw["id"]), queue=str(raw.get("queue", "?")), host=str(raw.get("host", "?")),
+                   pid=int(raw.get("pid", -1)), pid_start=raw.get("pid_start"), instance=str(raw.get("instance", "")),
+                   claimed=float(raw.get("claimed", 0.0)), logged=bool(raw.get("logged", True)))
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.claimed))
+        state = "a batch of it is in a Spark offset log" if self.logged else "no batch of it was logged yet"
+        return (f"journal id {self.id!r}, queue {self.queue!r}, claimed {when} by process {self.pid} on "
+                f"{self.host!r}; {state}")
+
+
+def _process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot) from /proc; None where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def _process_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by another user
+    now = _process_start(pid)
+    return start is None or now is None or now == start
+
+
+class JournalOwner:
+    """The ownership of one reader's journal location; see the module docstring."""
+
+    def __init__(self, journal: Journal, queue: str) -> None:
+        self.journal = journal
+        self.queue = queue
+        self.instance = uuid.uuid4().hex
+        self.id: str | None = None
+        self._logged = False
+        self._local = isinstance(journal.fs, pafs.LocalFileSystem)
+        self._path = f"{journal.root.rstrip('/')}/{OWNER_FILE}"
+
+    # ------------------------------------------------------------------ file access
+    def read(self) -> OwnerRecord | None:
+        """The owner file's record, or None when there is none."""
+        for attempt in range(20):
+            try:
+                with self.journal.fs.open_input_stream(self._path) as f:
+                    data = f.read()
+            except FileNotFoundError:
+                return None
+            try:
+                return OwnerRecord.from_json(data)
+            except (ValueError, KeyError, TypeError):
+                if attempt == 19:  # not a half-written claim: a damaged file
+                    raise JournalOwnerError(
+                        f"The owner file {self._path!r} of option 'journalLocation' {self.journal.location!r} cannot "
+                        f"be read ({data[:80]!r}). Delete it only if no other query uses this location, then "
+                        "restart.") from None
+                time.sleep(0.05)
+        return None
+
+    def _record(self, journal_id: str, logged: bool) -> OwnerRecord:
+        pid = os.getpid()
+        return OwnerRecord(id=journal_id, queue=self.queue, host=socket.gethostname(), pid=pid,
+                           pid_start=_process_start(pid), instance=self.instance, claimed=time.time(), logged=logged)
+
+    def _create(self, record: OwnerRecord) -> bool:
+        """Write the owner file unless one exists; True when this call created it."""
+        self.journal.ensure()
+        data = record.to_json()
+        if self._local:
+            tmp = f"{self._path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, self._path)  # atomic, and the file is complete when it appears
+                return True
+            except FileExistsError:
+                return False
+            except OSError:  # no hard links here (some FUSE mounts): an exclusive create instead
+                try:
+                    fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    return False
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return True
+            finally:
+                os.unlink(tmp)
+        if self.read() is not None:
+            return False
+        with self.journal.fs.open_output_stream(self._path) as f:
+            f.write(data)
+        again = self.read()
+        return again is not None and again.instance == record.instance
+
+    def _replace(self, record: OwnerRecord) -> None:
+        """Rewrite the owner file (this reader owns it already)."""
+        data = record.to_json()
+        if self._local:
+            tmp = f"{self._path}.{uuid.uuid4().hex}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._path)
+        else:
+            with self.journal.fs.open_output_stream(self._path) as f:
+                f.write(data)
+
+    def _take_over(self, stale: OwnerRecord) -> bool:
+        """Replace the stale owner ``stale`` by a new claim of ours; False when another query was quicker."""
+        record = self._record(uuid.uuid4().hex, logged=False)
+        if self._local:
+            aside = f"{self._path}.{uuid.uuid4().hex}.stale"
+            try:
+                os.rename(self._path, aside)
+            except FileNotFoundError:
+                return self._won(record)
+            moved = OwnerRecord.from_json(open(aside, "rb").read())
+            if moved.instance != stale.instance or moved.id != stale.id:
+                # another query claimed the location after we judged it: put its file back and look again
+                try:
+                    os.link(aside, self._path)
+                except OSError:
+                    pass
+                os.unlink(aside)
+                return False
+            os.unlink(aside)
+            return self._won(record)
+        self._replace(record)
+        return self._won(record) if self.read() == record else False
+
+    def _won(self, record: OwnerRecord) -> bool:
+        if self.read() == record or self._create(record):
+            self.id, self._logged = record.id, record.logged
+            _LIVE.add(self.instance)
+            return True
+        return False
+
+    # ------------------------------------------------------------------ decisions
+    def _running(self, owner: OwnerRecord) -> bool:
+        if owner.host != socket.gethostname():
+            return time.time() - owner.claimed < LEASE_SECONDS
+        if owner.pid == os.getpid():
+            return owner.instance in _LIVE and owner.instance != self.instance
+        return _process_alive(owner.pid, owner.pid_start)
+
+    def _refuse(self, owner: OwnerRecord, why: str) -> JournalOwnerError:
+        return JournalOwnerError(
+            f"Option 'journalLocation' {self.journal.location!r} belongs to another query ({owner.describe()}), "
+            f"and {why}. Two queries sharing a journal would serve and ack each other's messages. Give each query "
+            "its own 'journalLocation' (for example next to its checkpoint). If the query that owns it is gone for "
+            f"good (its checkpoint deleted), delete {self._path!r} and its batch-*.arrow files, then restart.")
+
+    def check_unclaimed(self) -> None:
+        """For an offset without an id: raise unless the location is free or its owner is stale."""
+        if self.id is not None:
+            return
+        owner = self.read()
+        if owner is None:
+            return
+        if owner.logged:
+            raise self._refuse(owner, "this query's checkpoint carries no journal id (a new checkpoint, or one "
+                                      "written before journal ids), so it is not that query")
+        if self._running(owner):
+            raise self._refuse(owner, "that query is running")
+
+    def claim(self) -> str:
+        """The id to put in the next offset: ours, or a new claim of a free or stale location."""
+        if self.id is not None:
+            self.verify()
+            return self.id
+        for _ in range(5):
+            self.check_unclaimed()
+            owner = self.read()
+            if owner is None:
+                if self._won(self._record(uuid.uuid4().hex, logged=False)):
+                    return self.id  # type: ignore[return-value]
+            elif self._take_over(owner):
+                return self.id  # type: ignore[return-value]
+        raise SafeBunnyError(f"Could not claim option 'journalLocation' {self.journal.location!r}: other queries "
+                             "keep claiming it at the same time. Give each query its own journalLocation.")
+
+    def adopt(self, journal_id: str) -> None:
+        """An offset Spark logged carries ``journal_id``: the location must be that query's."""
+        if self.id is not None and self.id != journal_id:
+            raise JournalOwnerError(
+                f"Spark handed the reader of option 'journalLocation' {self.journal.location!r} an offset of journal "
+                f"id {journal_id!r}, but this reader journals as {self.id!r}: the checkpoint and the journal location "
+                "do not belong together. Give each query its own journalLocation.")
+        if self.id == journal_id and self._logged:
+            return
+        owner = self.read()
+        if owner is None:
+            # emptied or moved: the id in Spark's offset log is the authority
+            if not self._create(self._record(journal_id, logged=True)):
+                owner = self.read()
+        if owner is not None:
+            if owner.id != journal_id:
+                raise self._refuse(owner, f"this query's checkpoint carries journal id {journal_id!r}")
+            if not owner.logged or owner.instance != self.instance:
+                self._replace(self._record(journal_id, logged=True))
+        self.id, self._logged = journal_id, True
+        _LIVE.add(self.instance)
+
+    def verify(self) -> None:
+        """Before each journal write: the owner file must still be ours."""
+        owner = self.read()
+        if owner is None:
+            self._create(self._record(self.id, logged=self._logged))  # type: ignore[arg-type]
+            owner = self.read()
+        if owner is not None and owner.id != self.id:
+            raise self._refuse(owner, f"this query journals as {self.id!r}: the owner file was replaced while it ran")
+
+    def release(self) -> None:
+        """This reader stops: it no longer counts as running (the owner file stays)."""
+        _LIVE.discard(self.instance)
+
+    @staticmethod
+    def id_of(offset: dict[str, Any]) -> str | None:
+        value = offset.get(OFFSET_KEY)
+        return str(value) if value else None
