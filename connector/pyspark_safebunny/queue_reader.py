@@ -40,14 +40,15 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from safebunny.amqp.consumer import Delivery, QueueConsumer
-from safebunny.amqp.message_rows import AmqpColumns
+from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.journal import Journal
 from safebunny.journal_owner import OFFSET_KEY, JournalOwner
 from safebunny.saga.breaker import paused_until
 
-__all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_batch"]
+__all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_table",
+           "deliveries_to_batch"]
 
 log = logging.getLogger("safebunny.source")
 
@@ -97,13 +98,21 @@ def absolute_location(location: str) -> str:
     return os.path.abspath(os.path.expanduser(location))
 
 
-def deliveries_to_batch(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.RecordBatch:
-    """The Arrow batch of the source's schema for ``deliveries``."""
+def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers: bool,
+                        max_chunk_bytes: int | None = None) -> pa.Table:
+    """The source's rows for ``deliveries``, as a table whose record batches each hold at most
+    ``max_chunk_bytes`` of bodies (default ``MAX_CHUNK_BYTES``): a batch of any total size can be
+    journaled, although one Arrow ``binary`` array holds less than 2 GiB (F5)."""
     columns = AmqpColumns(include_headers)
     append = columns.append
     for d in deliveries:
         append(d.body, d.properties, d.exchange, d.routing_key, d.redelivered)
-    return columns.to_batch(queue)
+    batches = columns.to_batches(queue, max_chunk_bytes)
+    return pa.Table.from_batches(batches, schema=arrow_schema(include_headers, include_offset=True))
+
+
+#: The former name: it returns a :class:`pyarrow.Table` now (several record batches when large).
+deliveries_to_batch = deliveries_to_table
 
 
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -241,7 +250,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             end = seq + len(deliveries)
             self._owner_().claim()
             crash_point("source.after_consume")
-            journal.write(seq, end, deliveries_to_batch(self.queue, deliveries, self.include_headers))
+            journal.write(seq, end, deliveries_to_table(self.queue, deliveries, self.include_headers))
             crash_point("source.after_journal_write")
             last = deliveries[-1]
             self._pending[end] = (last.generation, last.delivery_tag, len(deliveries))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -64,13 +64,30 @@ class Journal:
     def _path(self, start_seq: int, end_seq: int) -> str:
         return f"{self.root.rstrip('/')}/{batch_file_name(start_seq, end_seq)}"
 
-    def write(self, start_seq: int, end_seq: int, batch: pa.RecordBatch) -> str:
-        """Durably write a batch (temporary file, fsync where local, rename) and return its path."""
+    def write(self, start_seq: int, end_seq: int,
+              data: pa.RecordBatch | pa.Table | Sequence[pa.RecordBatch]) -> str:
+        """Durably write a batch (temporary file, fsync where local, rename) and return its path.
+
+        ``data`` is one record batch, a table, or a non-empty list of record batches of one schema; they
+        are kept as separate record batches in the file (a batch of messages may exceed what one Arrow
+        ``binary`` array can hold, F5) and :meth:`read` yields them in order."""
+        if isinstance(data, pa.RecordBatch):
+            batches: Sequence[pa.RecordBatch] = [data]
+        elif isinstance(data, pa.Table):
+            batches = data.to_batches()
+            schema = data.schema
+        else:
+            batches = data
+        if not isinstance(data, pa.Table):
+            if not batches:
+                raise ValueError("data must hold at least one record batch, but got none")
+            schema = batches[0].schema
         path = self._path(start_seq, end_seq)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         with self.fs.open_output_stream(tmp) as sink:
-            with pa.ipc.new_stream(sink, batch.schema) as writer:
-                writer.write_batch(batch)
+            with pa.ipc.new_stream(sink, schema) as writer:
+                for batch in batches:
+                    writer.write_batch(batch)
         if isinstance(self.fs, pafs.LocalFileSystem):
             fd = os.open(tmp, os.O_RDONLY)
             try:

@@ -54,3 +54,17 @@ def test_unwritable_location_names_the_option(tmp_path):
     blocker.write_text("x")
     with pytest.raises(SafeBunnyOptionError, match="journalLocation"):
         Journal(str(blocker / "sub")).ensure()
+
+
+def test_a_batch_of_several_record_batches_is_written_and_read_back_in_order(tmp_path):
+    """F5: a journaled batch may hold several record batches (bodies over 2 GiB cannot be one)."""
+    journal = Journal(str(tmp_path))
+    parts = [_batch(3), _batch(2), _batch(4)]
+    journal.write(0, 9, parts)
+    back = list(journal.read(0, 9))
+    assert [b.num_rows for b in back] == [3, 2, 4]
+    assert all(b.equals(p) for b, p in zip(back, parts, strict=True))
+    journal.write(9, 18, pa.Table.from_batches(parts))
+    assert [b.num_rows for b in journal.read(9, 18)] == [3, 2, 4]
+    with pytest.raises(ValueError):
+        journal.write(18, 18, [])

@@ -30,6 +30,7 @@ def test_public_api():
     assert set(message_rows.__all__) == {
         "BASE_COLUMNS", "arrow_schema", "column_names", "amqp_timestamp", "render_header_value",
         "render_headers", "pika_row", "rows_to_record_batch", "AmqpColumns", "header_delivery_count",
+        "MAX_CHUNK_BYTES",
     }
 
 
@@ -166,3 +167,30 @@ def test_record_batch_has_no_headers_column_unless_asked():
 
 def test_render_headers_orders_keys():
     assert list(render_headers({"b": 1, "a": 2, "c": None})) == ["a", "b", "c"]
+
+
+def _props(i: int) -> SimpleNamespace:
+    return SimpleNamespace(message_id=f"m{i}", correlation_id=None, timestamp=None, content_type=None, type=None,
+                           headers=None)
+
+
+def test_batches_over_the_chunk_limit_are_split_in_order_with_the_spark_schema():
+    """F5: a batch whose bodies exceed what one Arrow binary array holds (2 GiB) is split into record
+    batches of bounded body bytes; here with the limit lowered to 100 bytes."""
+    columns = message_rows.AmqpColumns(False)
+    sizes = [30, 30, 30, 30, 250, 0, 10, 90, 5]
+    for i, size in enumerate(sizes):
+        columns.append(bytes([65 + i]) * size, _props(i), "", "rk")
+    batches = columns.to_batches("q", max_chunk_bytes=100)
+    expected = to_arrow_schema(schema_for(False, include_offset=True), timezone="UTC")
+    assert [b.num_rows for b in batches] == [3, 1, 1, 3, 1]
+    for b in batches:
+        assert b.schema.equals(expected) and b.schema.field("value").type == pa.binary()
+        body_bytes = sum(len(v) for v in b.column("value").to_pylist())
+        assert body_bytes <= 100 or b.num_rows == 1
+    table = pa.Table.from_batches(batches)
+    assert table.column("messageId").to_pylist() == [f"m{i}" for i in range(len(sizes))]
+    assert [len(v) for v in table.column("value").to_pylist()] == sizes
+    assert table.column("queue").to_pylist() == ["q"] * len(sizes)
+    assert columns.to_batches("q")[0].equals(columns.to_batch("q"))  # under the default limit: one batch
+    assert message_rows.AmqpColumns(True).to_batches("q") == []

@@ -38,6 +38,7 @@ __all__ = [
     "AmqpColumns",
     "header_delivery_count",
     "rows_to_record_batch",
+    "MAX_CHUNK_BYTES",
 ]
 
 #: The base columns, in schema order (``headers`` and ``offset`` follow when present).
@@ -71,6 +72,12 @@ _BASE_FIELDS: tuple[pa.Field, ...] = (
 _HEADERS_FIELD = pa.field("headers", pa.map_(pa.string(), pa.string()))
 _OFFSET_FIELD = pa.field("offset", pa.int64())
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+#: Body bytes per Arrow record batch at most (a single larger body gets a batch of its own). Arrow's
+#: ``binary`` type has 32-bit offsets, so one array holds less than 2 GiB; a batch of messages is
+#: therefore journaled and served as several record batches (F5), each well under that limit and
+#: small enough for Spark's JVM to take in one piece.
+MAX_CHUNK_BYTES = 256 * 1024 * 1024
 
 
 def arrow_schema(include_headers: bool, include_offset: bool = True) -> pa.Schema:
@@ -228,10 +235,37 @@ class AmqpColumns:
             c["headers"].append(render_headers(headers) if headers else None)
 
     def to_batch(self, queue: str) -> pa.RecordBatch:
-        """The Arrow batch (``queue`` filled in) of everything appended so far."""
+        """The Arrow batch (``queue`` filled in) of everything appended so far.
+
+        Raises :class:`pyarrow.ArrowCapacityError` (or ``ArrowInvalid``) when the bodies reach 2 GiB:
+        use :meth:`to_batches` for batches of any size."""
         columns = dict(self.columns)
         columns["queue"] = [queue] * len(self)
         return rows_to_record_batch(columns, self.include_headers)
+
+    def to_batches(self, queue: str, max_chunk_bytes: int | None = None) -> list[pa.RecordBatch]:
+        """Everything appended so far as record batches of at most ``max_chunk_bytes`` body bytes each
+        (default :data:`MAX_CHUNK_BYTES`; a body larger than that gets a batch of its own), in order."""
+        limit = MAX_CHUNK_BYTES if max_chunk_bytes is None else max_chunk_bytes
+        values = self.columns["value"]
+        n = len(values)
+        cuts = [0]
+        size = 0
+        for i, body in enumerate(values):
+            length = len(body)
+            if size and size + length > limit:
+                cuts.append(i)
+                size = 0
+            size += length
+        cuts.append(n)
+        if len(cuts) == 2:
+            return [self.to_batch(queue)] if n else []
+        out = []
+        for lo, hi in zip(cuts, cuts[1:], strict=False):
+            columns: dict[str, list[Any]] = {name: col[lo:hi] for name, col in self.columns.items()}
+            columns["queue"] = [queue] * (hi - lo)
+            out.append(rows_to_record_batch(columns, self.include_headers))
+        return out
 
 
 def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_headers: bool,
