@@ -194,10 +194,13 @@ def _await(query: Any, timeout_s: float, what: str) -> None:
         raise ConnectorBenchError(f"{what} failed: {str(query.exception()).splitlines()[0][:300]}")
 
 
-def _reader(spark: Any, uri: str, queue: str, queue_type: str, mmpt: int, partitions: int, workdir: Path,
+def _reader(spark: Any, uri: str, queue: str, queue_type: str, mmpt: int | None, partitions: int, workdir: Path,
             extra: dict[str, str] | None = None) -> Any:
+    """The source's DataFrame; ``mmpt`` None leaves ``maxMessagesPerTrigger`` at its default."""
     r = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
-         .option("queueType", queue_type).option("maxMessagesPerTrigger", str(mmpt)))
+         .option("queueType", queue_type))
+    if mmpt is not None:
+        r = r.option("maxMessagesPerTrigger", str(mmpt))
     if queue_type == "stream":
         r = r.option("startingOffsets", "earliest").option("minPartitions", str(partitions))
     else:
@@ -217,7 +220,7 @@ def _drained(query: Any, n: int, timeout_s: float, role: str, what: str, queue: 
     return _steady_run(batches, progress)
 
 
-def run_source(spark: Any, uri: str, queue: str, queue_type: str, n: int, mmpt: int, workdir: Path,
+def run_source(spark: Any, uri: str, queue: str, queue_type: str, n: int, mmpt: int | None, workdir: Path,
                partitions: int = 1, timeout_s: float = 600.0) -> ConnRun:
     """Drain ``n`` messages into Spark's ``noop`` sink with ``availableNow``."""
     df = _reader(spark, uri, queue, queue_type, mmpt, partitions, workdir)
