@@ -73,6 +73,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"safebunny stream tests used {_STREAM_BROKER.origin}", bold=True)
 
 
+@pytest.fixture(scope="session")
+def short_timeout_broker() -> Iterator:
+    """A throwaway broker whose ``consumer_timeout`` is 2 s, checked every 500 ms (the channel tick; 60 s by
+    default), shared by the tests about overdue acks."""
+    from brokers import ThrowawayBroker
+
+    broker = ThrowawayBroker(plugins=(), extra_config=("consumer_timeout = 2000",),
+                             advanced_config="[{rabbit, [{channel_tick_interval, 500}]}].").start()
+    yield broker
+    broker.destroy()
+
+
 def use_stream_broker() -> tuple:
     """Module-level overrides of ``broker`` and ``amqp_uri`` for test modules about stream queues:
     ``broker, amqp_uri = use_stream_broker()``; every fixture built on them follows."""

@@ -39,6 +39,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from safebunny.amqp.ack_budget import AckBudget
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.crashpoints import crash_point
@@ -131,6 +132,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._consumer: QueueConsumer | None = None
         self._journal: Journal | None = None
         self._owner: JournalOwner | None = None
+        self._budget = AckBudget(self.queue, options["consumerTimeoutMs"])
+        self._timeouts_seen = 0  # the consumer's count of channels closed by consumer_timeout, at the last commit
         # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag)
         self._pending: OrderedDict[int, tuple[int, int]] = OrderedDict()
         self._target_seq: int | None = None
@@ -237,6 +240,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         first_wait = self.options["pollTimeoutMs"] / 1000.0
         reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
         consumer.await_connection(reconnect_wait)
+        self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning (S4)
         if self._target_count is not None:
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
@@ -248,6 +252,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             deliveries = consumer.take(count, max_bytes, first_wait)
         if deliveries:
             end = seq + len(deliveries)
+            self._budget.planned(previous_pending=bool(self._pending))
             self._owner_().claim()
             crash_point("source.after_consume")
             journal.write(seq, end, deliveries_to_table(self.queue, deliveries, self.include_headers))
@@ -316,6 +321,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             lost = sum(self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
             if lost and self._target_seq is not None:
                 self._target_seq += lost
+            timeouts = self._consumer.timeouts
+            self._budget.committed(bool(lost) and timeouts > self._timeouts_seen)
+            self._timeouts_seen = timeouts
         for s in done:
             del self._pending[s]
         crash_point("source.after_ack")

@@ -102,27 +102,22 @@ def test_lost_connection_and_broker_restart_requeue_and_resume(own_broker):
         consumer.stop()
 
 
-def test_consumer_timeout_is_reported_and_consumption_resumes_with_redelivered_copies():
-    # consumer_timeout of 2 s, checked every 500 ms (the channel tick; 60 s by default)
-    broker = ThrowawayBroker(plugins=(), extra_config=("consumer_timeout = 2000",),
-                             advanced_config="[{rabbit, [{channel_tick_interval, 500}]}].").start()
+def test_consumer_timeout_is_reported_and_consumption_resumes_with_redelivered_copies(short_timeout_broker):
+    broker = short_timeout_broker  # consumer_timeout of 2 s
+    _declare(broker.uri, "slow")
+    _publish(broker.uri, "slow", 3)
+    consumer = QueueConsumer(broker.uri, "slow", prefetch=10).start()
     try:
-        _declare(broker.uri, "slow")
-        _publish(broker.uri, "slow", 3)
-        consumer = QueueConsumer(broker.uri, "slow", prefetch=10).start()
-        try:
-            held = consumer.take(3, None, first_wait=5)
-            assert len(held) == 3
-            _wait(lambda: consumer.generation == 2, timeout=30, what="the channel closed by consumer_timeout")
-            assert "consumer_timeout" in consumer.last_error
-            assert consumer.ack_through(held[-1].generation, held[-1].delivery_tag) is False
-            again = consumer.take(3, None, first_wait=10)
-            assert [d.body for d in again] == [d.body for d in held] and all(d.redelivered for d in again)
-            assert consumer.ack_through(again[-1].generation, again[-1].delivery_tag)
-        finally:
-            consumer.stop()
+        held = consumer.take(3, None, first_wait=5)
+        assert len(held) == 3
+        _wait(lambda: consumer.generation == 2, timeout=30, what="the channel closed by consumer_timeout")
+        assert "consumer_timeout" in consumer.last_error
+        assert consumer.ack_through(held[-1].generation, held[-1].delivery_tag) is False
+        again = consumer.take(3, None, first_wait=10)
+        assert [d.body for d in again] == [d.body for d in held] and all(d.redelivered for d in again)
+        assert consumer.ack_through(again[-1].generation, again[-1].delivery_tag)
     finally:
-        broker.destroy()
+        consumer.stop()
 
 
 def _declare(uri, queue):

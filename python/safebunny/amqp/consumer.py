@@ -87,6 +87,8 @@ class QueueConsumer:
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
         self.backlog: int = 0
+        #: channels the broker closed because a delivery outlived its consumer_timeout (S4)
+        self.timeouts = 0
 
     # ----------------------------------------------------------------- lifecycle
     def start(self) -> QueueConsumer:
@@ -188,6 +190,7 @@ class QueueConsumer:
         code = getattr(exc, "reply_code", None)
         text = getattr(exc, "reply_text", "") or str(exc)
         if code == 406 and "timeout" in text.lower():
+            self.timeouts += 1
             message = (
                 f"The broker closed the channel of queue {self.queue!r} because a delivery stayed unacked "
                 f"longer than its consumer_timeout ({text}). Those messages are requeued and will be "

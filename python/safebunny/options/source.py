@@ -74,6 +74,11 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                doc="Add the `headers` column (map<string,string>; nested values as JSON)."),
     OptionSpec("pollTimeoutMs", parse_int(0), default=1000, values="milliseconds",
                doc="How long one micro-batch waits for the first message when the queue is empty."),
+    OptionSpec("consumerTimeoutMs", parse_int(0), default=1_800_000, values="milliseconds, 0 for none",
+               doc="Classic and quorum queues: the broker's `consumer_timeout` (RabbitMQ's default is 30 minutes). "
+                   "A message waits for its ack about two batch durations (the prefetch holds two batches); the "
+                   "reader warns when that passes half of this. Whatever it is set to, two batches lost within five "
+                   "to the broker closing the channel for an overdue ack fail the query with a clear error."),
     OptionSpec("heartbeatSeconds", parse_int(0), default=30, values="seconds",
                doc="AMQP heartbeat of the reader's connection (0 disables)."),
     OptionSpec("streamPort", parse_int(0), default=5552, values="port, 0 to disable",
