@@ -100,6 +100,21 @@ def use_stream_broker() -> tuple:
     return _broker, _amqp_uri
 
 
+@pytest.fixture(scope="module")
+def stream_port(broker: Broker) -> int:
+    """The stream protocol port of the module's ``broker`` (with :func:`use_stream_broker`, the stream broker);
+    fails when the stream plugin does not answer there."""
+    from urllib.parse import urlsplit
+
+    from safebunny.streams.client import stream_protocol_answers
+
+    port = broker.stream_port or 5552
+    host = urlsplit(broker.uri).hostname
+    if not stream_protocol_answers(host, port):
+        pytest.fail(f"the stream plugin does not answer on {host}:{port}: rabbitmq-plugins enable rabbitmq_stream")
+    return port
+
+
 @pytest.fixture(scope="session")
 def broker() -> Broker:
     if _BROKER is None:

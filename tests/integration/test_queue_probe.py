@@ -16,19 +16,9 @@ from safebunny.amqp.probe import (
     parse_inequivalent_arg,
 )
 from safebunny.errors import SafeBunnyBrokerError
-from safebunny.streams.client import stream_protocol_answers
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()
-
-
-@pytest.fixture(scope="module")
-def stream_port(broker) -> int:
-    port = broker.stream_port or 5552
-    host = urlsplit(broker.uri).hostname
-    if not stream_protocol_answers(host, port):
-        pytest.fail(f"the stream plugin does not answer on {host}:{port}: rabbitmq-plugins enable rabbitmq_stream")
-    return port
 
 
 def _with(uri: str, *, password: str | None = None, port: int | None = None, vhost: str | None = None,

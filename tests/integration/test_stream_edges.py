@@ -12,20 +12,12 @@ import pytest
 
 from conftest import use_stream_broker
 from safebunny.errors import QueueNotFoundError, SafeBunnyDataLossError
-from safebunny.streams.client import AmqpStreamClient, RStreamClient, StreamEndpoint, stream_protocol_answers
+from safebunny.streams.client import AmqpStreamClient, RStreamClient, StreamEndpoint
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()
 
 SUBSCRIPTION_IDS = 256  # a subscription id is one byte in the stream protocol
-
-
-@pytest.fixture(scope="module")
-def stream_port(broker) -> int:
-    port = broker.stream_port or 5552
-    if not stream_protocol_answers(urlsplit(broker.uri).hostname, port):
-        pytest.fail(f"the stream plugin does not answer on port {port}: rabbitmq-plugins enable rabbitmq_stream")
-    return port
 
 
 def _send_one_chunk(amqp_uri: str, stream_port: int, queue: str, count: int, prefix: bytes = b"r") -> None:

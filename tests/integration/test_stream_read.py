@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from urllib.parse import urlsplit
 
 import pika
 import pytest
@@ -17,7 +16,6 @@ from safebunny.streams.client import (
     RStreamClient,
     StreamEndpoint,
     open_stream_client,
-    stream_protocol_answers,
 )
 from safebunny.streams.offsets import split_range
 
@@ -25,14 +23,6 @@ from safebunny.streams.offsets import split_range
 broker, amqp_uri = use_stream_broker()
 
 PROTOCOLS = ["stream", "amqp"]
-
-
-@pytest.fixture(scope="module")
-def stream_port(broker) -> int:
-    port = broker.stream_port or 5552
-    if not stream_protocol_answers(urlsplit(broker.uri).hostname, port):
-        pytest.fail(f"the stream plugin does not answer on port {port}: rabbitmq-plugins enable rabbitmq_stream")
-    return port
 
 
 @pytest.fixture
