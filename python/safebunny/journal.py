@@ -20,7 +20,7 @@ import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 
-__all__ = ["Journal", "batch_file_name", "parse_batch_file_name"]
+__all__ = ["Journal", "batch_file_name", "parse_batch_file_name", "resolve_location"]
 
 _NAME = re.compile(r"^batch-(\d{20})-(\d{20})\.arrow$")
 
@@ -35,20 +35,24 @@ def parse_batch_file_name(name: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
+def resolve_location(location: str, option: str = "journalLocation") -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path of a local path (made absolute) or a URI pyarrow knows; an error naming
+    ``option`` when it is neither."""
+    try:
+        return pafs.FileSystem.from_uri(location)
+    except (pa.ArrowInvalid, ValueError):
+        if "://" in location:
+            raise SafeBunnyOptionError(
+                f"Option '{option}' is not a path or URI pyarrow can open: {location!r}.", option) from None
+        return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
 class Journal:
     """Batches of one query's source, under ``location``."""
 
     def __init__(self, location: str) -> None:
         self.location = location
-        try:
-            self.fs, self.root = pafs.FileSystem.from_uri(location)
-        except (pa.ArrowInvalid, ValueError):
-            if "://" in location:
-                raise SafeBunnyOptionError(
-                    f"Option 'journalLocation' is not a path or URI pyarrow can open: {location!r}.",
-                    "journalLocation",
-                ) from None
-            self.fs, self.root = pafs.LocalFileSystem(), os.path.abspath(location)
+        self.fs, self.root = resolve_location(location)
 
     def ensure(self) -> None:
         """Create the directory; fail clearly when it cannot be written."""

@@ -12,6 +12,8 @@ from typing import Any
 import orjson
 from pyarrow import fs as pafs
 
+from safebunny.journal import resolve_location
+
 __all__ = ["OutcomeLog"]
 
 
@@ -23,8 +25,7 @@ class OutcomeLog:
         self.node = node
 
     def _path(self, epoch: str, batch_id: int) -> tuple[pafs.FileSystem, str]:
-        filesystem, base = pafs.FileSystem.from_uri(self.root) if "://" in self.root else (
-            pafs.LocalFileSystem(), self.root)
+        filesystem, base = resolve_location(self.root, "inbox")
         return filesystem, f"{base}/_outcomes/{self.node}/{epoch}/{batch_id}.json"
 
     def read(self, epoch: str, batch_id: int) -> Any | None:
