@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -34,7 +34,6 @@ class SagaStep:
     compensates: str | None = None
     fails_as: str | None = None
     batch_size: int = 1000
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for kind, value in (("node", self.node), ("type", self.consumes), ("node", self.from_node)):
