@@ -211,7 +211,8 @@ class JournalOwner:
                 os.rename(self._path, aside)
             except FileNotFoundError:
                 return self._won(record)
-            moved = OwnerRecord.from_json(open(aside, "rb").read())
+            with open(aside, "rb") as f:
+                moved = OwnerRecord.from_json(f.read())
             if moved.instance != stale.instance or moved.id != stale.id:
                 # another query claimed the location after we judged it: put its file back and look again
                 try:

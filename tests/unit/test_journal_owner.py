@@ -122,3 +122,17 @@ def test_an_owner_file_replaced_while_running_stops_the_next_write(tmp_path):
     _rewrite(tmp_path, id="intruder")
     with pytest.raises(JournalOwnerError, match="replaced while it ran"):
         a.claim()
+
+
+def test_a_take_over_that_lost_the_race_puts_the_winners_claim_back(tmp_path):
+    a = _owner(tmp_path)
+    a.claim()
+    a.release()
+    stale = _owner(tmp_path).read()  # b judged a's claim stale ...
+    c = _owner(tmp_path)
+    winner = c.claim()  # ... but c took the location over first
+    b = _owner(tmp_path)
+    assert b._take_over(stale) is False
+    assert json.loads((tmp_path / OWNER_FILE).read_text())["id"] == winner and b.id is None
+    with pytest.raises(JournalOwnerError, match="running"):
+        b.claim()
