@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
-from safebunny.crashpoints import crash_point
+from safebunny.amqp.sending import acquire_for, publish_batches
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.sink import parse_sink_options
 
@@ -83,7 +83,7 @@ class _Publishing:
     def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
         from pyspark import TaskContext
 
-        from safebunny.amqp.publisher import acquire, release
+        from safebunny.amqp.publisher import release
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
@@ -96,39 +96,10 @@ class _Publishing:
         builder = MessageBuilder(self.plan, scope)
         opts = self.options
         started = time.monotonic()
-        publisher = acquire(opts["uri"], max_in_flight=opts["maxInFlight"],
-                            confirm_timeout=opts["confirmTimeoutMs"] / 1000.0,
-                            heartbeat=opts["heartbeatSeconds"], connect_timeout=opts["connectTimeoutMs"] / 1000.0)
+        publisher = acquire_for(opts)
         healthy = False
         try:
-            publish = publisher.publish
-            build = builder.build
-            for batch in batches:
-                rows = batch.num_rows
-                if rows == 0:
-                    continue
-                publisher.service()  # heartbeats and broker notices, even when batches arrive slowly
-                names = batch.schema.names
-                cols = {name: batch.column(i).to_pylist() for i, name in enumerate(names)}
-                none = [None] * rows
-                value = cols["value"]
-                mids = cols.get("messageId", none)
-                corrs = cols.get("correlationId", none)
-                causes = cols.get("causationId", none)
-                headers = cols.get("headers", none)
-                ctypes = cols.get("contentType", none)
-                types = cols.get("type", none)
-                exchanges = cols.get("exchange", none)
-                keys = cols.get("routingKey", none)
-                indexes = cols.get("outputIndex", none)
-                stamp = int(time.time())
-                for i in range(rows):
-                    msg = build(value[i], timestamp=stamp, message_id_=mids[i], correlation_id=corrs[i],
-                                causation_id=causes[i], headers=headers[i], content_type=ctypes[i],
-                                message_type=types[i], exchange=exchanges[i], routing_key=keys[i],
-                                output_index=indexes[i])
-                    publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
-                crash_point("sink.mid_publish")  # published, not all confirmed: the crash tests' point
+            publish_batches(publisher, builder, batches)
             counts = publisher.flush()
             healthy = True
         finally:

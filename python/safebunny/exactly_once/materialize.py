@@ -7,6 +7,7 @@ and nothing has been applied or published yet when one of them fails.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,9 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 
 __all__ = ["Materialized", "from_frames", "from_rows", "merge_all", "decisions_to_materialized"]
+
+#: Spark jobs run side by side to collect one outcome's effects and emits.
+_PARALLEL_JOBS = 4
 
 
 @dataclass
@@ -38,7 +42,8 @@ def from_frames(outcome: Outcome | None) -> Materialized:
     out = Materialized()
     if not _check_outcome(outcome, "step"):
         return out
-    for index, item in enumerate([*outcome.effects, *outcome.emits]):
+    items = [*outcome.effects, *outcome.emits]
+    for index, item in enumerate(items):
         columns = getattr(item.data, "columns", None)
         if columns is None:
             raise SafeBunnyOptionError(f"{_describe(item, index)} is a {type(item.data).__name__}, not a DataFrame.",
@@ -47,10 +52,21 @@ def from_frames(outcome: Outcome | None) -> Materialized:
             raise SafeBunnyOptionError(
                 f"{_describe(item, index)} has no 'messageId' column (columns: {list(columns)}). Keep the input "
                 "message's messageId in every row: it ties each output to its cause.", "messageId")
-        _add(out, item, item.data.toArrow())
+    for item, table in zip(items, _collect_all([item.data for item in items]), strict=True):
+        _add(out, item, table)
     for failed in outcome.failed:
         out.failed[failed.message_id] = failed
     return out
+
+
+def _collect_all(frames: list[Any]) -> list[pa.Table]:
+    """``toArrow`` of every frame, the Spark jobs side by side (each is small; their fixed costs overlap)."""
+    if len(frames) < 2:
+        return [frame.toArrow() for frame in frames]
+    workers = min(len(frames), _PARALLEL_JOBS)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="safebunny-outcome") as pool:
+        futures = [pool.submit(frame.toArrow) for frame in frames]
+        return [future.result() for future in futures]
 
 
 def _check_outcome(outcome: Any, kind: str) -> bool:

@@ -21,16 +21,18 @@ import logging
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 
+from safebunny.amqp.sending import publish_table
 from safebunny.crashpoints import crash_point
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
+from safebunny.exactly_once.batch import Batch, NewMessages
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id
-from safebunny.exactly_once.emits import build_publish_rows
+from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
 from safebunny.exactly_once.materialize import (
@@ -47,8 +49,9 @@ from safebunny.session import activate
 __all__ = ["Step", "BatchReport", "Handler", "Router"]
 
 log = logging.getLogger("safebunny.step")
-SEQ = "_safebunny_seq"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+#: tries at publishing a batch's emits before the batch fails (each republishes the same ids)
+_PUBLISH_ATTEMPTS = 3
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
 Router = Callable[[Emit], "tuple[str, str]"]
@@ -71,6 +74,8 @@ class BatchReport:
     replayed: bool
     seconds: float
     finished_at: dt.datetime
+    #: seconds spent in each phase of the batch (read, dedupe, handler, effects, inbox, publish)
+    phases: Mapping[str, float] = field(default_factory=dict)
 
 
 class Step:
@@ -122,90 +127,94 @@ class Step:
         return run
 
     def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
-        """Run one batch through the protocol (what the ``foreach_batch`` function calls)."""
+        """Run one batch through the protocol (what the ``foreach_batch`` function calls).
+
+        The batch is collected to the driver once (one Spark job; its size is bounded by the source's
+        ``maxMessagesPerTrigger``/``maxBytesPerTrigger``); the handler gets the new messages as a local
+        DataFrame, so its effects and emits are cheap to compute and a failing row is isolated without
+        reading the source again; emits are published from the driver with confirms.
+        """
         started = time.monotonic()
+        clock = _Phases()
         spark = activate(batch_df.sparkSession)
         epoch = self._epoch(spark)
         ctx = StepContext(self.node, batch_id, epoch)
-        df = batch_df.withColumn(SEQ, _seq_column()).persist()
-        try:
-            meta = _meta(df)
-            crash_point("step.after_consume")
-            first: dict[str, dict[str, Any]] = {}
-            for m in meta:
-                first.setdefault(m["messageId"], m)
-            seen = self.inbox.seen(list(first), epoch, batch_id)
-            new = [m for mid, m in first.items() if mid not in seen]
-            replayed = self.inbox.batch_done(epoch, batch_id)
-            if rows:
-                result = self._run_rows(df, new, handler, ctx)
-            else:
-                result = self._run_frames(df, new, handler, ctx)
-            correlation_of = {m["messageId"]: m["correlationId"] for m in new}
-            publish, emitted = self._publish_rows(result, correlation_of)
-            if not replayed:
-                for key in sorted(result.effects, key=repr):
-                    effect, table = result.effects[key]
-                    apply_effect(spark, effect, table, effect_app_id(self.node, epoch, effect), batch_id)
-                crash_point("step.after_effects")
-                self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
-            crash_point("step.after_inbox")
-            if publish.num_rows:
-                self._publish(spark, publish)
-            crash_point("step.after_publish")
-            failed = [self._with_row(df, f, first) for f in result.failed.values()]
-            if failed and self.on_failed is not None:
-                self.on_failed(failed, ctx)
-            if rows:
-                self.outcomes.forget_before(epoch, batch_id)
-        finally:
-            df.unpersist()
-        report = BatchReport(self.node, epoch, batch_id, len(meta), len(meta) - len(first), len(seen),
-                             len(new) - len(result.failed), len(result.failed), publish.num_rows, replayed,
-                             time.monotonic() - started, dt.datetime.now(dt.timezone.utc))
+        batch = Batch.collect(batch_df)
+        clock.lap("read")
+        crash_point("step.after_consume")
+        seen = self.inbox.seen(batch.first_ids(), epoch, batch_id)
+        new = batch.new(seen)
+        replayed = self.inbox.batch_done(epoch, batch_id)
+        clock.lap("dedupe")
+        if rows:
+            result = self._run_rows(new, handler, ctx)
+        else:
+            result = self._run_frames(spark, new, handler, ctx)
+        clock.lap("handler")
+        publish, emitted = self._publish_rows(result, new.correlation_of())
+        clock.lap("ids")
+        if not replayed:
+            for key in sorted(result.effects, key=repr):
+                effect, table = result.effects[key]
+                apply_effect(spark, effect, table, effect_app_id(self.node, epoch, effect), batch_id)
+            clock.lap("effects")
+            crash_point("step.after_effects")
+            self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
+            clock.lap("inbox")
+        crash_point("step.after_inbox")
+        if publish.num_rows:
+            self._publish(publish, f"step:{self.node}/{epoch}/{batch_id}")
+        clock.lap("publish")
+        crash_point("step.after_publish")
+        if result.failed and self.on_failed is not None:
+            self.on_failed([replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()], ctx)
+        if rows:
+            self.outcomes.forget_before(epoch, batch_id)
+        clock.lap("failed")
+        report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct,
+                             len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
+                             replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps)
         self.reports.append(report)
         log.info("step %s batch %d: %d received, %d duplicate in batch, %d already processed, %d processed, "
-                 "%d failed, %d emitted%s", self.node, batch_id, report.received, report.duplicates_in_batch,
-                 report.duplicates_in_inbox, report.processed, report.failed, report.emitted,
-                 " (replay)" if replayed else "")
+                 "%d failed, %d emitted%s in %.2f s (%s)", self.node, batch_id, report.received,
+                 report.duplicates_in_batch, report.duplicates_in_inbox, report.processed, report.failed,
+                 report.emitted, " (replay)" if replayed else "", report.seconds,
+                 ", ".join(f"{k} {v:.2f}" for k, v in clock.laps.items()))
         return report
 
     # -- handler runs ----------------------------------------------------------------------------
-    def _run_frames(self, df: Any, new: list[dict[str, Any]], handler: Handler, ctx: StepContext) -> Materialized:
-        if not new:
+    def _run_frames(self, spark: Any, new: NewMessages, handler: Handler, ctx: StepContext) -> Materialized:
+        if not new.count:
             return Materialized()
-        spark = df.sparkSession
 
-        def run(seqs: Any) -> Materialized:
-            keys = spark.createDataFrame([(s,) for s in seqs], f"{SEQ} long")
-            subset = df.join(keys.hint("broadcast"), SEQ, "left_semi").drop(SEQ)
+        def run(positions: Any) -> Materialized:
+            subset = new.frame(spark, positions)
             crash_point("step.in_handler")
             return from_frames(handler(subset, ctx))
 
-        isolation = bisect([m[SEQ] for m in new], run, self.max_isolation_jobs, fatal=_is_plan_error)
+        isolation = bisect(list(range(new.count)), run, self.max_isolation_jobs, fatal=_is_plan_error)
         result = merge_all(isolation.results)
-        by_seq = {m[SEQ]: m for m in new}
-        for seq, (error_type, reason) in isolation.failed.items():
-            m = by_seq[seq]
-            result.failed[m["messageId"]] = FailedRow(m["messageId"], reason, 1, m["correlationId"], error_type)
+        for position, (error_type, reason) in isolation.failed.items():
+            mid, correlation = new.ids[position], new.correlations[position]
+            result.failed[mid] = FailedRow(mid, reason, 1, correlation, error_type)
         if isolation.failed:
             log.warning("step %s batch %d: %d of %d rows failed in the handler and were isolated (%d sub-jobs)",
-                        self.node, ctx.batch_id, len(isolation.failed), len(new), isolation.jobs)
+                        self.node, ctx.batch_id, len(isolation.failed), new.count, isolation.jobs)
         return result
 
-    def _run_rows(self, df: Any, new: list[dict[str, Any]], handler: Handler, ctx: StepContext) -> Materialized:
-        if not new:
+    def _run_rows(self, new: NewMessages, handler: Handler, ctx: StepContext) -> Materialized:
+        if not new.count:
             return Materialized()
         decisions = self.outcomes.read(ctx.epoch, ctx.batch_id)
         if decisions is None:
             decisions = {}
-            for row in _full_rows(df, new):
+            for row in new.table.to_pylist():
                 mid = row["messageId"]
                 decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
             crash_point("step.in_handler")
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
         result = decisions_to_materialized(decisions)
-        correlation = {m["messageId"]: m["correlationId"] for m in new}
+        correlation = new.correlation_of()
         for mid, failed in list(result.failed.items()):
             result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
         return result
@@ -237,8 +246,6 @@ class Step:
             tables.append(rows)
             for cause, cause_ids in ids.items():
                 emitted[cause].extend(cause_ids)
-        from safebunny.exactly_once.emits import PUBLISH_SCHEMA
-
         return (pa.concat_tables(tables) if tables else PUBLISH_SCHEMA.empty_table()), emitted
 
     def _route(self, item: Emit) -> tuple[str, str]:
@@ -250,34 +257,35 @@ class Step:
             f"emit(type={item.type!r}) has no routing_key, and step {self.node!r} has no router. Give "
             "emit(..., exchange=..., routing_key=...), or run the step inside a safebunny.Saga.", "routing_key")
 
-    def _publish(self, spark: Any, rows: pa.Table) -> None:
+    def _publish(self, rows: pa.Table, scope: str) -> None:
+        """Publish the batch's emits from here (the driver) with confirms; a broker failure is retried
+        (the same ids again), then fails the batch, which Spark replays after a restart."""
         if not self.uri:
             raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass Step(uri=...).", "uri")
         options = {"uri": self.uri, **self.publish_options}
         if self.password is not None:
             options["password"] = self.password
-        spark.createDataFrame(rows).write.format("safebunny").mode("append").options(**options).save()
+        for attempt in range(1, _PUBLISH_ATTEMPTS + 1):
+            try:
+                publish_table(rows, options, scope)
+                return
+            except SafeBunnyBrokerError as exc:
+                if attempt == _PUBLISH_ATTEMPTS:
+                    raise
+                log.warning("step %s: publishing %d emitted messages failed (%s); publishing them again with the "
+                            "same ids (%d/%d)", self.node, rows.num_rows, exc, attempt, _PUBLISH_ATTEMPTS)
+                time.sleep(0.5 * attempt)
 
-    def _inbox_rows(self, new: list[dict[str, Any]], result: Materialized,
+    def _inbox_rows(self, new: NewMessages, result: Materialized,
                     emitted: Mapping[str, list[str]]) -> list[InboxRow]:
         out = []
-        for m in new:
-            mid = m["messageId"]
+        columns = zip(new.ids, new.correlations, new.causations, new.types, strict=True)
+        for mid, correlation, causation, message_type in columns:
             failed = result.failed.get(mid)
-            out.append(InboxRow(mid, m["correlationId"], m["causationId"],
-                                "failed" if failed else "done", failed.reason if failed else None,
-                                failed.attempts if failed else 1, tuple(emitted.get(mid, ())), m["type"]))
+            out.append(InboxRow(mid, correlation, causation, "failed" if failed else "done",
+                                failed.reason if failed else None, failed.attempts if failed else 1,
+                                tuple(emitted.get(mid, ())), message_type))
         return out
-
-    def _with_row(self, df: Any, failed: FailedRow, first: Mapping[str, dict[str, Any]]) -> FailedRow:
-        if failed.row is not None or self.on_failed is None:
-            return failed
-        seq = first.get(failed.message_id, {}).get(SEQ)
-        if seq is None:
-            return failed
-        rows = _full_rows(df, [{SEQ: seq}])
-        return FailedRow(failed.message_id, failed.reason, failed.attempts, failed.correlation_id,
-                         failed.error_type, rows[0] if rows else None)
 
     def _epoch(self, spark: Any) -> str:
         epoch = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or self.fixed_epoch
@@ -288,38 +296,17 @@ class Step:
         return epoch
 
 
-def _seq_column() -> Any:
-    from pyspark.sql import functions as F
+class _Phases:
+    """Seconds per phase of a batch, for :class:`BatchReport` and the log line."""
 
-    return F.monotonically_increasing_id()
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
 
-
-def _meta(df: Any) -> list[dict[str, Any]]:
-    from pyspark.sql import functions as F
-
-    if "messageId" not in df.columns:
-        raise SafeBunnyOptionError(
-            f"A step reads safebunny's source rows, which have a 'messageId' column; got columns {df.columns}.",
-            "messageId")
-    causation = (F.col("headers").getItem("x-causation-id") if "headers" in df.columns else F.lit(None)).cast("string")
-    correlation = F.col("correlationId") if "correlationId" in df.columns else F.lit(None).cast("string")
-    message_type = F.col("type") if "type" in df.columns else F.lit(None).cast("string")
-    table = df.select(SEQ, "messageId", correlation.alias("correlationId"), causation.alias("causationId"),
-                      message_type.alias("type")).toArrow().sort_by(SEQ)
-    rows = table.to_pylist()
-    missing = [r for r in rows if r["messageId"] is None]
-    if missing:
-        raise SafeBunnyError(
-            f"{len(missing)} message(s) of this batch have no message id, so they cannot be deduplicated. Publish "
-            "with a message_id property (the safebunny sink always sets one), or set one upstream.")
-    return rows
-
-
-def _full_rows(df: Any, subset: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    spark = df.sparkSession
-    keys = spark.createDataFrame([(m[SEQ],) for m in subset], f"{SEQ} long")
-    table = df.join(keys.hint("broadcast"), SEQ, "left_semi").toArrow().sort_by(SEQ).drop_columns([SEQ])
-    return table.to_pylist()
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 4)
+        self._last = now
 
 
 def _is_plan_error(exc: BaseException) -> bool:
