@@ -1,0 +1,64 @@
+"""The step's batch on the driver: in-batch dedupe by source order, the inbox's seen ids left out,
+causation ids read from headers, and the shapes the sink's checks see (pure pyarrow, no Spark)."""
+
+import pyarrow as pa
+import pytest
+
+from safebunny.amqp.sending import arrow_columns
+from safebunny.errors import SafeBunnyError
+from safebunny.exactly_once.batch import Batch
+from safebunny.exactly_once.emits import PUBLISH_SCHEMA
+
+HEADERS = pa.map_(pa.string(), pa.string())
+
+
+def _batch(ids, headers=None):
+    columns = {"value": pa.array([f"body-{i}".encode() for i in range(len(ids))], pa.binary()),
+               "messageId": pa.array(ids, pa.string()),
+               "correlationId": pa.array([f"c-{i}" for i in ids], pa.string()),
+               "type": pa.array(["T"] * len(ids), pa.string())}
+    if headers is not None:
+        columns["headers"] = pa.array(headers, HEADERS)
+    return Batch.of(pa.table(columns))
+
+
+def test_the_first_copy_of_an_id_wins_in_source_order():
+    batch = _batch(["b", "a", "b", "c", "a"])
+    assert (batch.received, batch.distinct) == (5, 3)
+    assert batch.first_ids() == ["b", "a", "c"]
+    new = batch.new(set())
+    assert new.ids == ["b", "a", "c"]
+    assert new.table.column("value").to_pylist() == [b"body-0", b"body-1", b"body-3"]
+
+
+def test_ids_the_inbox_has_seen_are_left_out():
+    new = _batch(["m1", "m2", "m3", "m2"]).new({"m2"})
+    assert new.ids == ["m1", "m3"]
+    assert new.correlation_of() == {"m1": "c-m1", "m3": "c-m3"}
+    assert new.types == ["T", "T"]
+    assert _batch(["x"]).new({"x"}).count == 0
+
+
+def test_causation_comes_from_the_header_and_is_none_without_one():
+    new = _batch(["m1", "m2", "m3"], [[("x-causation-id", "up-1"), ("k", "v")], None, [("k", "v")]]).new(set())
+    assert new.causations == ["up-1", None, None]
+    assert _batch(["m1"]).new(set()).causations == [None]
+
+
+def test_a_message_without_an_id_is_a_clear_error():
+    with pytest.raises(SafeBunnyError, match="1 message\\(s\\) of this batch have no message id"):
+        _batch(["m1", None])
+
+
+def test_row_of_returns_the_whole_input_row():
+    new = _batch(["m1", "m2"]).new(set())
+    assert new.row_of("m2")["value"] == b"body-1"
+    assert new.row_of("nope") is None
+
+
+def test_publish_rows_have_the_columns_the_sink_accepts():
+    assert arrow_columns(PUBLISH_SCHEMA) == {"value": "binary", "messageId": "string", "correlationId": "string",
+                                             "causationId": "string", "type": "string", "exchange": "string",
+                                             "routingKey": "string", "contentType": "string"}
+    assert arrow_columns(pa.schema([("outputIndex", pa.int32()), ("headers", HEADERS)])) == {
+        "outputIndex": "int", "headers": "map<string,string>"}
