@@ -7,6 +7,7 @@ whole driver at a named point, then runs it again from the same checkpoint.
 
 import os
 import sys
+import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -22,7 +23,12 @@ checkpoint = os.environ.get("SAFEBUNNY_TEST_CHECKPOINT", "ck")
 step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri)
 
 
+pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batches: a broker restart lands mid-stream
+
+
 def bill(orders, ctx):
+    if pause:
+        time.sleep(pause)
     invoices = orders.select("messageId", F.col("value").cast("string").alias("order"))
     return safebunny.Outcome(effects=[safebunny.append(invoices, os.path.join(workdir, "effects"))],
                              emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
@@ -30,7 +36,8 @@ def bill(orders, ctx):
 
 
 df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue).option("queueType", "classic")
-      .option("journalLocation", os.path.join(workdir, f"journal-{checkpoint}")).option("maxMessagesPerTrigger", "50")
+      .option("journalLocation", os.path.join(workdir, f"journal-{checkpoint}"))
+      .option("maxMessagesPerTrigger", os.environ.get("SAFEBUNNY_TEST_BATCH", "50"))
       .load())
 q = (df.writeStream.foreachBatch(step.foreach_batch(bill))
      .option("checkpointLocation", os.path.join(workdir, checkpoint)).trigger(availableNow=True).start())

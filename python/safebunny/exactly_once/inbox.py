@@ -14,36 +14,21 @@ tier is processed again.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.exactly_once.delta_rs import is_path
+from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA, PARTITIONS
 
-__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW"]
+__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "BACKENDS"]
 
 DEFAULT_WINDOW = dt.timedelta(days=7)
-
-INBOX_SCHEMA = pa.schema([
-    ("node", pa.string()),
-    ("messageId", pa.string()),
-    ("correlationId", pa.string()),
-    ("causationId", pa.string()),
-    ("type", pa.string()),
-    ("epoch", pa.string()),
-    ("batchId", pa.int64()),
-    ("status", pa.string()),
-    ("reason", pa.string()),
-    ("attempts", pa.int32()),
-    ("emitted", pa.list_(pa.string())),
-    ("processedAt", pa.timestamp("us", tz="UTC")),
-    ("processedDate", pa.string()),
-])
-PARTITIONS = ("node", "processedDate")
+#: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
+BACKENDS = ("auto", "delta-rs", "spark")
 
 
 @dataclass(frozen=True)
@@ -61,30 +46,34 @@ class InboxRow:
 
 
 class Inbox:
-    """A node's view of the inbox table at ``path`` (delta-rs).
+    """A node's view of the inbox table ``path``: a path (delta-rs, the default) or, with Spark Delta in
+    the session (Databricks), a table name; ``backend="spark"`` reads and writes a path through Spark Delta.
 
     ``window`` is the dedupe window: a duplicate that arrives later than this after the original was
     processed is not caught (older partitions are dropped by :meth:`maintain`).
     """
 
-    def __init__(self, path: str, node: str, window: dt.timedelta = DEFAULT_WINDOW) -> None:
+    def __init__(self, path: str, node: str, window: dt.timedelta = DEFAULT_WINDOW, backend: str = "auto") -> None:
         if not node or any(c in node for c in "./*#\\"):
             raise SafeBunnyOptionError(
                 f"A node name must be non-empty and free of '.', '/', '*', '#': got {node!r}.", "node")
         if window <= dt.timedelta(0):
             raise SafeBunnyOptionError(f"The dedupe window must be positive; got {window!r}.", "window")
+        if backend not in BACKENDS:
+            raise SafeBunnyOptionError(f"The inbox backend must be one of {', '.join(BACKENDS)}; got {backend!r}.",
+                                       "backend")
         self.path = path
         self.node = node
         self.window = window
-        self._delta = DeltaPath(path)
+        self.backend = ("delta-rs" if is_path(path) else "spark") if backend == "auto" else backend
+        self._store: Any = _store(path, self.backend)
 
     def app_id(self, epoch: str) -> str:
         return f"safebunny.inbox.{self.node}.{epoch}"
 
     def batch_done(self, epoch: str, batch_id: int) -> bool:
         """Whether batch ``batch_id`` of ``epoch`` has recorded its rows (all its effects are done)."""
-        committed = self._delta.version_of(self.app_id(epoch))
-        return committed is not None and committed >= batch_id
+        return self._store.batch_done(self.app_id(epoch), self.node, epoch, batch_id)
 
     def seen(self, message_ids: Sequence[str], epoch: str, batch_id: int,
              now: dt.datetime | None = None) -> set[str]:
@@ -92,46 +81,39 @@ class Inbox:
         the rows that batch ``(epoch, batch_id)`` itself wrote (so its replay is processed again)."""
         if not message_ids:
             return set()
-        start = _date(now) - self.window
-        field = pc.field
-        flt = ((field("node") == self.node) & (field("processedDate") >= start.date().isoformat())
-               & (field("status") == "done") & field("messageId").isin(pa.array(list(message_ids), pa.string()))
-               & ~((field("epoch") == epoch) & (field("batchId") == batch_id)))
-        found = self._delta.read(flt, ["messageId"])
-        return set() if found is None else set(found.column("messageId").to_pylist())
+        since = (_date(now) - self.window).date()
+        return self._store.seen(self.node, since, message_ids, epoch, batch_id)
 
     def record(self, rows: Iterable[InboxRow], epoch: str, batch_id: int, now: dt.datetime | None = None) -> bool:
         """Append ``rows`` as batch ``(epoch, batch_id)``'s marker; a no-op when already recorded."""
         stamp = _date(now)
-        rows = list(rows)
         table = pa.Table.from_pylist([{
             "node": self.node, "messageId": r.message_id, "correlationId": r.correlation_id,
             "causationId": r.causation_id, "type": r.message_type, "epoch": epoch, "batchId": batch_id,
             "status": r.status, "reason": r.reason, "attempts": r.attempts, "emitted": list(r.emitted),
             "processedAt": stamp, "processedDate": stamp.date().isoformat()} for r in rows], schema=INBOX_SCHEMA)
-        return self._delta.append(table, self.app_id(epoch), batch_id, PARTITIONS)
+        return self._store.append(table, self.app_id(epoch), batch_id)
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:
         """The inbox rows of this node (or every node), optionally of one saga instance."""
-        flt = None if all_nodes else (pc.field("node") == self.node)
-        if correlation_id is not None:
-            by_corr = pc.field("correlationId") == correlation_id
-            flt = by_corr if flt is None else flt & by_corr
-        found = self._delta.read(flt)
-        return INBOX_SCHEMA.empty_table() if found is None else found
+        return self._store.rows(None if all_nodes else self.node, correlation_id)
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
         """Drop partitions older than the window, compact, vacuum and sweep staging files.
 
         Run it from one job at a time (a daily scheduled job is plenty); see README, Exactly-once steps.
         """
-        from safebunny.exactly_once.retention import maintain
+        return self._store.maintain(_date(now) - self.window, vacuum)
 
-        return maintain(self._delta, _date(now) - self.window, vacuum=vacuum)
 
-    def exists(self) -> bool:
-        return os.path.exists(os.path.join(self._delta.path, "_delta_log")) if "://" not in self.path else \
-            self._delta.table() is not None
+def _store(path: str, backend: str) -> Any:
+    if backend == "spark":
+        from safebunny.exactly_once.inbox_spark import SparkInboxStore
+
+        return SparkInboxStore(path)
+    from safebunny.exactly_once.inbox_delta_rs import DeltaRsInboxStore
+
+    return DeltaRsInboxStore(path)
 
 
 def _date(now: dt.datetime | None) -> dt.datetime:

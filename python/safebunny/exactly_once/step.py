@@ -28,7 +28,13 @@ import pyarrow as pa
 
 from safebunny.amqp.sending import publish_table
 from safebunny.crashpoints import crash_point
-from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    SafeBunnyBrokerError,
+    SafeBunnyError,
+    SafeBunnyOptionError,
+    VhostNotFoundError,
+)
 from safebunny.exactly_once.batch import Batch, NewMessages
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id
@@ -50,8 +56,6 @@ __all__ = ["Step", "BatchReport", "Handler", "Router"]
 
 log = logging.getLogger("safebunny.step")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
-#: tries at publishing a batch's emits before the batch fails (each republishes the same ids)
-_PUBLISH_ATTEMPTS = 3
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
 Router = Callable[[Emit], "tuple[str, str]"]
@@ -82,21 +86,25 @@ class Step:
     """An exactly-once step: ``query = df.writeStream.foreachBatch(step.foreach_batch(handler))...``.
 
     - ``node``: the step's node name (in the inbox partition and in derived ids);
-    - ``inbox``: the path of the inbox Delta table (may be shared by many nodes);
+    - ``inbox``: the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or
+      a table name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too);
     - ``uri``/``password``: the broker for emits (``password`` keeps the secret out of the URI);
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
     - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
-    - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``).
+    - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
+    - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
+      broker fails them, e.g. through a restart, before the batch fails (default 60 s).
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
                  window: dt.timedelta = DEFAULT_WINDOW, row_retries: int = 2, max_isolation_jobs: int = 64,
                  on_failed: FailedCallback | None = None, router: Router | None = None,
-                 publish_options: Mapping[str, str] | None = None, epoch: str | None = None) -> None:
-        self.inbox = Inbox(inbox, node, window)
+                 publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
+                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto") -> None:
+        self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
         self.uri = uri
         self.password = password
@@ -109,6 +117,7 @@ class Step:
         self.on_failed = on_failed
         self.router = router
         self.publish_options = dict(publish_options or {})
+        self.publish_retry_seconds = publish_retry_seconds
         self.fixed_epoch = epoch
         self.outcomes = OutcomeLog(inbox, node)
         self.reports: deque[BatchReport] = deque(maxlen=200)
@@ -265,16 +274,22 @@ class Step:
         options = {"uri": self.uri, **self.publish_options}
         if self.password is not None:
             options["password"] = self.password
-        for attempt in range(1, _PUBLISH_ATTEMPTS + 1):
+        deadline = time.monotonic() + self.publish_retry_seconds
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 publish_table(rows, options, scope)
                 return
+            except (BrokerAuthenticationError, VhostNotFoundError):
+                raise  # retrying does not bring back a password or a vhost
             except SafeBunnyBrokerError as exc:
-                if attempt == _PUBLISH_ATTEMPTS:
+                wait = min(0.5 * 2 ** (attempt - 1), 5.0)
+                if time.monotonic() + wait > deadline:
                     raise
                 log.warning("step %s: publishing %d emitted messages failed (%s); publishing them again with the "
-                            "same ids (%d/%d)", self.node, rows.num_rows, exc, attempt, _PUBLISH_ATTEMPTS)
-                time.sleep(0.5 * attempt)
+                            "same ids in %.1f s (attempt %d)", self.node, rows.num_rows, exc, wait, attempt + 1)
+                time.sleep(wait)
 
     def _inbox_rows(self, new: NewMessages, result: Materialized,
                     emitted: Mapping[str, list[str]]) -> list[InboxRow]:
