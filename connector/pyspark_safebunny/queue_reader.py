@@ -56,6 +56,9 @@ log = logging.getLogger("safebunny.source")
 #: Messages per micro-batch when neither ``maxMessagesPerTrigger`` nor a byte limit is set.
 DEFAULT_MAX_MESSAGES = 10_000
 
+#: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+
 
 @dataclass
 class JournalPartition(InputPartition):
@@ -148,6 +151,10 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         # room for one uncommitted batch plus the next, so batches need not wait for commits
         return min(65535, 2 * self._batch_cap())
 
+    def _max_buffered_bytes(self) -> int:
+        # room for one uncommitted batch plus the next, as the prefetch has in messages (F6)
+        return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
+
     def _journal_(self) -> Journal:
         if self._journal is None:
             self._journal = Journal(self.location)
@@ -178,7 +185,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if self._consumer is None:
             self._consumer = QueueConsumer(
                 self.options["uri"], self.queue, prefetch=self._prefetch(),
-                heartbeat=self.options["heartbeatSeconds"],
+                heartbeat=self.options["heartbeatSeconds"], max_buffered_bytes=self._max_buffered_bytes(),
             ).start()
         return self._consumer
 

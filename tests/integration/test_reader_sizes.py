@@ -1,21 +1,15 @@
 """The classic/quorum reader with big messages, against the real broker (issue 9: F5 and F6)."""
 
+import time
+
 import pyarrow as pa
 
 from conftest import publish_numbered
-from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
-from pyspark_safebunny.schema import schema_for
+from conftest import queue_reader as _reader
 from safebunny.amqp import message_rows
 from safebunny.journal import Journal
-from safebunny.options.source import parse_source_options
 
 KIB = 1024
-
-
-def _reader(uri, queue, journal, **extra):
-    raw = {"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal, **extra}
-    options = parse_source_options(raw)
-    return SafeBunnyQueueStreamReader(options, schema_for(options["includeHeaders"], True))
 
 
 def test_a_batch_larger_than_one_arrow_array_is_journaled_in_pieces_and_replayed_exactly(
@@ -43,3 +37,54 @@ def test_a_batch_larger_than_one_arrow_array_is_journaled_in_pieces_and_replayed
     table = pa.Table.from_batches(served)
     assert table.column("messageId").to_pylist() == [f"m{i}" for i in range(20)]
     assert [bytes(v[:4]) for v in table.column("value").to_pylist()] == [b"%04d" % i for i in range(20)]
+
+
+def _drain(reader, batches_at_most=200):
+    """Run the reader as Spark does until the queue is empty; returns the batches' rows (messageId, redelivered)."""
+    start, log, batches = reader.initialOffset(), [], []
+    for _ in range(batches_at_most):
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        if end["seq"] == start["seq"]:
+            if log:
+                reader.commit(log[-1])
+            if end == start:
+                break
+            start = end
+            continue
+        if log:
+            reader.commit(log[-1])
+        log.append(end)
+        rows = [r for p in reader.partitions(start, end) for b in reader.read(p)
+                for r in zip(b.column("messageId").to_pylist(), b.column("redelivered").to_pylist(), strict=True)]
+        batches.append(rows)
+        start = end
+    return batches
+
+
+def test_max_bytes_per_trigger_bounds_the_bytes_the_reader_buffers(amqp_uri, make_queue, tmp_path, admin):
+    """F6: the prefetch counted messages only (2 x 10,000), so with big messages the reader buffered far more
+    than maxBytesPerTrigger. Now the buffer stays within twice maxBytesPerTrigger (plus one message), nothing
+    is requeued on the way (no message comes back redelivered), and every message is read exactly once."""
+    queue = make_queue()
+    body = 64 * KIB
+    publish_numbered(amqp_uri, queue, 120, body=lambda i: b"%04d" % i + b"x" * body)
+    reader = _reader(amqp_uri, queue, str(tmp_path / "j"), maxBytesPerTrigger=str(256 * KIB), pollTimeoutMs="500")
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert 0 < end["seq"] - start["seq"] <= 4  # 256 KiB of 64 KiB bodies
+        consumer = reader._consumer
+        buffered = []
+        for _ in range(10):  # over a second, while the batch waits for Spark
+            time.sleep(0.1)
+            buffered.append(consumer.buffered_bytes())
+        assert max(buffered) <= 2 * 256 * KIB + body + 4
+        assert consumer.effective_prefetch <= 8
+        rest = _drain(reader)
+    finally:
+        reader.stop()
+    ids = [m for rows in rest for m, _ in rows]
+    assert len(ids) + end["seq"] == 120 and len(set(ids)) == len(ids)
+    assert not any(r for rows in rest for _, r in rows)
+    assert all(len(rows) <= 4 for rows in rest)
+    assert admin.get_all(queue) == []  # everything acked

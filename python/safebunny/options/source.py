@@ -56,9 +56,13 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                    "queue; it resumes by itself. `safebunny.Saga.pause` writes it."),
     OptionSpec("maxMessagesPerTrigger", parse_int(1), values="integer >= 1",
                doc="At most this many messages per micro-batch (Spark's ReadMaxRows). Also bounds the "
-                   "prefetch, so the reader's memory."),
+                   "prefetch (twice this, at most 65,535), so the reader's memory in messages."),
     OptionSpec("maxBytesPerTrigger", parse_int(1), values="integer >= 1",
-               doc="At most about this many body bytes per micro-batch (Spark's ReadMaxBytes)."),
+               doc="At most this many body bytes per micro-batch (Spark's ReadMaxBytes; a single larger "
+                   "message still makes a batch of one). Also bounds the reader's memory in bytes: it buffers "
+                   "at most about twice this (256 MiB when unset) plus one message, by lowering its prefetch "
+                   "to what that holds at the average body size seen, and by pausing its consumer when the "
+                   "buffer is full; nothing is requeued for it."),
     OptionSpec("startingOffsets", _starting_offsets, default="earliest",
                values="`earliest`, `latest`, offset, `timestamp:<ms>`",
                doc="Stream queues: where a new query starts. A restarted query resumes from its checkpoint."),
