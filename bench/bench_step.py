@@ -1,6 +1,6 @@
 """An exactly-once step against the raw stage loop, in the same run (issue 11, item 6a).
 
-    .venv/bin/python -m bench.bench_step [--n 60000] [--batch 10000]
+    .venv/bin/python -m bench.bench_step [--n 60000] [--batch 10000] [--rounds 3]
 
 Raw: pika consume -> orjson transform -> confirmed publish -> batched ack (``raw.stage_loop``).
 Step: the source -> ``safebunny.Step`` (in-batch and inbox dedupe) -> one Delta append (delta-rs)
@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -33,13 +34,15 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 
 
 def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, workdir: Path,
-             timeout_s: float = 900.0) -> tuple[conn.ConnRun, float]:
-    """Drain ``n`` messages through one Step; returns its steady run and the whole query's wall seconds."""
+             timeout_s: float = 900.0) -> tuple[conn.ConnRun, float, dict[str, float]]:
+    """Drain ``n`` messages through one Step; returns its steady run, the whole query's wall seconds and
+    the median seconds per phase of its full batches after the first (``BatchReport.phases``)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     import safebunny
 
-    effects, inbox = str(workdir / "orders"), str(workdir / "inbox")
+    run_dir = workdir / f"step-{uuid.uuid4().hex[:8]}"  # a fresh inbox and effect table per run
+    effects, inbox = str(run_dir / "orders"), str(run_dir / "inbox")
     step = safebunny.Step(node="bench", inbox=inbox, uri=uri)
 
     def handle(orders: Any, ctx: Any) -> Any:
@@ -63,36 +66,56 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     if len(got) != n or len(set(got)) != n:
         raise conn.ConnectorBenchError(f"the step wrote {len(got)} effect rows ({len(set(got))} distinct), "
                                        f"expected {n}")
-    return run, wall
+    full = [r for r in step.reports if r.received == batch][1:] or list(step.reports)
+    names = full[0].phases if full else {}
+    phases = {k: round(statistics.median(r.phases.get(k, 0.0) for r in full), 3) for k in names}
+    return run, wall, phases
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=60_000, help="messages per case (default 60000)")
     parser.add_argument("--batch", type=int, default=10_000, help="the step's maxMessagesPerTrigger")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of raw then step (order alternating)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="sb-bench-step-"))
     book = QueueBook(_URI, uuid.uuid4().hex[:6])
     spark = conn.start_spark(workdir)
+    rounds = []
     try:
-        a, b = book.declare("raw-in", "classic"), book.declare("raw-out", "classic")
-        raw.publish_window(_URI, a, args.n)
-        stage = raw.stage_loop(_URI, a, b, args.n)
-        c, d = book.declare("step-in", "classic"), book.declare("step-out", "classic")
-        raw.publish_window(_URI, c, args.n)
-        step, wall = run_step(spark, _URI, c, d, args.n, args.batch, workdir)
-        emitted = book.depth(d)
-        if emitted != args.n or book.depth(c) != 0:
-            raise conn.ConnectorBenchError(f"{emitted} emitted (expected {args.n}), {book.depth(c)} left in {c!r}")
-        result = {"n": args.n, "batch": args.batch, "raw_stage_msgs_s": round(stage.rate),
-                  "step_msgs_s": round(step.rate), "step_wall_s": round(wall, 1),
-                  "ratio": round(step.rate / stage.rate, 3), "step_batches": step.extra.get("batches"),
-                  "step_batch_ms": step.batch_ms, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        print(f"raw stage loop: {result['raw_stage_msgs_s']:,} msg/s")
-        print(f"step (inbox + Delta append + emit): {result['step_msgs_s']:,} msg/s steady "
-              f"({result['step_batches']} batches, {result['step_wall_s']} s wall)")
-        print(f"ratio step/raw: {result['ratio']} (target >= 0.4)")
+        for index in range(args.rounds):
+            # alternate which case runs first, so a drift of the machine's load favours neither
+            order = ("raw", "step") if index % 2 == 0 else ("step", "raw")
+            got: dict[str, Any] = {}
+            for case in order:
+                q_in = book.declare(f"{case}-in-{index}", "classic")
+                q_out = book.declare(f"{case}-out-{index}", "classic")
+                raw.publish_window(_URI, q_in, args.n)
+                if case == "raw":
+                    got["raw"] = raw.stage_loop(_URI, q_in, q_out, args.n).rate
+                else:
+                    run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir)
+                    emitted = book.depth(q_out)
+                    if emitted != args.n or book.depth(q_in) != 0:
+                        raise conn.ConnectorBenchError(
+                            f"{emitted} emitted (expected {args.n}), {book.depth(q_in)} left in {q_in!r}")
+                    got.update(step=run.rate, wall=wall, batches=run.extra.get("batches"), batch_ms=run.batch_ms,
+                               phases=phases)
+                book.delete(q_in)
+                book.delete(q_out)
+            rounds.append({"raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": round(got["step"]),
+                           "ratio": round(got["step"] / got["raw"], 3), "step_wall_s": round(got["wall"], 1),
+                           "step_batches": got["batches"], "step_batch_ms": got["batch_ms"],
+                           "step_phase_s": got["phases"]})
+            r = rounds[-1]
+            print(f"round {index + 1}: raw stage loop {r['raw_stage_msgs_s']:,} msg/s, step {r['step_msgs_s']:,} "
+                  f"msg/s ({r['step_batches']} batches), ratio {r['ratio']}; step phases (median s): "
+                  f"{r['step_phase_s']}")
+        ratio = statistics.median(r["ratio"] for r in rounds)
+        result = {"n": args.n, "batch": args.batch, "rounds": rounds, "median_ratio": ratio,
+                  "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        print(f"median ratio step/raw over {len(rounds)} rounds: {ratio} (target >= 0.4)")
         out = Path(__file__).parent / "results" / "step.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
