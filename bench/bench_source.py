@@ -5,7 +5,8 @@
 Each round, per queue type: fill a queue with ``n`` ~200-byte JSON messages and drain it with the raw
 ceiling (``raw.consume_multiple``: pika, prefetch 1,000, ``multiple`` acks every 250); fill it again and
 drain it with the source into Spark's ``noop`` sink at ``--batch`` messages per trigger; fill it again
-and drain it with the source at its default options (the backlog drain rate users get without tuning).
+and drain it with the source at its default options (the backlog drain rate users get without tuning;
+``--default-n`` messages, so that several of its large batches follow the first).
 The Spark session is started (and warmed with one small query) before the first round, so no round pays
 the JVM's cold start; each query's first batch is still left out, as in ``bench.connector``. Ratios are
 per round (the raw number of the same minutes), then the median. Results: ``bench/results/source.json``.
@@ -34,25 +35,30 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 RESULTS = Path(__file__).parent / "results"
 
 
-def _round(spark: Any, book: QueueBook, kind: str, n: int, batch: int, workdir: Path) -> dict[str, Any]:
-    q = book.declare(f"src-{kind}", kind)
+def _round(spark: Any, book: QueueBook, kind: str, n: int, batch: int, workdir: Path,
+           default_n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    qs = [book.declare(f"src-{kind}", kind) for _ in range(3)]  # a fresh queue per case: none sees another's
     try:
-        raw.publish_window(_URI, q, n)
-        out["raw"] = raw.consume_multiple(_URI, q, n).rate
+        raw.publish_window(_URI, qs[0], n)
+        out["raw"] = raw.consume_multiple(_URI, qs[0], n).rate
+        q = qs[1]
         raw.publish_window(_URI, q, n)
         run = conn.run_source(spark, _URI, q, kind, n, batch, workdir)
         out["source"] = run.rate
         out["source_batches"] = run.extra.get("batches")
         out["source_phases_ms_p50"] = run.extra.get("phases_ms_p50")
         out["source_batch_ms_p50"] = statistics.median(run.batch_ms) if run.batch_ms else None
-        raw.publish_window(_URI, q, n)
-        run = conn.run_source(spark, _URI, q, kind, n, None, workdir)
+        q = qs[2]
+        raw.publish_window(_URI, q, default_n)
+        run = conn.run_source(spark, _URI, q, kind, default_n, None, workdir)
         out["default"] = run.rate
         out["default_batches"] = run.extra.get("batches")
         out["default_first_batch"] = run.extra.get("first_batch")
+        out["left_behind"] = [book.depth(x) for x in qs[1:]]  # what the source cases left unacked: none
     finally:
-        book.delete(q)
+        for x in qs:
+            book.delete(x)
     out["ratio"] = out["source"] / out["raw"]
     out["default_ratio"] = out["default"] / out["raw"]
     return out
@@ -63,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=10_000)
+    parser.add_argument("--default-n", type=int, default=200_000,
+                        help="queue depth for the default-options drain (deep enough for several large batches)")
     parser.add_argument("--kinds", default="classic,quorum")
     parser.add_argument("--out", type=Path, default=RESULTS / "source.json")
     args = parser.parse_args(argv)
@@ -82,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         book.delete(warm)
         for i in range(args.rounds):
             for kind in kinds:
-                r = _round(spark, book, kind, args.n, args.batch, workdir)
+                r = _round(spark, book, kind, args.n, args.batch, workdir, args.default_n)
                 rounds[kind].append(r)
                 print(f"round {i + 1} {kind}: raw {r['raw']:,.0f} msg/s; source {r['source']:,.0f} "
                       f"({r['ratio']:.2f}x, {r['source_batches']} batches, p50 {r['source_batch_ms_p50']:.0f} ms); "

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.profile "connector classic"        # any --only label of bench.run
     .venv/bin/python -m bench.profile "sweep 10k" --top 25 --jfr   # and the driver JVM, with Flight Recorder
+    .venv/bin/python -m bench.profile "bench.bench_source --rounds 1 --kinds quorum"   # another bench module
 
 It runs ``python -m bench.run --quick --only <label>`` under ``py-spy record --subprocesses``
 (raw collapsed stacks), and meanwhile samples the CPU time of the driver JVM, the reader process,
@@ -33,7 +34,7 @@ _FRAME = re.compile(r"^(?P<fn>.*?) \((?P<file>[^():]*?)(?::\d+)?\)$")
 
 
 def _role(cmdline: str) -> str:
-    return classify(cmdline.split()) or ("bench driver (python)" if "bench.run" in cmdline else "other python")
+    return classify(cmdline.split()) or ("bench driver (python)" if "bench." in cmdline else "other python")
 
 
 def summarize_raw(lines: list[str], top: int) -> dict[str, dict[str, list[tuple[str, int]] | int]]:
@@ -123,7 +124,8 @@ def _cpu_sampler(root: int, stop: threading.Event, out: dict[str, float]) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__.splitlines()[0])
-    parser.add_argument("only", help="the bench.run --only label, e.g. 'connector classic'")
+    parser.add_argument("only", help="the bench.run --only label, e.g. 'connector classic'; or a bench module "
+                                     "with its arguments, e.g. 'bench.bench_source --rounds 1'")
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--jfr", action="store_true",
@@ -136,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     broker_before = {p.pid: sum(p.cpu_times()[:2]) for p in psutil.process_iter(["name"])
                      if p.info["name"] == "beam.smp"}
     cmd = [spy, "record", "--subprocesses", "--nonblocking", "--format", "raw", "--rate", str(args.rate),
-           "--output", str(raw), "--", sys.executable, "-m", "bench.run", "--quick", "--only", args.only]
+           "--output", str(raw), "--", sys.executable, "-m"]
+    cmd += args.only.split() if args.only.startswith("bench.") else ["bench.run", "--quick", "--only", args.only]
     started = time.time()
     env = os.environ.copy()
     jfr_file = Path(tempfile.mkstemp(prefix="safebunny-profile-", suffix=".jfr")[1]) if args.jfr else None

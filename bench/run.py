@@ -55,6 +55,7 @@ class Mode:
     n_amqp: int  # messages per classic/quorum case and per AMQP-side stream case
     n_stream: int  # messages in the stream the stream-protocol cases read
     sweep_depth: dict[int, int]  # maxMessagesPerTrigger → queue depth for the sweep (deeper than the batch)
+    default_depth: int  # queue depth for the source at default options (backlog drain)
     runs: int  # repetitions; rates are medians
     latency_n: int  # messages through the latency probe
     latency_rate: float  # msg/s offered to the latency probe
@@ -63,9 +64,9 @@ class Mode:
 
 MODES = {
     "quick": Mode("quick", n_amqp=60_000, n_stream=300_000, sweep_depth={1_000: 11_000, 10_000: 20_000, 50_000: 60_000},
-                  runs=1, latency_n=2_000, latency_rate=500.0, timeout_s=180.0),
+                  default_depth=200_000, runs=1, latency_n=2_000, latency_rate=500.0, timeout_s=180.0),
     "full": Mode("full", n_amqp=50_000, n_stream=300_000, sweep_depth={1_000: 30_000, 10_000: 50_000, 50_000: 150_000},
-                 runs=3, latency_n=10_000, latency_rate=1_000.0, timeout_s=900.0),
+                 default_depth=200_000, runs=3, latency_n=10_000, latency_rate=1_000.0, timeout_s=900.0),
 }
 SOURCE_MMPT = 10_000  # classic/quorum source and stage batches
 STREAM_MMPT = 50_000  # stream source batches
@@ -271,6 +272,21 @@ class Bench:
                 self.book.delete(q)
 
             steps.append((f"sweep {_k(mmpt)}", step))
+        depth = self.mode.default_depth
+        dres = self.case(f"source · quorum · default options (backlog drain, depth {_k(depth)})", "connector",
+                         "source", "quorum", ceiling, defaultOptions=True, depth=depth)
+
+        def default_step() -> None:
+            if "source" in self.missing:
+                self.measure(dres, lambda: None, "source")
+                return
+            q = self.book.declare("drain", "quorum")
+            raw.publish_window(self.uri, q, depth, timeout_s=self.mode.timeout_s)
+            self.measure(dres, lambda: conn.run_source(self.spark, self.uri, q, "quorum", depth, None,
+                                                       self.workdir, timeout_s=self.mode.timeout_s), "source")
+            self.book.delete(q)
+
+        steps.append(("sweep default options", default_step))
         return steps
 
     def latency(self) -> list[tuple[str, Callable[[], None]]]:

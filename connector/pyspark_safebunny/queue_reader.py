@@ -53,8 +53,12 @@ __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAG
 
 log = logging.getLogger("safebunny.source")
 
-#: Messages per micro-batch when neither ``maxMessagesPerTrigger`` nor a byte limit is set.
-DEFAULT_MAX_MESSAGES = 10_000
+#: Messages per micro-batch at most when ``maxMessagesPerTrigger`` is not set: half the largest prefetch
+#: (65,535), so that one batch can wait for its commit while the next one fills. A batch takes what the
+#: reader has buffered when Spark asks (after up to ``pollTimeoutMs`` for a first message and 50 ms more
+#: while more can arrive): small batches, so low latency, when the queue is quiet; batches of about this
+#: size, which amortise Spark's fixed cost per micro-batch, when a backlog waits.
+DEFAULT_MAX_MESSAGES = 32_768
 
 #: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
@@ -108,9 +112,9 @@ def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers:
     ``max_chunk_bytes`` of bodies (default ``MAX_CHUNK_BYTES``): a batch of any total size can be
     journaled, although one Arrow ``binary`` array holds less than 2 GiB (F5)."""
     columns = AmqpColumns(include_headers)
-    append = columns.append
-    for d in deliveries:
-        append(d.body, d.properties, d.exchange, d.routing_key, d.redelivered)
+    columns.extend([d.body for d in deliveries], [d.properties for d in deliveries],
+                   [d.exchange for d in deliveries], [d.routing_key for d in deliveries],
+                   [d.redelivered for d in deliveries])
     batches = columns.to_batches(queue, max_chunk_bytes)
     return pa.Table.from_batches(batches, schema=arrow_schema(include_headers, include_offset=True))
 
@@ -278,7 +282,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if consumer is None:
             return None
         # the lag shows in the query's progress as latestOffset.seq - endOffset.seq
-        return self._offset(self._last_seq + consumer.queue_depth() + consumer.buffered(), 0)
+        return self._offset(self._last_seq + consumer.queue_depth_estimate() + consumer.buffered(), 0)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         start_seq, end_seq = int(start["seq"]), int(end["seq"])

@@ -39,9 +39,12 @@ def test_a_batch_larger_than_one_arrow_array_is_journaled_in_pieces_and_replayed
     assert [bytes(v[:4]) for v in table.column("value").to_pylist()] == [b"%04d" % i for i in range(20)]
 
 
-def _drain(reader, batches_at_most=200):
-    """Run the reader as Spark does until the queue is empty; returns the batches' rows (messageId, redelivered)."""
-    start, log, batches = reader.initialOffset(), [], []
+def _drain(reader, batches_at_most=200, start=None, committed=None):
+    """Run the reader as Spark does until the queue is empty; returns the batches' rows (messageId, redelivered).
+    ``start``: the end of a batch already planned (``committed``: that batch, committed with the next plan)."""
+    start = start or reader.initialOffset()
+    log = [committed] if committed else []
+    batches = []
     for _ in range(batches_at_most):
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
         if end["seq"] == start["seq"]:
@@ -88,3 +91,40 @@ def test_max_bytes_per_trigger_bounds_the_bytes_the_reader_buffers(amqp_uri, mak
     assert not any(r for rows in rest for _, r in rows)
     assert all(len(rows) <= 4 for rows in rest)
     assert admin.get_all(queue) == []  # everything acked
+
+
+def test_the_default_read_limit_takes_small_batches_when_quiet_and_large_ones_from_a_backlog(
+        amqp_uri, make_queue, tmp_path):
+    """Issue 15: with no maxMessagesPerTrigger a batch takes what the reader holds when Spark asks: a handful
+    when few messages wait, up to 32,768 (half the largest prefetch) when a backlog does, rather than a fixed
+    10,000. Every message is read exactly once."""
+    from pyspark_safebunny.queue_reader import DEFAULT_MAX_MESSAGES
+
+    queue = make_queue()
+    publish_numbered(amqp_uri, queue, 5)
+    reader = _reader(amqp_uri, queue, str(tmp_path / "j"))
+    try:
+        start = reader.initialOffset()
+        first = reader.latestOffset(start, reader.getDefaultReadLimit())
+        assert first["seq"] == 5  # no waiting for a full batch when the queue is quiet
+        _publish_fast(amqp_uri, queue, 60_000)
+        batches = _drain(reader, start=first, committed=first)
+    finally:
+        reader.stop()
+    sizes = [len(rows) for rows in batches]
+    assert sum(sizes) == 60_000 and len({m for rows in batches for m, _ in rows}) == 60_000
+    assert max(sizes) > 10_000 and max(sizes) <= DEFAULT_MAX_MESSAGES == 32_768
+
+
+def _publish_fast(uri, queue, n):
+    """``n`` small persistent messages ``b<i>`` with ids ``b<i>``, confirmed once at the end."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    props = [pika.BasicProperties(message_id=f"b{i}", delivery_mode=2) for i in range(n)]
+    for i in range(n - 1):
+        ch.basic_publish("", queue, b"b%d" % i, props[i])
+    ch.confirm_delivery()
+    ch.basic_publish("", queue, b"b%d" % (n - 1), props[n - 1])
+    conn.close()

@@ -194,3 +194,23 @@ def test_batches_over_the_chunk_limit_are_split_in_order_with_the_spark_schema()
     assert table.column("queue").to_pylist() == ["q"] * len(sizes)
     assert columns.to_batches("q")[0].equals(columns.to_batch("q"))  # under the default limit: one batch
     assert message_rows.AmqpColumns(True).to_batches("q") == []
+
+
+@pytest.mark.parametrize("include_headers", [False, True])
+def test_extend_builds_the_same_batch_as_append(include_headers):
+    """The reader's column-at-a-time path gives exactly the rows of the row-at-a-time one."""
+    props = [SimpleNamespace(message_id=f"m{i}", correlation_id="c" if i % 2 else None,
+                             timestamp=1_700_000_000 + i if i % 3 else None, content_type="t/j", type=None,
+                             headers={"x-delivery-count": i, "k": b"v"} if i % 4 == 0 else None)
+             for i in range(12)]
+    bodies = [bytes([i]) * i for i in range(12)]
+    exchanges = ["ex" if i % 2 else "" for i in range(12)]
+    keys = [f"rk{i}" for i in range(12)]
+    redelivered = [i % 5 == 0 for i in range(12)]
+    one = message_rows.AmqpColumns(include_headers)
+    for i in range(12):
+        one.append(bodies[i], props[i], exchanges[i], keys[i], redelivered[i])
+    many = message_rows.AmqpColumns(include_headers)
+    many.extend(bodies, props, exchanges, keys, redelivered)
+    assert len(many) == 12
+    assert many.to_batch("q").equals(one.to_batch("q"))

@@ -212,6 +212,29 @@ class AmqpColumns:
     def __len__(self) -> int:
         return len(self.columns["value"])
 
+    def extend(self, bodies: Sequence[bytes], properties: Sequence[Any], exchanges: Sequence[str | None],
+               routing_keys: Sequence[str | None], redelivered: Sequence[bool]) -> None:
+        """Add many deliveries at once: the same as :meth:`append` for each (with ``headers`` from the
+        properties and no offset), column by column rather than row by row (the classic/quorum reader's
+        hot path: about twice as fast)."""
+        c = self.columns
+        n = len(bodies)
+        c["value"] += [bytes(b) if type(b) is not bytes else b for b in bodies]
+        c["messageId"] += [p.message_id for p in properties]
+        c["correlationId"] += [p.correlation_id for p in properties]
+        c["routingKey"] += routing_keys
+        c["exchange"] += exchanges
+        c["redelivered"] += redelivered
+        headers = [p.headers for p in properties]
+        c["deliveryCount"] += [header_delivery_count(h) if h else None for h in headers]
+        c["timestamp"] += [None if t is None else t * 1_000_000 if isinstance(t, int) else t
+                           for t in (p.timestamp for p in properties)]
+        c["contentType"] += [p.content_type for p in properties]
+        c["type"] += [p.type for p in properties]
+        c["offset"] += [None] * n
+        if self.include_headers:
+            c["headers"] += [render_headers(h) if h else None for h in headers]
+
     def append(self, body: bytes, properties: Any, exchange: str | None, routing_key: str | None,
                redelivered: bool = False, offset: int | None = None, headers: Any = _UNSET) -> None:
         """Add one delivery. ``headers`` defaults to ``properties.headers`` (pass a filtered copy
@@ -249,6 +272,8 @@ class AmqpColumns:
         limit = MAX_CHUNK_BYTES if max_chunk_bytes is None else max_chunk_bytes
         values = self.columns["value"]
         n = len(values)
+        if sum(map(len, values)) <= limit:
+            return [self.to_batch(queue)] if n else []
         cuts = [0]
         size = 0
         for i, body in enumerate(values):
@@ -298,6 +323,10 @@ def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_h
 
 def _timestamp_array(values: Sequence[Any]) -> pa.Array:
     """Datetimes (aware or naive UTC) or ints of epoch microseconds -> ``timestamp[us, UTC]``."""
+    try:  # the common case, ints and nulls only (AMQP 0-9-1 timestamps), without a Python loop
+        return pa.array(values, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+        pass
     micros: list[int | None] = []
     for v in values:
         if v is None:
@@ -351,9 +380,12 @@ def rows_to_record_batch(rows: Sequence[Mapping[str, Any]] | Mapping[str, Sequen
         elif field.name == "headers":
             arrays.append(_headers_array(values))
         elif field.name == "redelivered":
-            arrays.append(pa.array([bool(v) for v in values], type=pa.bool_()))
+            if all(type(v) is bool for v in values):
+                arrays.append(pa.array(values, type=pa.bool_()))
+            else:
+                arrays.append(pa.array([bool(v) for v in values], type=pa.bool_()))
         else:
-            if field.name == "queue" and any(v is None for v in values):
+            if field.name == "queue" and None in values:
                 raise ValueError("the 'queue' column must not be null")
             arrays.append(pa.array(values, type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

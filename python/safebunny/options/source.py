@@ -56,7 +56,9 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                    "queue; it resumes by itself. `safebunny.Saga.pause` writes it."),
     OptionSpec("maxMessagesPerTrigger", parse_int(1), values="integer >= 1",
                doc="At most this many messages per micro-batch (Spark's ReadMaxRows). Also bounds the "
-                   "prefetch (twice this, at most 65,535), so the reader's memory in messages."),
+                   "prefetch (twice this, at most 65,535), so the reader's memory in messages. Unset, a batch "
+                   "takes what the reader holds when Spark asks, up to 32,768: small batches when the queue is "
+                   "quiet, large ones when a backlog waits."),
     OptionSpec("maxBytesPerTrigger", parse_int(1), values="integer >= 1",
                doc="At most this many body bytes per micro-batch (Spark's ReadMaxBytes; a single larger "
                    "message still makes a batch of one). Also bounds the reader's memory in bytes: it buffers "
