@@ -159,11 +159,7 @@ class JournalOwner:
         self.journal.ensure()
         data = record.to_json()
         if self._local:
-            tmp = f"{self._path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+            tmp = _write_synced(f"{self._path}.{uuid.uuid4().hex}.tmp", data)
             try:
                 os.link(tmp, self._path)  # atomic, and the file is complete when it appears
                 return True
@@ -174,10 +170,7 @@ class JournalOwner:
                     fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
                 except FileExistsError:
                     return False
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
+                _write_synced(fd, data)
                 return True
             finally:
                 os.unlink(tmp)
@@ -192,12 +185,7 @@ class JournalOwner:
         """Rewrite the owner file (this reader owns it already)."""
         data = record.to_json()
         if self._local:
-            tmp = f"{self._path}.{uuid.uuid4().hex}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path)
+            os.replace(_write_synced(f"{self._path}.{uuid.uuid4().hex}.tmp", data), self._path)
         else:
             with self.journal.fs.open_output_stream(self._path) as f:
                 f.write(data)
@@ -316,3 +304,12 @@ class JournalOwner:
     def id_of(offset: dict[str, Any]) -> str | None:
         value = offset.get(OFFSET_KEY)
         return str(value) if value else None
+
+
+def _write_synced(target: str | int, data: bytes) -> str | int:
+    """Write ``data`` to a path (created) or an open descriptor, fsync it, close it; returns ``target``."""
+    with open(target, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return target
