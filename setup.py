@@ -19,6 +19,7 @@ setup(
         "pika>=1.3",
         "orjson>=3.9",
         "pyarrow>=15",
+        "numpy>=1.24",  # the inbox index (sorted id hashes)
         "deltalake>=1.0",
         "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
         "tqdm>=4.60",

@@ -5,8 +5,10 @@
 For each size, fills a fresh inbox table with that many processed ids for one node, spread over
 ``--days`` date partitions (as a week of traffic would be), then times what a step does per batch:
 ``Inbox.seen`` (the dedupe look-up of ``--batch`` ids: half already processed, half new) and
-``Inbox.record`` (the batch's append with its app transaction). Reports the median of ``--repeat``
-batches, before and after ``Inbox.maintain()`` compacts the table.
+``Inbox.record`` (the batch's append with its app transaction), once by scanning the node's
+partitions and once through the driver-side index (``inbox_index.SeenIndex``: its build, then look-ups
+with no id, 1% and half of the ids seen before). Reports the median of ``--repeat`` batches, before and
+after ``Inbox.maintain()`` compacts the table.
 """
 
 from __future__ import annotations
@@ -46,11 +48,12 @@ def _fill(path: str, size: int, days: int, now: dt.datetime) -> list[str]:
     return ids
 
 
-def _batches(inbox: Inbox, known: list[str], batch: int, repeat: int, first: int, now: dt.datetime
-             ) -> tuple[list[float], list[float]]:
+def _batches(inbox: Inbox, known: list[str], batch: int, repeat: int, first: int, now: dt.datetime,
+             duplicates: float = 0.5) -> tuple[list[float], list[float]]:
     seen_s, record_s = [], []
+    per = int(batch * duplicates)
     for n in range(repeat):
-        old = known[n * batch // 2:(n + 1) * batch // 2]
+        old = known[n * per:(n + 1) * per]
         ids = old + [str(uuid.uuid4()) for _ in range(batch - len(old))]
         t0 = time.perf_counter()
         found = inbox.seen(ids, "bench", first + n, now=now)
@@ -71,18 +74,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--days", type=int, default=7)
     args = p.parse_args(argv)
     now = dt.datetime.now(dt.timezone.utc)
-    print(f"| inbox rows | look-up of {args.batch:,} ids, p50 s | append, p50 s | after compaction: look-up / append |")
-    print("| --- | --- | --- | --- |")
+    print(f"| inbox rows | scan: look-up of {args.batch:,} ids (half seen), p50 s | append, p50 s | "
+          "index: first look-up (builds it) s | index: look-up, no id seen / 1% seen / half seen, p50 s | "
+          "after compaction: scan / index, half seen |")
+    print("| --- | --- | --- | --- | --- | --- |")
     for size in (int(s) for s in args.sizes.split(",")):
         root = tempfile.mkdtemp(prefix="sb-bench-inbox-")
         try:
             known = _fill(f"{root}/inbox", size, args.days, now)
-            inbox = Inbox(f"{root}/inbox", NODE)
-            seen, record = _batches(inbox, known, args.batch, args.repeat, 0, now)
-            inbox.maintain(now=now, vacuum=False)
-            seen2, record2 = _batches(inbox, known[size // 2:], args.batch, args.repeat, args.repeat, now)
-            print(f"| {size:,} | {statistics.median(seen):.3f} | {statistics.median(record):.3f} | "
-                  f"{statistics.median(seen2):.3f} / {statistics.median(record2):.3f} |", flush=True)
+            scan = Inbox(f"{root}/inbox", NODE)
+            scan._store.indexed = False  # the scan the index replaces
+            seen, record = _batches(scan, known, args.batch, args.repeat, 0, now)
+            indexed = Inbox(f"{root}/inbox", NODE)
+            t0 = time.perf_counter()
+            indexed.seen(["warm-up"], "bench", 10_000, now=now)
+            build = time.perf_counter() - t0
+            batch_id, index_s = 100, []
+            for duplicates, offset in ((0.0, 0), (0.01, size // 4), (0.5, size // 3)):
+                got, _ = _batches(indexed, known[offset:], args.batch, args.repeat, batch_id, now, duplicates)
+                index_s.append(statistics.median(got))
+                batch_id += args.repeat
+            scan.maintain(now=now, vacuum=False)
+            after_scan, _ = _batches(scan, known[size // 2:], args.batch, args.repeat, batch_id, now)
+            after_index, _ = _batches(indexed, known[2 * size // 3:], args.batch, args.repeat, batch_id + 50, now)
+            print(f"| {size:,} | {statistics.median(seen):.3f} | {statistics.median(record):.3f} | {build:.2f} | "
+                  f"{' / '.join(f'{x:.3f}' for x in index_s)} | "
+                  f"{statistics.median(after_scan):.3f} / {statistics.median(after_index):.3f} |", flush=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -47,12 +47,16 @@ class DeltaPath:
         except TableNotFoundError:
             return None
 
+    def filesystem(self) -> pafs.FileSystem:
+        """A pyarrow filesystem rooted at the table (paths in the Delta log are relative to it)."""
+        if "://" not in self.path or self.path.startswith("file://"):
+            return pafs.SubTreeFileSystem(self.path.removeprefix("file://"), pafs.LocalFileSystem())
+        fs, root = pafs.FileSystem.from_uri(self.path)
+        return pafs.SubTreeFileSystem(root, fs)
+
     def dataset(self, table: Any) -> pads.Dataset:
         local = "://" not in self.path or self.path.startswith("file://")
-        filesystem = None
-        if local:
-            filesystem = pafs.SubTreeFileSystem(self.path.removeprefix("file://"), pafs.LocalFileSystem())
-        return table.to_pyarrow_dataset(filesystem=filesystem)
+        return table.to_pyarrow_dataset(filesystem=self.filesystem() if local else None)
 
     def read(self, filter_: Any = None, columns: Sequence[str] | None = None) -> pa.Table | None:
         table = self.table()
