@@ -16,7 +16,7 @@ setup(
     install_requires=[
         "pyspark[sql]>=4.3,<4.4",
         "pandas<3",
-        "pika>=1.3",
+        "pika>=1.3,<2",  # the consumer hands deliveries to its callback through pika 1.x internals (F6)
         "orjson>=3.9",
         "pyarrow>=15",
         "numpy>=1.24",  # the inbox index (sorted id hashes)
