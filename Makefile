@@ -25,7 +25,7 @@ install: $(PY)
 	$(PY) -c "import safebunny, pyspark_safebunny"
 
 test: install
-	$(PY) -m pytest tests -q -p no:cacheprovider
+	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25
 
 test-unit: install
 	$(PY) -m pytest tests/unit -q
