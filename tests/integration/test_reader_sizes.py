@@ -128,3 +128,19 @@ def _publish_fast(uri, queue, n):
     ch.confirm_delivery()
     ch.basic_publish("", queue, b"b%d" % (n - 1), props[n - 1])
     conn.close()
+
+
+def test_a_new_query_s_first_batch_is_not_cut_to_one_message_by_the_consumer_restart(amqp_uri, make_queue,
+                                                                                      tmp_path):
+    """The consumer starts with a prefetch of 1 to learn the body size, then restarts; on a quorum queue the
+    restarted consumer's first delivery can take longer than the 50 ms linger. The first batch still takes
+    the waiting messages rather than the single one the first consumer got."""
+    queue = make_queue("quorum")
+    publish_numbered(amqp_uri, queue, 200)
+    reader = _reader(amqp_uri, queue, str(tmp_path / "j"), maxMessagesPerTrigger="200")
+    try:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    finally:
+        reader.stop()
+    assert end["seq"] - start["seq"] > 1

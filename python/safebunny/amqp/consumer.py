@@ -92,6 +92,7 @@ class QueueConsumer:
         #: the prefetch of the current consumer: ``prefetch``, or what ``max_buffered_bytes`` holds
         self.effective_prefetch = prefetch
         self._calibrating = False  # consuming with prefetch 1 to learn the body size
+        self._restarted = False  # the consumer was restarted and has not delivered since
         # body bytes: _in_* written only by the I/O thread, _out_bytes only under _cond (take, clears)
         self._in_bytes = 0
         self._in_count = 0
@@ -153,6 +154,7 @@ class QueueConsumer:
             buffer.append(Delivery(generation, tag, body, properties, method.exchange,
                                    method.routing_key, method.redelivered))
             self._last_tag = tag
+            self._restarted = False
             self._in_count += 1
             self._in_bytes += len(body)
             if budget is not None and not self._paused and (
@@ -168,7 +170,7 @@ class QueueConsumer:
         channel.add_on_cancel_callback(lambda _frame: self._cancelled.set())
         self._connection, self._channel = connection, channel
         self._last_tag = self._acked_tag = 0
-        self._paused = self._cancelling = self._depth_asked = False
+        self._paused = self._cancelling = self._depth_asked = self._restarted = False
         self.effective_prefetch = self._desired_prefetch()
         self._calibrating = budget is not None and not self._in_count
         self._consume()
@@ -237,6 +239,7 @@ class QueueConsumer:
         self.effective_prefetch = self._desired_prefetch()
         self._paused = False
         self._consume()
+        self._restarted = True  # until the restarted consumer's first delivery
         with self._cond:  # take() may wait for this
             self._cond.notify_all()
         log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
@@ -402,6 +405,14 @@ class QueueConsumer:
             while (self._buffer and self._paused and self._can_grow() and time.monotonic() < deadline
                    and self._fatal is None):
                 self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+            if self._restarted and not self._paused and self.backlog > len(self._buffer):
+                # the queue held more when last counted: wait for the restarted consumer's first delivery (a
+                # quorum queue registers a consumer through its log, which can take longer than the linger)
+                self._want = len(self._buffer) + 1
+                while (len(self._buffer) < self._want and time.monotonic() < deadline
+                       and self._fatal is None):
+                    self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
+                self._want = 1
             if self._buffer and len(self._buffer) < max_messages and linger > 0 and self._can_grow():
                 self._want = max_messages
                 end = time.monotonic() + linger
