@@ -32,6 +32,8 @@ class FailureRouter:
     def __call__(self, failed: list[FailedRow], ctx: Any) -> None:
         import pika
 
+        batch: Counter[tuple[str, str]] = Counter()
+        example: dict[tuple[str, str], tuple[str, str]] = {}
         conn = open_blocking(self.saga.connection_uri, action=f"route failed messages of step {self.step.label}")
         try:
             ch = conn.channel()
@@ -55,11 +57,19 @@ class FailureRouter:
                 self.counts["poisoned" if poisoned else "retried"] += 1
                 if poisoned and self.step.fails_as:
                     self._publish_failure(ch, row, source, body)
-                log.warning("saga %s step %s: message %s %s (attempt %d): %s", self.saga.name, self.step.label,
-                            row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
-                            decision.attempt, row.reason[:300])
+                key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
+                batch[key] += 1
+                example.setdefault(key, (row.message_id, row.reason[:300]))
+                log.info("saga %s step %s: message %s %s (attempt %d): %s", self.saga.name, self.step.label,
+                         row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
+                         decision.attempt, row.reason[:300])
         finally:
             conn.close()
+        # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
+        for (what, error_type), count in batch.items():
+            mid, reason = example[(what, error_type)]
+            log.warning("saga %s step %s batch %d: %d message(s) %s (%s), e.g. %s: %s", self.saga.name,
+                        self.step.label, ctx.batch_id, count, what, error_type, mid, reason)
 
     def _publish_failure(self, ch: Any, row: FailedRow, source: Mapping[str, Any], body: bytes) -> None:
         import pika
