@@ -17,8 +17,11 @@ What an offset says about a location:
   is false) and it no longer runs. Such an owner is our own earlier process that died between
   creating the owner file and Spark's offset-log write (Spark then starts again from the initial
   offset and never asks for that batch), or a query that was abandoned before its first batch; its
-  journal serves nobody, and the query takes the location over with a new id. An owner whose batch
-  Spark logged, or one still running, is another query: refuse.
+  journal serves nobody, and the query takes the location over with a new id. One still running is
+  another query: refuse. One whose batch Spark logged is another query too, except when it read the
+  same queue on this host and its process is gone: that is a query restarted with its checkpoint
+  deleted (its unacked messages went back to the queue when it died); the new query takes over and
+  drops the old batch files. A logged owner on another host is always refused (nothing shows it gone).
 
 Whether an unlogged owner still runs: on the same host, its process id and start time; in this
 process, the readers not yet stopped; on another host nothing can be seen, so it counts as running
@@ -33,6 +36,7 @@ written and read back (best effort against two queries starting in the same seco
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -53,6 +57,8 @@ OWNER_FILE = "journal-owner.json"
 OFFSET_KEY = "journal"
 #: how long an unlogged owner on another host counts as running
 LEASE_SECONDS = 120.0
+
+log = logging.getLogger("safebunny.source")
 
 #: instance ids of the readers of this process that have not stopped
 _LIVE: set[str] = set()
@@ -193,12 +199,16 @@ class JournalOwner:
     def _take_over(self, stale: OwnerRecord) -> bool:
         """Replace the stale owner ``stale`` by a new claim of ours; False when another query was quicker."""
         record = self._record(uuid.uuid4().hex, logged=False)
+        if stale.logged:
+            log.warning("journalLocation %r: taking over from query %s, which is gone (a new checkpoint over the "
+                        "same queue); its journaled batches are dropped, the broker requeued their messages",
+                        self.journal.location, stale.describe())
         if self._local:
             aside = f"{self._path}.{uuid.uuid4().hex}.stale"
             try:
                 os.rename(self._path, aside)
             except FileNotFoundError:
-                return self._won(record)
+                return self._won(record, stale)
             with open(aside, "rb") as f:
                 moved = OwnerRecord.from_json(f.read())
             if moved.instance != stale.instance or moved.id != stale.id:
@@ -210,14 +220,16 @@ class JournalOwner:
                 os.unlink(aside)
                 return False
             os.unlink(aside)
-            return self._won(record)
+            return self._won(record, stale)
         self._replace(record)
-        return self._won(record) if self.read() == record else False
+        return self._won(record, stale) if self.read() == record else False
 
-    def _won(self, record: OwnerRecord) -> bool:
+    def _won(self, record: OwnerRecord, stale: OwnerRecord | None = None) -> bool:
         if self.read() == record or self._create(record):
             self.id, self._logged = record.id, record.logged
             _LIVE.add(self.instance)
+            if stale is not None and stale.logged:  # its batches must never be served as ours
+                self.journal.delete_through(2**62)
             return True
         return False
 
@@ -236,6 +248,12 @@ class JournalOwner:
             "its own 'journalLocation' (for example next to its checkpoint). If the query that owns it is gone for "
             f"good (its checkpoint deleted), delete {self._path!r} and its batch-*.arrow files, then restart.")
 
+    def _replaced_checkpoint(self, owner: OwnerRecord) -> bool:
+        """A logged owner may be taken over by a new checkpoint only when it is provably gone and read the
+        same queue: a query restarted with its checkpoint deleted. Its unacked messages went back to the
+        queue when its connection closed. Another host's owner cannot be seen to be gone: never."""
+        return owner.host == socket.gethostname() and owner.queue == self.queue and not self._running(owner)
+
     def check_unclaimed(self) -> None:
         """For an offset without an id: raise unless the location is free or its owner is stale."""
         if self.id is not None:
@@ -243,11 +261,11 @@ class JournalOwner:
         owner = self.read()
         if owner is None:
             return
-        if owner.logged:
-            raise self._refuse(owner, "this query's checkpoint carries no journal id (a new checkpoint, or one "
-                                      "written before journal ids), so it is not that query")
         if self._running(owner):
             raise self._refuse(owner, "that query is running")
+        if owner.logged and not self._replaced_checkpoint(owner):
+            raise self._refuse(owner, "this query's checkpoint carries no journal id (a new checkpoint, or one "
+                                      "written before journal ids), so it is not that query")
 
     def claim(self) -> str:
         """The id to put in the next offset: ours, or a new claim of a free or stale location."""

@@ -35,8 +35,9 @@ def bill(orders, ctx):
                                                    routing_key=out_queue)])
 
 
+journal = os.environ.get("SAFEBUNNY_TEST_JOURNAL") or f"journal-{checkpoint}"
 df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue).option("queueType", "classic")
-      .option("journalLocation", os.path.join(workdir, f"journal-{checkpoint}"))
+      .option("journalLocation", os.path.join(workdir, journal))
       .option("maxMessagesPerTrigger", os.environ.get("SAFEBUNNY_TEST_BATCH", "50"))
       .load())
 q = (df.writeStream.foreachBatch(step.foreach_batch(bill))

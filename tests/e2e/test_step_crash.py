@@ -19,9 +19,11 @@ DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
 
 
-def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck"):
+def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None):
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
     env["SAFEBUNNY_TEST_CHECKPOINT"] = checkpoint
+    if journal:
+        env["SAFEBUNNY_TEST_JOURNAL"] = journal
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
     return subprocess.run([sys.executable, str(DRIVER), uri, queue, out, str(workdir)], env=env, capture_output=True,
@@ -55,10 +57,11 @@ def test_duplicates_and_a_replaced_checkpoint_cause_no_second_effect(broker, amq
     queue, out = make_queue(), make_queue(suffix="-out")
     publish_numbered(amqp_uri, queue, 60)
     publish_numbered(amqp_uri, queue, 20)  # the same message published twice
-    assert _run(amqp_uri, queue, out, tmp_path).returncode == 0
-    # a new checkpoint over the same queue, with old messages redelivered: a new epoch, same inbox
+    assert _run(amqp_uri, queue, out, tmp_path, journal="journal").returncode == 0
+    # a new checkpoint over the same queue and journalLocation, with old messages redelivered: a new epoch,
+    # the same inbox; the new query takes the journal over from the old one, which is gone
     publish_numbered(amqp_uri, queue, 60)
-    done = _run(amqp_uri, queue, out, tmp_path, checkpoint="ck-new")
+    done = _run(amqp_uri, queue, out, tmp_path, checkpoint="ck-new", journal="journal")
     assert done.returncode == 0, done.stderr[-3000:]
     _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(60)])
 

@@ -56,17 +56,38 @@ def test_an_owner_that_died_before_spark_logged_its_first_batch_is_taken_over(tm
     assert json.loads((tmp_path / OWNER_FILE).read_text())["id"] == second
 
 
-def test_an_owner_whose_batch_spark_logged_is_never_taken_over_by_an_offset_without_id(tmp_path):
+def test_a_logged_owner_is_taken_over_only_by_a_new_checkpoint_of_its_queue_once_it_is_gone(tmp_path):
     a = _owner(tmp_path)
     journal_id = a.claim()
     a.adopt(journal_id)  # Spark handed back an offset of it: it is in an offset log
+    (tmp_path / "batch-00000000000000000000-00000000000000000100.arrow").write_bytes(b"old batch")
+    running = _owner(tmp_path)
+    with pytest.raises(JournalOwnerError, match="that query is running"):
+        running.check_unclaimed()
     a.release()
-    stranger = _owner(tmp_path)
+    stranger = _owner(tmp_path, queue="payments")  # another queue: a shared location, not a new checkpoint
     with pytest.raises(JournalOwnerError, match="carries no journal id"):
         stranger.check_unclaimed()
     restarted = _owner(tmp_path)
     restarted.adopt(journal_id)  # the same query, restarted from its checkpoint
     assert restarted.claim() == journal_id
+    restarted.release()
+    replaced = _owner(tmp_path)  # the same queue, its checkpoint deleted: takes over, drops the old batches
+    replaced.check_unclaimed()
+    assert replaced.claim() != journal_id
+    assert not list(tmp_path.glob("batch-*.arrow"))
+    old = _owner(tmp_path)  # the old checkpoint, should it come back, is refused
+    with pytest.raises(JournalOwnerError):
+        old.adopt(journal_id)
+
+
+def test_a_logged_owner_on_another_host_is_never_taken_over(tmp_path):
+    a = _owner(tmp_path)
+    a.adopt(a.claim())
+    a.release()
+    _rewrite(tmp_path, host="another-host", claimed=time.time() - 10 * LEASE_SECONDS)
+    with pytest.raises(JournalOwnerError, match="carries no journal id"):
+        _owner(tmp_path).check_unclaimed()
 
 
 def test_an_offset_of_another_journal_is_refused(tmp_path):
