@@ -62,7 +62,11 @@ def test_batches_well_inside_the_consumer_timeout_run_on(short_timeout_broker, t
     caplog.set_level(logging.WARNING, logger="safebunny.source")
     try:
         assert _spark_like(reader, batches=6, duration=0.3) == 6
-        assert reader._consumer.generation == 1
+        assert reader._consumer.generation == 1  # the broker never closed the channel
+        assert not any(reader._budget._losses)  # no ack was lost to consumer_timeout
     finally:
         reader.stop()
-    assert not any("waits about" in r.getMessage() for r in caplog.records)
+    # The warning is an estimate from measured batch durations: on a loaded machine one interval can pass half the
+    # timeout (CI saw 1.3 s once) and then the warning is right. It must not come from the 0.3 s batches themselves.
+    estimates = [r.getMessage() for r in caplog.records if "waits about" in r.getMessage()]
+    assert all(float(m.split("the last batch took ")[1].split(" s,")[0]) > 0.5 for m in estimates), estimates
