@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -67,11 +68,13 @@ class NewMessages:
 
     def row_of(self, message_id: str) -> dict[str, Any] | None:
         """The whole input row of one new message (handed to ``on_failed``), or None if unknown."""
-        try:
-            position = self.ids.index(message_id)
-        except ValueError:
-            return None
-        return self.table.slice(position, 1).to_pylist()[0]
+        position = self._positions.get(message_id)
+        return None if position is None else self.table.slice(position, 1).to_pylist()[0]
+
+    @cached_property
+    def _positions(self) -> dict[str, int]:
+        """Id -> position, built on first use (a batch whose every row failed asks once per row)."""
+        return {mid: position for position, mid in enumerate(self.ids)}
 
 
 @dataclass(frozen=True)
