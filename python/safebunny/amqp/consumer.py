@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from pika import spec
 
 from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
     BrokerAuthenticationError,
     QueueNotFoundError,
@@ -103,6 +104,8 @@ class QueueConsumer:
         self._last_tag = 0  # last delivery tag of the current channel
         self._acked_tag = 0  # last tag acked (multiple) on the current channel
         self._on_message: Callable[..., None] | None = None
+        self._accept: Callable[..., None] | None = None
+        self._tap: FrameTap | None = None  # decodes deliveries from the socket's bytes (issue 15)
         self._depth_asked = False  # a passive declare for the queue depth is on its way
         self.generation = 0
         self._buffer: deque[Delivery] = deque()
@@ -146,13 +149,12 @@ class QueueConsumer:
         buffer = self._buffer
         budget = self.max_buffered_bytes
 
-        def on_message(ch: Any, method: Any, properties: Any, body: bytes) -> None:
-            tag = method.delivery_tag
+        def accept(tag: int, redelivered: bool, exchange: Any, routing_key: Any, properties: Any,
+                   body: bytes) -> None:
             if tag <= self._last_tag:  # never: an ack through a later tag would ack this one unread
                 raise SafeBunnyError(f"Deliveries of queue {self.queue!r} arrived out of order (tag {tag} after "
                                      f"{self._last_tag}); reconnecting, so that the broker redelivers them.")
-            buffer.append(Delivery(generation, tag, body, properties, method.exchange,
-                                   method.routing_key, method.redelivered))
+            buffer.append(Delivery(generation, tag, body, properties, exchange, routing_key, redelivered))
             self._last_tag = tag
             self._restarted = False
             self._in_count += 1
@@ -166,7 +168,12 @@ class QueueConsumer:
                 with self._cond:
                     self._cond.notify_all()
 
+        def on_message(ch: Any, method: Any, properties: Any, body: bytes) -> None:
+            # pika's path: deliveries decoded before the frame tap is installed, or left to pika by it
+            accept(method.delivery_tag, method.redelivered, method.exchange, method.routing_key, properties, body)
+
         self._on_message = on_message
+        self._accept = accept
         channel.add_on_cancel_callback(lambda _frame: self._cancelled.set())
         self._connection, self._channel = connection, channel
         self._last_tag = self._acked_tag = 0
@@ -188,6 +195,10 @@ class QueueConsumer:
         channel._impl._consumers[tag] = self._on_message  # noqa: SLF001
         channel._dispatch_events()  # noqa: SLF001
         self._consumer_tag = tag
+        if self._tap is None or self._tap.impl is not channel.connection._impl:  # noqa: SLF001
+            # from now on deliveries are decoded from the socket's bytes (frame_tap), in arrival order
+            # after those handed over above; other frames still go through pika
+            self._tap = install(channel.connection._impl, channel.channel_number, self._accept)  # noqa: SLF001
 
     def _desired_prefetch(self) -> int:
         """The prefetch for the next consumer: ``prefetch``, or with a byte budget what it holds at the
