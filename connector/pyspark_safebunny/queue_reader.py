@@ -11,7 +11,9 @@ The contract (shared/DESIGN.md, "The source"):
 * Each offset after the first batch carries the journal's id (``"journal"``): one query per
   ``journalLocation`` (F3, :mod:`safebunny.journal_owner`).
 * ``commit(end)`` acks with ``multiple=True`` through the last delivery of that batch and
-  deletes its journal. Unknown offsets (after a restart) ack nothing: the broker requeued
+  deletes its journal. The ack is written without waiting for the broker's answer; a round trip
+  confirms the acks sent whenever ``latestOffset`` finds nothing more to read (before a query can
+  end on its own) and at ``stop``. Unknown offsets (after a restart) ack nothing: the broker requeued
   those messages and they come back flagged ``redelivered``.
 * Spark commits a batch only when it plans the next one. When no message arrives and a
   batch is still unacked, ``latestOffset`` returns the same ``seq`` with ``tick + 1``: Spark
@@ -233,6 +235,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if not consumer.suspended:
                 log.warning("queue %r: paused by %s; returning prefetched messages to the queue", self.queue,
                             self.pause_file)
+                consumer.confirm_acks()  # the last commit's ack, before the connection closes
                 consumer.suspend()
             return start
         if consumer.suspended:
@@ -275,6 +278,10 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if self._pending:
             # nothing new, but a planned batch is still unacked: make Spark commit it now
             return self._offset(seq, tick + 1)
+        # Nothing new and everything committed: the query may end now (an availableNow run does), and Spark
+        # may end this process without calling stop(). Commits send their acks without waiting for the broker
+        # (off the batch's path); make sure it has processed them before saying there is nothing to do.
+        consumer.confirm_acks()
         return start
 
     def reportLatestOffset(self) -> dict | None:
@@ -324,6 +331,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         done = [s for s in self._pending if s <= end_seq]
         if done and self._consumer is not None:
             generation, tag, _ = self._pending[done[-1]]
+            # sent without waiting for the broker (the batch's serial path); confirmed before the reader says it
+            # has nothing more to read, and at stop
             acked = self._consumer.ack_through(generation, tag)
             if not acked:
                 log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
@@ -344,5 +353,6 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         if self._owner is not None:
             self._owner.release()
         if self._consumer is not None:
+            self._consumer.confirm_acks(timeout=5.0)  # acks of the last commits, before the connection closes
             self._consumer.stop()
             self._consumer = None

@@ -103,6 +103,7 @@ class QueueConsumer:
         self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
         self._last_tag = 0  # last delivery tag of the current channel
         self._acked_tag = 0  # last tag acked (multiple) on the current channel
+        self._unconfirmed = False  # an ack was written that no round trip has confirmed yet (I/O thread)
         self._on_message: Callable[..., None] | None = None
         self._accept: Callable[..., None] | None = None
         self._tap: FrameTap | None = None  # decodes deliveries from the socket's bytes (issue 15)
@@ -177,6 +178,7 @@ class QueueConsumer:
         channel.add_on_cancel_callback(lambda _frame: self._cancelled.set())
         self._connection, self._channel = connection, channel
         self._last_tag = self._acked_tag = 0
+        self._unconfirmed = False
         self._paused = self._cancelling = self._depth_asked = self._restarted = False
         self.effective_prefetch = self._desired_prefetch()
         self._calibrating = budget is not None and not self._in_count
@@ -497,38 +499,61 @@ class QueueConsumer:
         return box.get("value")
 
     def ack_through(self, generation: int, delivery_tag: int) -> bool:
-        """Ack every delivery up to ``delivery_tag`` (``multiple=True``) on channel ``generation``.
+        """Ack every delivery up to ``delivery_tag`` (``multiple=True``) on channel ``generation``, without
+        waiting for the broker: the I/O thread writes the ack next. Call :meth:`confirm_acks` to know the
+        broker has processed it.
 
-        Returns False, acking nothing, when that channel is gone: the broker has requeued
-        those messages already.
+        Returns False, acking nothing, when that channel is gone: the broker has requeued those messages
+        already (a channel lost after this returns True loses the ack the same way; they come back flagged
+        ``redelivered``).
         """
         if generation != self.generation:
             return False
 
-        def ack() -> bool:
+        def ack() -> None:
             # on the I/O thread, which alone replaces the channel: generation and channel agree here
             if generation != self.generation or self._channel is None or not self._channel.is_open:
-                return False
+                log.warning("Batch through tag %d of queue %r could not be acked (channel replaced); the broker "
+                            "redelivers those messages flagged 'redelivered'.", delivery_tag, self.queue)
+                return
             self._channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
             self._acked_tag = max(self._acked_tag, delivery_tag)
-            # A round trip on the same channel: the broker handles a channel's methods in order, so once the
-            # answer is here the ack has been processed, not merely written to a socket that the end of this
-            # process (Spark stops the reader right after an availableNow run's last commit) could reset.
-            # The answer also refreshes the queue depth for the progress report.
-            try:
-                self.backlog = self._channel.queue_declare(self.queue, passive=True).method.message_count
-            except Exception as exc:  # the ack went out; a failure here is the channel's, seen by the I/O loop
-                log.debug("queue %r: no depth after the ack: %r", self.queue, exc)
-            return True
+            self._unconfirmed = True
 
+        connection = self._connection
         try:
-            if not self._call(ack):
+            if connection is None or not connection.is_open or not self._ready.is_set():
                 return False
+            connection.add_callback_threadsafe(ack)
         except Exception as exc:
             log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
                         self.queue, delivery_tag, exc)
             return False
         return True
+
+    def confirm_acks(self, timeout: float = 30.0) -> bool:
+        """Wait until the broker has processed every ack sent so far: a round trip on the same channel, whose
+        methods the broker handles in order. Returns True at once when no ack waits, False when the round trip
+        failed (the channel is gone: its unacked messages come back). Use it before the process may end:
+        an ack merely written to a socket is lost when the process exits with deliveries still unread on
+        that socket (the kernel resets the connection). The answer also refreshes :attr:`backlog`."""
+
+        def round_trip() -> bool:
+            if not self._unconfirmed:
+                return True
+            channel = self._channel
+            if channel is None or not channel.is_open:
+                return False
+            self.backlog = channel.queue_declare(self.queue, passive=True).method.message_count
+            self._unconfirmed = False
+            return True
+
+        try:
+            return bool(self._call(round_trip, timeout=timeout))
+        except Exception as exc:
+            log.warning("queue %r: could not confirm the acks sent: %r; the broker redelivers what it did not "
+                        "process", self.queue, exc)
+            return False
 
     def queue_depth_estimate(self) -> int:
         """The last known number of messages ready in the queue, without a round trip to the broker (for
