@@ -67,6 +67,9 @@ class Delivery(NamedTuple):
     redelivered: bool
 
 
+_new = tuple.__new__  # builds a Delivery without the named tuple's Python-level __new__ (hot path)
+
+
 def open_connection(uri: str, heartbeat: int | None = None) -> Any:
     """Open a :class:`pika.BlockingConnection` for consuming, or raise a clear broker error."""
     return open_blocking(uri, heartbeat=heartbeat, action="consume")
@@ -155,7 +158,7 @@ class QueueConsumer:
             if tag <= self._last_tag:  # never: an ack through a later tag would ack this one unread
                 raise SafeBunnyError(f"Deliveries of queue {self.queue!r} arrived out of order (tag {tag} after "
                                      f"{self._last_tag}); reconnecting, so that the broker redelivers them.")
-            buffer.append(Delivery(generation, tag, body, properties, exchange, routing_key, redelivered))
+            buffer.append(_new(Delivery, (generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
             self._restarted = False
             self._in_count += 1
