@@ -78,11 +78,18 @@ def connector_missing() -> dict[str, str]:
     return missing
 
 
-def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
-    """A local[2] session tuned for the benchmark (no UI, long progress history)."""
+def start_spark(workdir: Path, local_checkpoints: bool = True):  # type: ignore[no-untyped-def]
+    """A local[2] session tuned for the benchmark (no UI, long progress history).
+
+    ``local_checkpoints``: start it with :func:`safebunny.spark_conf.local_checkpoint_conf` (the
+    benchmark's checkpoints are on local disk); ``False`` keeps Spark's default checkpoint file
+    manager. ``bench.bench_source`` switches it per query at run time to compare both.
+    """
     import os
 
     from pyspark.sql import SparkSession
+
+    from safebunny.spark_conf import local_checkpoint_conf
 
     java_opts = f"-Djava.io.tmpdir={workdir}"
     jfr = os.environ.get("SAFEBUNNY_BENCH_JFR")
@@ -96,6 +103,7 @@ def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
              .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
              .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
              .config("spark.driver.extraJavaOptions", java_opts)
+             .config(map=local_checkpoint_conf() if local_checkpoints else {})
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
