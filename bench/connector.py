@@ -78,13 +78,10 @@ def connector_missing() -> dict[str, str]:
     return missing
 
 
-def start_spark(workdir: Path, local_checkpoints: bool = True):  # type: ignore[no-untyped-def]
-    """A local[2] session tuned for the benchmark (no UI, long progress history).
-
-    ``local_checkpoints``: start it with :func:`safebunny.spark_conf.local_checkpoint_conf` (the
-    benchmark's checkpoints are on local disk); ``False`` keeps Spark's default checkpoint file
-    manager. ``bench.bench_source`` switches it per query at run time to compare both.
-    """
+def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
+    """A local[2] session tuned for the benchmark (no UI, long progress history), with
+    :func:`safebunny.spark_conf.local_checkpoint_conf` (the benchmark's checkpoints are on local disk;
+    ``bench.bench_source`` switches it off per query to compare with Spark's default)."""
     import os
 
     from pyspark.sql import SparkSession
@@ -103,7 +100,7 @@ def start_spark(workdir: Path, local_checkpoints: bool = True):  # type: ignore[
              .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
              .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
              .config("spark.driver.extraJavaOptions", java_opts)
-             .config(map=local_checkpoint_conf() if local_checkpoints else {})
+             .config(map=local_checkpoint_conf())
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
