@@ -295,11 +295,16 @@ def make_exchange(admin: Admin, request: pytest.FixtureRequest) -> Iterator:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times)."""
+    """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times).
+
+    Its checkpoints are local, so it uses :func:`safebunny.spark_conf.use_local_checkpoints`.
+    """
     from pyspark.sql import SparkSession
 
+    from safebunny.spark_conf import use_local_checkpoints
+
     session = (
-        SparkSession.builder.master("local[2,3]")
+        use_local_checkpoints(SparkSession.builder.master("local[2,3]"))
         .appName("safebunny-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

@@ -143,8 +143,12 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._owner: JournalOwner | None = None
         self._budget = AckBudget(self.queue, options["consumerTimeoutMs"])
         self._timeouts_seen = 0  # the consumer's count of channels closed by consumer_timeout, at the last commit
-        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag)
-        self._pending: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag, message
+        # count, start seq): its journal file is (start seq, end seq]
+        self._pending: OrderedDict[int, tuple[int, int, int, int]] = OrderedDict()
+        # journal files this process did not write, found by listing the journal at the first commit after a
+        # start: (path, end seq), each deleted once a commit reaches its end; None until that first commit
+        self._leftovers: list[tuple[str, int]] | None = None
         self._target_seq: int | None = None
         self._target_count: int | None = None
         self._last_seq = 0
@@ -272,7 +276,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             journal.write(seq, end, deliveries_to_table(self.queue, deliveries, self.include_headers))
             crash_point("source.after_journal_write")
             last = deliveries[-1]
-            self._pending[end] = (last.generation, last.delivery_tag, len(deliveries))
+            self._pending[end] = (last.generation, last.delivery_tag, len(deliveries), seq)
             self._last_seq = end
             return self._offset(end, 0)
         if self._pending:
@@ -330,7 +334,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         crash_point("source.before_ack")
         done = [s for s in self._pending if s <= end_seq]
         if done and self._consumer is not None:
-            generation, tag, _ = self._pending[done[-1]]
+            generation, tag, _, _ = self._pending[done[-1]]
             # sent without waiting for the broker (the batch's serial path); confirmed before the reader says it
             # has nothing more to read, and at stop
             acked = self._consumer.ack_through(generation, tag)
@@ -344,10 +348,31 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             timeouts = self._consumer.timeouts
             self._budget.committed(bool(lost) and timeouts > self._timeouts_seen)
             self._timeouts_seen = timeouts
-        for s in done:
-            del self._pending[s]
+        committed = [(self._pending.pop(s)[3], s) for s in done]
         crash_point("source.after_ack")
-        self._journal_().delete_through(end_seq)
+        self._delete_committed(committed, end_seq)
+
+    def _delete_committed(self, committed: list[tuple[int, int]], end_seq: int) -> None:
+        """Delete the journal files of the batches committed through ``end_seq``: by name the ones this process
+        wrote (``committed``, their ``(start, end)``); the first commit after a start lists the journal for what
+        an earlier process left (replayed batches, temporary files), and later ones delete those as their
+        batches' ends are reached. Never a file ending after ``end_seq``."""
+        journal = self._journal_()
+        if self._leftovers is None:
+            mine = {journal.path_of(entry[3], end) for end, entry in self._pending.items()}
+            files = journal.files()
+            for path, end in files:
+                if end <= end_seq:
+                    journal.delete_path(path)
+            self._leftovers = [(path, end) for path, end in files if end > end_seq and path not in mine]
+            return
+        for start, end in committed:
+            journal.delete(start, end)
+        if self._leftovers and any(end <= end_seq for _, end in self._leftovers):
+            for path, end in self._leftovers:
+                if end <= end_seq:
+                    journal.delete_path(path)
+            self._leftovers = [(path, end) for path, end in self._leftovers if end > end_seq]
 
     def stop(self) -> None:
         if self._owner is not None:

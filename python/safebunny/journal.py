@@ -65,7 +65,8 @@ class Journal:
                 "journalLocation",
             ) from None
 
-    def _path(self, start_seq: int, end_seq: int) -> str:
+    def path_of(self, start_seq: int, end_seq: int) -> str:
+        """The path of the batch file of ``(start_seq, end_seq]`` (as :meth:`files` names it)."""
         return f"{self.root.rstrip('/')}/{batch_file_name(start_seq, end_seq)}"
 
     def write(self, start_seq: int, end_seq: int,
@@ -86,7 +87,7 @@ class Journal:
             if not batches:
                 raise ValueError("data must hold at least one record batch, but got none")
             schema = batches[0].schema
-        path = self._path(start_seq, end_seq)
+        path = self.path_of(start_seq, end_seq)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         with self.fs.open_output_stream(tmp) as sink:
             with pa.ipc.new_stream(sink, schema) as writer:
@@ -102,11 +103,11 @@ class Journal:
         return path
 
     def exists(self, start_seq: int, end_seq: int) -> bool:
-        return self.fs.get_file_info(self._path(start_seq, end_seq)).type == pafs.FileType.File
+        return self.fs.get_file_info(self.path_of(start_seq, end_seq)).type == pafs.FileType.File
 
     def read(self, start_seq: int, end_seq: int) -> Iterator[pa.RecordBatch]:
         """Yield the record batches of a logged batch; raise when its file is gone."""
-        path = self._path(start_seq, end_seq)
+        path = self.path_of(start_seq, end_seq)
         try:
             source = self.fs.open_input_stream(path)
         except FileNotFoundError:
@@ -124,17 +125,33 @@ class Journal:
             "and will be read again as redelivered)."
         )
 
-    def delete_through(self, end_seq: int) -> int:
-        """Delete every batch file (and leftover temporary file) ending at or before ``end_seq``."""
-        removed = 0
+    def files(self) -> list[tuple[str, int]]:
+        """``(path, end_seq)`` of every batch file and leftover temporary file, by listing the location."""
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
         except FileNotFoundError:
-            return 0
+            return []
+        found = []
         for info in infos:
             name = info.base_name
             parsed = parse_batch_file_name(name.split(".arrow")[0] + ".arrow") if ".arrow" in name else None
-            if parsed is not None and parsed[1] <= end_seq:
-                self.fs.delete_file(info.path)
-                removed += 1
-        return removed
+            if parsed is not None:
+                found.append((info.path, parsed[1]))
+        return found
+
+    def delete_path(self, path: str) -> bool:
+        """Delete one file of :meth:`files`; False when it is already gone."""
+        try:
+            self.fs.delete_file(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete(self, start_seq: int, end_seq: int) -> bool:
+        """Delete the batch file of ``(start_seq, end_seq]`` without listing the location; False when it is
+        already gone."""
+        return self.delete_path(self.path_of(start_seq, end_seq))
+
+    def delete_through(self, end_seq: int) -> int:
+        """Delete every batch file (and leftover temporary file) ending at or before ``end_seq``."""
+        return sum(self.delete_path(path) for path, end in self.files() if end <= end_seq)

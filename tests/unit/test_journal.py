@@ -49,6 +49,26 @@ def test_delete_through_keeps_later_batches(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [batch_file_name(6, 9)]
 
 
+def test_delete_removes_one_batch_by_name_and_tolerates_a_missing_one(tmp_path):
+    journal = Journal(str(tmp_path))
+    for start, end in [(0, 3), (3, 6)]:
+        journal.write(start, end, _batch(end - start))
+    assert journal.delete(0, 3) is True
+    assert journal.delete(0, 3) is False  # already gone: a replayed commit, a takeover's sweep
+    assert sorted(p.name for p in tmp_path.iterdir()) == [batch_file_name(3, 6)]
+
+
+def test_files_lists_batches_and_temporary_files_with_their_end(tmp_path):
+    journal = Journal(str(tmp_path))
+    journal.write(0, 3, _batch(3))
+    (tmp_path / (batch_file_name(3, 6) + ".abc.tmp")).write_bytes(b"half")
+    (tmp_path / "journal-owner.json").write_text("{}")
+    assert sorted((p.rsplit("/", 1)[1], end) for p, end in journal.files()) == [
+        (batch_file_name(0, 3), 3), (batch_file_name(3, 6) + ".abc.tmp", 6)]
+    assert journal.path_of(0, 3) in {p for p, _ in journal.files()}
+    assert Journal(str(tmp_path / "absent")).files() == []
+
+
 def test_unwritable_location_names_the_option(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

@@ -43,10 +43,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
+    from safebunny.spark_conf import use_local_checkpoints
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("safebunny-demo")
-             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("safebunny-demo")
+               .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2"))
+    spark = use_local_checkpoints(builder).getOrCreate()  # the demo's checkpoints are under --dir
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 

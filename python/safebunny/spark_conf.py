@@ -1,0 +1,81 @@
+"""Spark session settings for streaming queries whose checkpoints are on a local disk.
+
+Spark's default checkpoint file manager (``FileContextBasedCheckpointFileManager``) writes each
+offset-log and commit-log file through Hadoop's ``FileContext`` on ``ChecksumFs`` over
+``RawLocalFileSystem``. Without Hadoop's native library (a pip-installed PySpark has none) that
+stack starts a process for each ``chmod`` and each ``readlink`` it makes: measured with Java Flight
+Recorder on PySpark 4.3.0, 10 processes per checkpoint file, about 20 per micro-batch (its offset
+file and its commit file). Spark's own ``FileSystemBasedCheckpointFileManager`` writes the same
+files through Hadoop's ``FileSystem`` API: a temporary file in the same folder, then ``rename(2)``
+onto the batch's name after checking that name is free, as the default does. It starts 2
+processes per file (the ``chmod`` of the temporary file and of its ``.crc``), 4 per micro-batch.
+
+:func:`local_checkpoint_conf` returns that setting; :func:`use_local_checkpoints` applies it to a
+``SparkSession.builder`` or to a running session. safebunny's data source never changes a
+session's settings by itself: call one of these where you build the session.
+
+Do not use it when checkpoints live on a cloud or distributed file system (S3, ABFS, GCS, DBFS,
+HDFS): there keep Spark's default, which relies on ``FileContext``'s rename semantics, or the
+manager the platform provides (Databricks manages its own; leave its sessions alone). The setting is
+read per query when the query starts, so it applies to every checkpoint that query writes (offset
+and commit logs, source metadata and state stores).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+__all__ = [
+    "CHECKPOINT_FILE_MANAGER_KEY",
+    "LOCAL_CHECKPOINT_FILE_MANAGER",
+    "local_checkpoint_conf",
+    "use_local_checkpoints",
+]
+
+CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+"""The Spark SQL setting that names the class managing a query's checkpoint files."""
+
+LOCAL_CHECKPOINT_FILE_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+"""Spark's ``FileSystem``-based checkpoint file manager (its package as of Spark 4.x)."""
+
+_Target = TypeVar("_Target")
+
+
+def local_checkpoint_conf() -> dict[str, str]:
+    """Session settings for queries whose checkpoints are on a local disk.
+
+    Returns ``{"spark.sql.streaming.checkpointFileManagerClass": <Spark's
+    FileSystemBasedCheckpointFileManager>}``; pass it to ``SparkSession.builder.config(map=...)``
+    (merge it with your own settings). It saves 16 process starts per micro-batch and, measured on
+    two shared cores, 30-80 ms each of the offset log (``walCommit``) and the commit log
+    (``commitOffsets``) phases. Not for checkpoints on S3, ABFS, GCS, DBFS or HDFS, nor on Databricks:
+    keep Spark's default there.
+    """
+    return {CHECKPOINT_FILE_MANAGER_KEY: LOCAL_CHECKPOINT_FILE_MANAGER}
+
+
+def use_local_checkpoints(target: _Target) -> _Target:
+    """Apply :func:`local_checkpoint_conf` to ``target`` and return it.
+
+    ``target`` is a ``SparkSession.Builder`` (call this before ``getOrCreate()``; returns the
+    builder) or a running ``SparkSession`` (sets the runtime setting; queries started afterwards
+    use it, running ones keep theirs). Same caveat as :func:`local_checkpoint_conf`: local
+    checkpoints only.
+    """
+    conf = local_checkpoint_conf()
+    if callable(getattr(target, "getOrCreate", None)) and callable(getattr(target, "config", None)):
+        builder: Any = target
+        for key, value in conf.items():
+            builder.config(key, value)
+        return target
+    runtime = getattr(target, "conf", None)
+    if runtime is not None and callable(getattr(runtime, "set", None)):
+        for key, value in conf.items():
+            runtime.set(key, value)
+        return target
+    raise TypeError(
+        f"use_local_checkpoints: target must be a SparkSession.builder or a SparkSession, but got "
+        f"{type(target).__name__}: {target!r}"
+    )
