@@ -58,9 +58,8 @@ log = logging.getLogger("safebunny.source")
 #: Messages per micro-batch at most when ``maxMessagesPerTrigger`` is not set: half the largest prefetch
 #: (65,535), so that one batch can wait for its commit while the next one fills. A batch takes what the
 #: reader has buffered when Spark asks (after up to ``pollTimeoutMs`` for a first message and 50 ms more
-#: while more can arrive, or up to ``pollTimeoutMs`` for a full batch when the broker counts enough waiting):
-#: small batches, so low latency, when the queue is quiet; batches of about this size, which amortise Spark's
-#: fixed cost per micro-batch, when a backlog waits.
+#: while more can arrive): small batches, so low latency, when the queue is quiet; batches of about this
+#: size, which amortise Spark's fixed cost per micro-batch, when a backlog waits.
 DEFAULT_MAX_MESSAGES = 32_768
 
 #: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
@@ -264,8 +263,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
             count = min(count, self._target_seq - seq)
-        # with a backlog at the broker, wait up to pollTimeoutMs for a full batch, not just the 50 ms linger
-        deliveries = consumer.take(count, max_bytes, first_wait, fill_wait=first_wait) if count > 0 else []
+        deliveries = consumer.take(count, max_bytes, first_wait) if count > 0 else []
         if not deliveries and count > 0 and not consumer.ready:
             # the connection dropped while we waited: nothing new is not the same as nothing left (F7)
             consumer.await_connection(reconnect_wait)

@@ -401,16 +401,12 @@ class QueueConsumer:
             raise SafeBunnyError(f"The consumer thread of queue {self.queue!r} died: {self._fatal!r}")
 
     def take(
-        self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05,
-        fill_wait: float = 0.0,
+        self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05
     ) -> list[Delivery]:
         """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies).
 
         Waits up to ``first_wait`` seconds for the first one, then up to ``linger`` seconds
-        more while the buffer is short of ``max_messages``, or up to ``fill_wait`` seconds when
-        the broker's last count says enough messages wait in the queue to fill it (a backlog:
-        fuller batches spread Spark's fixed cost per batch, and latency is the backlog's anyway);
-        never blocks the I/O thread.
+        more while the buffer is short of ``max_messages``; never blocks the I/O thread.
         """
         self._check()
         deadline = time.monotonic() + first_wait
@@ -433,14 +429,11 @@ class QueueConsumer:
                        and self._fatal is None):
                     self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
                 self._want = 1
-            if self._buffer and len(self._buffer) < max_messages and self._can_grow():
-                wait = linger
-                if fill_wait > linger and max_bytes is None and self.backlog >= max_messages - len(self._buffer):
-                    wait = fill_wait
+            if self._buffer and len(self._buffer) < max_messages and linger > 0 and self._can_grow():
                 self._want = max_messages
-                end = time.monotonic() + wait
-                while len(self._buffer) < max_messages and time.monotonic() < end and self._can_grow():
-                    self._cond.wait(timeout=max(0.0, min(end - time.monotonic(), 0.05)))
+                end = time.monotonic() + linger
+                while len(self._buffer) < max_messages and time.monotonic() < end:
+                    self._cond.wait(timeout=max(0.0, end - time.monotonic()))
             self._want = 0
             dropped = 0
             while self._buffer and len(taken) < max_messages:
