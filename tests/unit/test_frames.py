@@ -70,6 +70,44 @@ def test_properties_decode_as_pika_does(props: spec.BasicProperties) -> None:
     assert isinstance(parsed.properties, Properties)
 
 
+def _field(kind: bytes, payload: bytes) -> bytes:
+    return kind + payload
+
+
+def test_header_tables_decode_as_pika_does_for_every_field_kind() -> None:
+    """Each kind the fast path reads (long strings, 64- and 32-bit ints, booleans) and each it hands to pika,
+    encoded by hand where pika's encoder would pick another kind; keys and strings also as non-UTF-8 bytes."""
+    import struct
+
+    fields = [
+        (b"s", _field(b"S", struct.pack(">I", 3) + b"abc")), (b"e", _field(b"S", struct.pack(">I", 0))),
+        (b"u", _field(b"S", struct.pack(">I", 2) + "é".encode())),
+        (b"bad", _field(b"S", struct.pack(">I", 2) + b"\xff\xfe")), (b"\xff", _field(b"t", b"\x01")),
+        (b"l", _field(b"l", struct.pack(">q", -(2**62)))), (b"L", _field(b"L", struct.pack(">q", 2**40))),
+        (b"I", _field(b"I", struct.pack(">i", -7))), (b"i", _field(b"i", struct.pack(">I", 2**32 - 1))),
+        (b"f", _field(b"t", b"\x00")), (b"b", _field(b"b", b"\xfe")), (b"B", _field(b"B", b"\xfe")),
+        (b"U", _field(b"U", struct.pack(">h", -2))), (b"s16", _field(b"s", struct.pack(">h", -3))),
+        (b"d", _field(b"d", struct.pack(">d", 2.5))), (b"D", _field(b"D", b"\x02" + struct.pack(">i", 125))),
+        (b"V", b"V"), (b"T", _field(b"T", struct.pack(">Q", 1_700_000_000))),
+        (b"x", _field(b"x", struct.pack(">I", 2) + b"\x00\x01")),
+        (b"A", _field(b"A", struct.pack(">I", 8) + b"S" + struct.pack(">I", 1) + b"z" + b"t\x01")),
+        (b"F", _field(b"F", struct.pack(">I", 7) + b"\x01kS" + struct.pack(">I", 0))),
+    ]
+    body = b"".join(bytes([len(key)]) + key + value for key, value in fields)
+    table = struct.pack(">I", len(body)) + body
+    props = b"".join(spec.BasicProperties(headers={"placeholder": "x"}).encode())
+    # swap the placeholder table for the hand-made one (the flag words come first, then the table)
+    start = 2
+    size = struct.unpack_from(">I", props, start)[0]
+    encoded = bytes(props[:start]) + table + bytes(props[start + 4 + size:])
+    expected = spec.BasicProperties()
+    expected.decode(encoded)
+    got = decode_properties(encoded, 0)
+    assert got.headers == expected.headers
+    assert [type(v) for v in got.headers.values()] == [type(v) for v in expected.headers.values()]
+    assert len(got.headers) == len(fields)
+
+
 def test_non_utf8_short_strings_stay_bytes_as_in_pika() -> None:
     # pika cannot encode such a string itself: patch the bytes of an encoded message id
     data = bytearray(delivery_bytes(1, 5, b"x", spec.BasicProperties(message_id="ab")))
