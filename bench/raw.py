@@ -4,7 +4,9 @@
   unconfirmed publishes (persistent, ``mandatory``), as the sink publishes;
 - :func:`consume_multiple`: pika ``BlockingConnection``, prefetch 1,000, ``multiple`` acks every 250;
 - :func:`stage_loop`: consume → transform (orjson) → publish with confirms → ack the input once
-  its output is confirmed (``multiple``), one ``SelectConnection``, two channels;
+  its output is confirmed (``multiple``), one ``SelectConnection``, two channels; its outputs carry the
+  properties the connector's stage sets (:func:`stage_properties`), so that the raw consume after it
+  reads messages of the same shape as the source after the connector's stage;
 - :func:`rstream_consume`: the stream protocol client reading a stream from its first offset.
 
 Each returns a :class:`Run`: the count, the time from the first message to the last, and a
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from bench.broker import make_body, transform_body
 
 __all__ = [
     "BenchError", "Run", "consume_multiple", "publish_window", "rstream_consume", "rstream_publish", "stage_loop",
-    "stream_write_span",
+    "stream_write_span", "stage_properties",
 ]
 
 _SAMPLE_EVERY_S = 0.2
@@ -214,6 +217,22 @@ def consume_multiple(uri: str, queue: str, n: int, prefetch: int = 1000, ack_eve
     return Run(n, state["t0"], state["t1"], series.points)
 
 
+#: The namespace of the raw stage loop's derived message ids (any fixed UUID).
+_STAGE_NS = uuid.UUID("6f1c7a52-3d0b-4d5e-9a51-2f4b8c0e7d13")
+
+
+def stage_properties(message_id: str | None, correlation_id: str | None) -> pika.BasicProperties:
+    """The properties of a message the raw stage loop publishes: the same fields, and about the same sizes,
+    as the connector's stage sets on its outputs (a 36-character derived message id, the correlation id or
+    else the cause, the cause in an ``x-causation-id`` header, a timestamp). The source case and its raw
+    ceiling then read messages of one shape (header tables and longer ids cost every consumer)."""
+    cause = message_id or ""
+    return pika.BasicProperties(delivery_mode=2, content_type="application/octet-stream",
+                                message_id=str(uuid.uuid5(_STAGE_NS, f"{cause}/priced")),
+                                correlation_id=correlation_id or cause, headers={"x-causation-id": cause},
+                                timestamp=int(time.time()))
+
+
 def stage_loop(uri: str, in_queue: str, out_queue: str, n: int, prefetch: int = 1000, ack_every: int = 250,
                arguments: dict | None = None, timeout_s: float = 300.0,
                ready: threading.Event | None = None) -> Run:
@@ -246,8 +265,7 @@ def stage_loop(uri: str, in_queue: str, out_queue: str, n: int, prefetch: int = 
             state["t0"] = time.time()
             series.tick(0, force=True)
         state["received"] += 1
-        out_props = pika.BasicProperties(delivery_mode=2, content_type="application/json",
-                                         message_id=f"{props.message_id}/priced", correlation_id=props.correlation_id)
+        out_props = stage_properties(props.message_id, props.correlation_id)
         chans["pub"].basic_publish("", out_queue, transform_body(body), out_props, mandatory=True)
         confirms.add(state["received"], method.delivery_tag)
 

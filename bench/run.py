@@ -65,7 +65,7 @@ class Mode:
 MODES = {
     "quick": Mode("quick", n_amqp=60_000, n_stream=300_000, sweep_depth={1_000: 11_000, 10_000: 20_000, 50_000: 60_000},
                   default_depth=200_000, runs=1, latency_n=2_000, latency_rate=500.0, timeout_s=180.0),
-    "full": Mode("full", n_amqp=50_000, n_stream=300_000, sweep_depth={1_000: 30_000, 10_000: 50_000, 50_000: 150_000},
+    "full": Mode("full", n_amqp=70_000, n_stream=300_000, sweep_depth={1_000: 30_000, 10_000: 70_000, 50_000: 150_000},
                  default_depth=200_000, runs=3, latency_n=10_000, latency_rate=1_000.0, timeout_s=900.0),
 }
 SOURCE_MMPT = 10_000  # classic/quorum source and stage batches
