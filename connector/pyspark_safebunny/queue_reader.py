@@ -58,8 +58,10 @@ log = logging.getLogger("safebunny.source")
 #: Messages per micro-batch at most when ``maxMessagesPerTrigger`` is not set: half the largest prefetch
 #: (65,535), so that one batch can wait for its commit while the next one fills. A batch takes what the
 #: reader has buffered when Spark asks (after up to ``pollTimeoutMs`` for a first message and 50 ms more
-#: while more can arrive): small batches, so low latency, when the queue is quiet; batches of about this
-#: size, which amortise Spark's fixed cost per micro-batch, when a backlog waits.
+#: while more can arrive, or up to ``pollTimeoutMs`` for a full batch while deliveries keep arriving when the
+#: broker counts enough waiting):
+#: small batches, so low latency, when the queue is quiet; batches of about this size, which amortise Spark's
+#: fixed cost per micro-batch, when a backlog waits.
 DEFAULT_MAX_MESSAGES = 32_768
 
 #: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
@@ -143,9 +145,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._owner: JournalOwner | None = None
         self._budget = AckBudget(self.queue, options["consumerTimeoutMs"])
         self._timeouts_seen = 0  # the consumer's count of channels closed by consumer_timeout, at the last commit
-        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag, message
-        # count, start seq): its journal file is (start seq, end seq]
-        self._pending: OrderedDict[int, tuple[int, int, int, int]] = OrderedDict()
+        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag, start seq):
+        # its journal file is (start seq, end seq], its message count end - start
+        self._pending: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
         # journal files this process did not write, found by listing the journal at the first commit after a
         # start: (path, end seq), each deleted once a commit reaches its end; None until that first commit
         self._leftovers: list[tuple[str, int]] | None = None
@@ -263,7 +265,8 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
             count = min(count, self._target_seq - seq)
-        deliveries = consumer.take(count, max_bytes, first_wait) if count > 0 else []
+        # with a backlog at the broker, wait up to pollTimeoutMs for a full batch, not just the 50 ms linger
+        deliveries = consumer.take(count, max_bytes, first_wait, fill_wait=first_wait) if count > 0 else []
         if not deliveries and count > 0 and not consumer.ready:
             # the connection dropped while we waited: nothing new is not the same as nothing left (F7)
             consumer.await_connection(reconnect_wait)
@@ -276,7 +279,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             journal.write(seq, end, deliveries_to_table(self.queue, deliveries, self.include_headers))
             crash_point("source.after_journal_write")
             last = deliveries[-1]
-            self._pending[end] = (last.generation, last.delivery_tag, len(deliveries), seq)
+            self._pending[end] = (last.generation, last.delivery_tag, seq)
             self._last_seq = end
             return self._offset(end, 0)
         if self._pending:
@@ -334,7 +337,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         crash_point("source.before_ack")
         done = [s for s in self._pending if s <= end_seq]
         if done and self._consumer is not None:
-            generation, tag, _, _ = self._pending[done[-1]]
+            generation, tag, _ = self._pending[done[-1]]
             # sent without waiting for the broker (the batch's serial path); confirmed before the reader says it
             # has nothing more to read, and at stop
             acked = self._consumer.ack_through(generation, tag)
@@ -342,13 +345,13 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
                             "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
             # messages of a lost channel come back: an availableNow run reads that many more (F7)
-            lost = sum(self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
+            lost = sum(s - self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
             if lost and self._target_seq is not None:
                 self._target_seq += lost
             timeouts = self._consumer.timeouts
             self._budget.committed(bool(lost) and timeouts > self._timeouts_seen)
             self._timeouts_seen = timeouts
-        committed = [(self._pending.pop(s)[3], s) for s in done]
+        committed = [(self._pending.pop(s)[2], s) for s in done]
         crash_point("source.after_ack")
         self._delete_committed(committed, end_seq)
 
@@ -358,17 +361,12 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         an earlier process left (replayed batches, temporary files), and later ones delete those as their
         batches' ends are reached. Never a file ending after ``end_seq``."""
         journal = self._journal_()
-        if self._leftovers is None:
-            mine = {journal.path_of(entry[3], end) for end, entry in self._pending.items()}
-            files = journal.files()
-            for path, end in files:
-                if end <= end_seq:
-                    journal.delete_path(path)
-            self._leftovers = [(path, end) for path, end in files if end > end_seq and path not in mine]
-            return
         for start, end in committed:
             journal.delete(start, end)
-        if self._leftovers and any(end <= end_seq for _, end in self._leftovers):
+        if self._leftovers is None:  # the first commit since this process started: what an earlier one left
+            mine = {journal.path_of(entry[2], end) for end, entry in self._pending.items()}
+            self._leftovers = [(path, end) for path, end in journal.files() if path not in mine]
+        if any(end <= end_seq for _, end in self._leftovers):
             for path, end in self._leftovers:
                 if end <= end_seq:
                     journal.delete_path(path)

@@ -138,3 +138,31 @@ def test_a_queue_deleted_while_consuming_is_a_clear_error(amqp_uri, admin, uniqu
             consumer.take(1, None, first_wait=1)
     finally:
         consumer.stop()
+
+
+def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri, make_queue):
+    """take(fill_wait=...): when the broker's count says the queue holds enough to fill the batch, wait for a full
+    batch (issue 15: fuller batches under a backlog); when it does not, hand out what came after the linger."""
+    queue = make_queue()
+    _publish(amqp_uri, queue, 3000)
+    consumer = QueueConsumer(amqp_uri, queue, prefetch=3000).start()
+    try:
+        assert consumer.backlog == 3000
+        assert len(consumer.take(2500, None, first_wait=10, linger=0.05, fill_wait=30)) == 2500
+    finally:
+        consumer.stop()
+    short = make_queue(suffix="-short")
+    _publish(amqp_uri, short, 10)
+    consumer = QueueConsumer(amqp_uri, short, prefetch=1000).start()
+    try:
+        started = time.monotonic()
+        assert len(consumer.take(100, None, first_wait=10, linger=0.05, fill_wait=30)) == 10
+        assert time.monotonic() - started < 10  # the 30 s fill wait was not used: 10 < the 100 asked
+        # a stale count (the broker said 10,000 wait, 10 came): the wait ends one linger after the last delivery
+        _publish(amqp_uri, short, 10)
+        consumer.backlog = 10_000
+        started = time.monotonic()
+        assert len(consumer.take(100, None, first_wait=10, linger=0.05, fill_wait=30)) == 10
+        assert time.monotonic() - started < 10
+    finally:
+        consumer.stop()

@@ -253,9 +253,12 @@ class QueueConsumer:
         if self._in_bytes - self._out_bytes > budget // 2:
             return
         self.effective_prefetch = self._desired_prefetch()
+        # before _paused goes False: take() must never see the consumer neither paused nor restarting while
+        # _consume() waits for the broker (a quorum queue registers a consumer through its log), or it hands
+        # out what is buffered after one linger (a fresh query's first batch was 1 message)
+        self._restarted = True  # until the restarted consumer's first delivery
         self._paused = False
         self._consume()
-        self._restarted = True  # until the restarted consumer's first delivery
         with self._cond:  # take() may wait for this
             self._cond.notify_all()
         log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
@@ -401,12 +404,18 @@ class QueueConsumer:
             raise SafeBunnyError(f"The consumer thread of queue {self.queue!r} died: {self._fatal!r}")
 
     def take(
-        self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05
+        self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05,
+        fill_wait: float = 0.0,
     ) -> list[Delivery]:
         """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies).
 
         Waits up to ``first_wait`` seconds for the first one, then up to ``linger`` seconds
-        more while the buffer is short of ``max_messages``; never blocks the I/O thread.
+        more while the buffer is short of ``max_messages``. When the broker's last count says
+        enough messages wait in the queue to fill it (a backlog: fuller batches spread Spark's
+        fixed cost per batch, and latency is the backlog's anyway), it waits up to ``fill_wait``
+        seconds instead, for as long as deliveries keep arriving: ``linger`` seconds without one
+        end the wait (the count may be stale, or the rest held elsewhere). Never blocks the I/O
+        thread.
         """
         self._check()
         deadline = time.monotonic() + first_wait
@@ -430,10 +439,21 @@ class QueueConsumer:
                     self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
                 self._want = 1
             if self._buffer and len(self._buffer) < max_messages and linger > 0 and self._can_grow():
+                # a backlog (by the broker's last count) may fill the batch: wait for it while deliveries keep
+                # coming, up to fill_wait; a pause of one linger ends the wait (the count may be stale)
+                fill = fill_wait > linger and max_bytes is None and self.backlog >= max_messages - len(self._buffer)
                 self._want = max_messages
-                end = time.monotonic() + linger
-                while len(self._buffer) < max_messages and time.monotonic() < end:
-                    self._cond.wait(timeout=max(0.0, end - time.monotonic()))
+                now = time.monotonic()
+                end = now + (fill_wait if fill else linger)
+                quiet_at = now + linger  # when the wait ends unless more arrives before (without fill: end)
+                seen = len(self._buffer)
+                while (len(self._buffer) < max_messages and self._can_grow() and self._fatal is None
+                       and now < min(end, quiet_at)):
+                    self._cond.wait(timeout=min(end, quiet_at) - now)
+                    now = time.monotonic()
+                    if len(self._buffer) != seen:
+                        seen = len(self._buffer)
+                        quiet_at = now + linger
             self._want = 0
             dropped = 0
             while self._buffer and len(taken) < max_messages:
@@ -547,7 +567,7 @@ class QueueConsumer:
             channel = self._channel
             if channel is None or not channel.is_open:
                 return False
-            self.backlog = channel.queue_declare(self.queue, passive=True).method.message_count
+            self._count_ready(channel)
             self._unconfirmed = False
             return True
 
@@ -580,12 +600,14 @@ class QueueConsumer:
     def queue_depth(self) -> int:
         """Messages ready in the queue (not counting those delivered to us); 0 if unknown."""
         channel = self._channel
-
-        def depth() -> int:
-            return channel.queue_declare(self.queue, passive=True).method.message_count
-
         try:
-            self.backlog = int(self._call(depth, timeout=10))
+            self._call(lambda: self._count_ready(channel), timeout=10)
         except Exception:
             pass
+        return self.backlog
+
+    def _count_ready(self, channel: Any) -> int:
+        """(I/O thread) A passive declare on ``channel``: the broker's count of ready messages, kept in
+        :attr:`backlog`. The broker answers after every method sent before it on that channel (acks included)."""
+        self.backlog = int(channel.queue_declare(self.queue, passive=True).method.message_count)
         return self.backlog
