@@ -106,6 +106,9 @@ class QueueConsumer:
         self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
         self._last_tag = 0  # last delivery tag of the current channel
         self._acked_tag = 0  # last tag acked (multiple) on the current channel
+        # (generation, tag) of the last ack asked for by ack_through (Spark thread): the I/O thread writes it
+        # soon, and the broker sends more once it has; take() counts it as acked when it decides whether to wait
+        self._ack_asked = (0, 0)
         self._unconfirmed = False  # an ack was written that no round trip has confirmed yet (I/O thread)
         self._on_message: Callable[..., None] | None = None
         self._accept: Callable[..., None] | None = None
@@ -479,11 +482,17 @@ class QueueConsumer:
     def _can_grow(self) -> bool:
         """Whether the broker may send more soon: the prefetch is not used up by deliveries that are
         buffered or taken and not yet acked, and the byte budget is not reached. When it cannot, waiting
-        for more is pointless."""
+        for more is pointless. An ack :meth:`ack_through` has asked for counts as sent: the I/O thread
+        writes it in a moment, and what it frees arrives after (a commit followed at once by the next
+        batch's take must not end that batch at what is buffered)."""
         if self._paused:  # it consumes again soon if the buffer is down to half its budget
             budget = self.max_buffered_bytes or 0
             return self._in_bytes - self._out_bytes <= budget // 2
-        return not self.effective_prefetch or self._last_tag - self._acked_tag < self.effective_prefetch
+        if not self.effective_prefetch:
+            return True
+        generation, asked = self._ack_asked
+        acked = max(self._acked_tag, asked) if generation == self.generation else self._acked_tag
+        return self._last_tag - acked < self.effective_prefetch
 
     def buffered_bytes(self) -> int:
         """Body bytes delivered and not yet taken."""
@@ -548,6 +557,7 @@ class QueueConsumer:
             if connection is None or not connection.is_open or not self._ready.is_set():
                 return False
             connection.add_callback_threadsafe(ack)
+            self._ack_asked = (generation, delivery_tag)
         except Exception as exc:
             log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
                         self.queue, delivery_tag, exc)
