@@ -90,28 +90,54 @@ class RunningSaga:
         self.stop()
 
 
-def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None) -> int:
+def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None, restarts: int = 2,
+          start: Any = start_query) -> int:
     """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
-    in a step queue or a retry tier. Returns the number of rounds; raises on a step's failure."""
+    in a step queue or a retry tier. Returns the number of rounds.
+
+    A step whose query fails is started again in the next round, from its checkpoint (the same batch, the
+    same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
+    a failure of the moment (a broker restart, Spark's own task serialisation under load) does not end the
+    drain. After ``restarts`` such restarts of one step in a row, its error is raised. ``start`` starts one
+    step's query (:func:`start_query`; a parameter for tests of this loop)."""
+    if restarts < 0:
+        raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s
     rounds = 0
+    failed: dict[str, int] = {}  # step label -> failures in a row
     while True:
         rounds += 1
         before = saga.moved()
-        queries = [start_query(spark, saga, s, None) for s in saga.steps]
-        for query in queries:
+        queries = [(s, start(spark, saga, s, None)) for s in saga.steps]
+        errors = []
+        for step, query in queries:  # every query ends by itself (availableNow), failed or not
             query.awaitTermination()
-            if query.exception() is not None:
-                raise query.exception()
+            error = query.exception()
+            if error is None:
+                failed.pop(step.label, None)
+            else:
+                failed[step.label] = failed.get(step.label, 0) + 1
+                errors.append((step, error))
+        for step, error in errors:
+            if failed[step.label] > restarts:
+                raise error
+        for step, error in errors:
+            log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
+                        saga.name, step.label, _first_line(error), failed[step.label], restarts)
         moved = saga.moved() - before
         waiting = saga.waiting()
         if on_round is not None:
             on_round(rounds, moved, waiting)
-        if moved == 0 and waiting == 0:
+        if moved == 0 and waiting == 0 and not errors:
             return rounds
         if time.monotonic() > deadline:
             raise TimeoutError(f"saga {saga.name!r} did not drain in {timeout_s:.0f} s: {waiting} message(s) still "
                                "wait in step queues or retry tiers (a paused step, or retry delays longer than the "
                                "timeout?)")
         if moved == 0:
-            time.sleep(0.5)  # messages wait in a retry tier's TTL
+            time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

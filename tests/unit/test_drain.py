@@ -1,0 +1,75 @@
+"""``drain``'s rounds: a failed step starts again from its checkpoint in the next round, and after
+``restarts`` failures of one step in a row its error is raised. Pure logic: test doubles stand for the
+saga's counters and the steps' queries (the e2e saga tests drain real queries)."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from safebunny.saga.runner import drain
+
+
+class _Saga:
+    """Two steps; each successful query moves what its script says; nothing waits once all moved."""
+
+    name = "orders"
+
+    def __init__(self, scripts: dict[str, list]) -> None:  # type: ignore[type-arg]
+        self.steps = [SimpleNamespace(label=label) for label in scripts]
+        self.scripts = scripts  # label -> per start: an exception (the query fails) or messages moved
+        self.started: list[str] = []
+        self._moved = 0
+
+    def moved(self) -> int:
+        return self._moved
+
+    def waiting(self) -> int:
+        return sum(1 for script in self.scripts.values() if script)
+
+    def start(self, spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+        assert trigger is None  # availableNow
+        self.started.append(step.label)
+        outcome = self.scripts[step.label].pop(0) if self.scripts[step.label] else 0
+        error = outcome if isinstance(outcome, BaseException) else None
+        if error is None:
+            self._moved += outcome
+        return SimpleNamespace(awaitTermination=lambda: None, exception=lambda: error)
+
+
+def test_a_step_failing_once_starts_again_and_the_drain_ends(caplog):
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError("Task serialization failed: Illegal size 3 of collection"), 5],
+                  "shipping.StockReserved": [5]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+        rounds = drain(None, saga, timeout_s=30, start=saga.start)
+    assert saga.started.count("stock.OrderPlaced") == 3  # failed, moved 5, moved nothing
+    assert rounds == 3
+    assert "step stock.OrderPlaced failed (Task serialization failed: Illegal size 3 of collection)" in caplog.text
+    assert "restart 1 of 2" in caplog.text
+
+
+def test_a_step_failing_more_times_in_a_row_than_restarts_raises_its_error():
+    boom = RuntimeError("the broker refused the login")
+    saga = _Saga({"stock.OrderPlaced": [boom, boom, boom, 5], "shipping.StockReserved": [1]})
+    with pytest.raises(RuntimeError) as err:
+        drain(None, saga, timeout_s=30, restarts=2, start=saga.start)
+    assert err.value is boom
+    assert saga.started.count("stock.OrderPlaced") == 3
+    assert saga.started.count("shipping.StockReserved") == 3  # the other step's queries ran to their end
+
+
+def test_failures_count_in_a_row_only():
+    a, b = RuntimeError("a"), RuntimeError("b")
+    saga = _Saga({"stock.OrderPlaced": [a, 1, b, 1], "shipping.StockReserved": [1]})
+    assert drain(None, saga, timeout_s=30, restarts=1, start=saga.start) == 5
+
+
+def test_no_restarts_raises_the_first_failure():
+    boom = RuntimeError("boom")
+    saga = _Saga({"stock.OrderPlaced": [boom], "shipping.StockReserved": []})
+    with pytest.raises(RuntimeError):
+        drain(None, saga, timeout_s=30, restarts=0, start=saga.start)
+    with pytest.raises(ValueError, match="restarts must be >= 0, but got -1"):
+        drain(None, saga, restarts=-1, start=saga.start)
