@@ -8,8 +8,9 @@ which Spark finds by itself once the package is installed.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from safebunny import _lazy
 from safebunny import logs as _logs
 from safebunny.amqp import topology
 from safebunny.errors import (
@@ -20,19 +21,25 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     SafeBunnyPublishError,
 )
-from safebunny.exactly_once import (
-    BatchReport,
-    Inbox,
-    Outcome,
-    Step,
-    StepContext,
-    append,
-    emit,
-    merge,
-)
-from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
-from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
-from safebunny.session import activate, publish, read_stream
+
+# imported on first use (see safebunny._lazy): a process that needs one module does not load them all
+_LAZY = {
+    "BatchReport": "safebunny.exactly_once", "Inbox": "safebunny.exactly_once", "Outcome": "safebunny.exactly_once",
+    "Step": "safebunny.exactly_once", "StepContext": "safebunny.exactly_once", "append": "safebunny.exactly_once",
+    "emit": "safebunny.exactly_once", "merge": "safebunny.exactly_once",
+    "correlation_id_for": "safebunny.ids", "message_id": "safebunny.ids", "new_correlation_id": "safebunny.ids",
+    "saga_start": "safebunny.ids",
+    "Retry": "safebunny.saga", "Saga": "safebunny.saga", "StepStatus": "safebunny.saga",
+    "TraceEntry": "safebunny.saga",
+    "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
+}
+__getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
+
+if TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, append, emit, merge
+    from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
+    from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
+    from safebunny.session import activate, publish, read_stream
 
 __all__ = [
     "__version__",

@@ -33,6 +33,13 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+              and isinstance(node.value, ast.Dict)):
+            # a package's re-exports imported on first use (safebunny._lazy): name -> module, as if imported
+            for module in node.value.values:
+                assert isinstance(module, ast.Constant) and isinstance(module.value, str), (
+                    f"{path}: _LAZY values must be module names written out")
+                names.add(module.value)
     return names
 
 
@@ -56,3 +63,34 @@ def test_dependencies_point_one_way(path: Path) -> None:
 def test_every_package_declares_all() -> None:
     missing = [str(p.relative_to(CORE)) for p in CORE.rglob("__init__.py") if "__all__" not in p.read_text()]
     assert not missing, f"packages without an explicit __all__: {missing}"
+
+
+LAZY_PACKAGES = ("safebunny", "safebunny.exactly_once", "safebunny.saga")
+
+
+@pytest.mark.parametrize("package", LAZY_PACKAGES)
+def test_every_lazy_export_resolves_to_its_module(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, f"{package}.{name}"
+        assert name in dir(module)
+    for name, source in module._LAZY.items():
+        assert name in module.__all__, f"{package}._LAZY names {name!r}, which __all__ does not export"
+        assert getattr(module, name) is getattr(importlib.import_module(source), name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        module.nothing_here  # noqa: B018
+
+
+def test_the_source_modules_load_without_the_inbox() -> None:
+    """Spark starts a Python process per query for the source reader and one per worker: importing the
+    reader must not load pandas or pyarrow.dataset (the inbox's), 0.3-1 s per process here."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pyspark_safebunny.queue_reader, pyspark_safebunny.stream_queue_reader; "
+            "print(sorted(m for m in ('pandas', 'pyarrow.dataset', 'deltalake', 'safebunny.exactly_once.inbox') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
