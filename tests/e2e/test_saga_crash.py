@@ -47,9 +47,13 @@ def test_a_saga_killed_mid_drain_applies_each_effect_once(amqp_uri, tmp_path, cr
     try:
         crashed = _run(amqp_uri, name, tmp_path, "start", crash_at=crash_at)
         assert crashed.returncode == -signal.SIGKILL, _why(crashed.stderr)
-        # (Spark's own "Task serialization failed: Illegal size N of collection", seen in a few CI runs while two
-        # queries replayed at once on a loaded machine, fails one step's query: drain starts it again)
         finished = _run(amqp_uri, name, tmp_path)
+        if finished.returncode != 0 and "Task serialization failed" in finished.stderr:
+            # Spark's own failure in task serialisation ("Illegal size N of collection", a Scala collection changed
+            # while a task holding it was serialised) with two queries replaying at once on a loaded machine. drain
+            # starts a failed step again, alone; once (CI, 2026-11-23) it still failed three times in a row in one
+            # driver. An operator restarts the driver; exactly-once must still hold after that second restart.
+            finished = _run(amqp_uri, name, tmp_path)
         assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, _why(finished.stderr)
         want = sorted(f"o{i}" for i in range(120))
         for table in ("reservations", "shipments"):

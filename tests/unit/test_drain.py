@@ -21,6 +21,7 @@ class _Saga:
         self.steps = [SimpleNamespace(label=label) for label in scripts]
         self.scripts = scripts  # label -> per start: an exception (the query fails) or messages moved
         self.started: list[str] = []
+        self.events: list[str] = []  # "start <label>" and "end <label>", in order
         self._moved = 0
 
     def moved(self) -> int:
@@ -32,11 +33,13 @@ class _Saga:
     def start(self, spark, saga, step, trigger):  # type: ignore[no-untyped-def]
         assert trigger is None  # availableNow
         self.started.append(step.label)
+        self.events.append(f"start {step.label}")
         outcome = self.scripts[step.label].pop(0) if self.scripts[step.label] else 0
         error = outcome if isinstance(outcome, BaseException) else None
         if error is None:
             self._moved += outcome
-        return SimpleNamespace(awaitTermination=lambda: None, exception=lambda: error)
+        return SimpleNamespace(awaitTermination=lambda: self.events.append(f"end {step.label}"),
+                               exception=lambda: error)
 
 
 def test_a_step_failing_once_starts_again_and_the_drain_ends(caplog):
@@ -73,3 +76,15 @@ def test_no_restarts_raises_the_first_failure():
         drain(None, saga, timeout_s=30, restarts=0, start=saga.start)
     with pytest.raises(ValueError, match="restarts must be >= 0, but got -1"):
         drain(None, saga, restarts=-1, start=saga.start)
+
+
+def test_the_round_after_a_failure_runs_the_steps_one_after_another():
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError("Illegal size 5 of collection, expected 6"), 5],
+                  "shipping.StockReserved": [5]})
+    drain(None, saga, timeout_s=30, start=saga.start)
+    a, b = "stock.OrderPlaced", "shipping.StockReserved"
+    assert saga.events == [
+        f"start {a}", f"start {b}", f"end {a}", f"end {b}",  # side by side: both started before either ends
+        f"start {a}", f"end {a}", f"start {b}", f"end {b}", f"end {a}", f"end {b}",  # after the failure: alone
+        f"start {a}", f"start {b}", f"end {a}", f"end {b}",  # the failure is over: side by side again
+    ]
