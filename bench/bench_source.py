@@ -40,7 +40,7 @@ from bench import raw
 from bench.broker import QueueBook
 from safebunny.spark_conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
 
-__all__ = ["main"]
+__all__ = ["main", "warm_up"]
 
 _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
 RESULTS = Path(__file__).parent / "results"
@@ -94,7 +94,7 @@ def _round(spark: Any, book: QueueBook, kind: str, n: int, batch: int, workdir: 
     return out
 
 
-def _warm_up(spark: Any, book: QueueBook, n: int, batch: int, workdir: Path, settings: list[str],
+def warm_up(spark: Any, book: QueueBook, n: int, batch: int, workdir: Path, settings: list[str],
              until: float) -> int:
     """Drain ``n`` messages per setting, again until ``until`` (time.time()); returns the messages drained."""
     drained = 0
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     warm: dict[str, Any] = {}
     try:
-        drained = _warm_up(spark, book, args.warmup_n, args.batch, workdir, settings,
+        drained = warm_up(spark, book, args.warmup_n, args.batch, workdir, settings,
                            session_started + args.warmup_s)
         warm = {"messages": drained, "seconds": round(time.time() - session_started, 1)}
         print(f"warm-up: {drained:,} messages, {warm['seconds']:.0f} s after the session started", flush=True)

@@ -8,7 +8,8 @@ header, a timestamp): the queue is filled by running the connector's stage over 
 queue type and shape: fill a queue and drain it with the raw ceiling (``raw.consume_multiple``), fill
 another and drain it with the source at ``--batch`` per trigger. Prints each pair and the median ratio
 per (queue type, shape): how much of a source/raw gap is the messages' shape when the two read different
-messages. Warms the session up for ``--warmup-s`` seconds first (the driver JVM's JIT compilers).
+messages. Warms the session up as ``bench.bench_source`` does, for ``--warmup-s`` seconds (the driver JVM's JIT
+compilers).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from bench import connector as conn
 from bench import raw
+from bench.bench_source import warm_up
 from bench.broker import QueueBook
 
 __all__ = ["main"]
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     n, batch = args.n, args.batch
     work = Path(tempfile.mkdtemp(prefix="safebunny-shape-"))
+    session_started = time.time()
     spark = conn.start_spark(work)
     book = QueueBook(_URI, f"shape{os.getpid()}")
 
@@ -53,12 +56,7 @@ def main(argv: list[str] | None = None) -> None:
         book.delete(plain)
 
     try:
-        started = time.monotonic()
-        while time.monotonic() - started < args.warmup_s:
-            q = book.declare("warm", "quorum")
-            raw.publish_window(_URI, q, n, timeout_s=300)
-            conn.run_source(spark, _URI, q, "quorum", n, batch, work, timeout_s=600)
-            book.delete(q)
+        warm_up(spark, book, n, batch, work, ["local"], session_started + args.warmup_s)
         ratios: dict[tuple[str, str], list[float]] = {}
         for r in range(args.rounds):
             for kind in args.kinds.split(","):

@@ -9,13 +9,12 @@ import json
 import os
 import sys
 
-from pyspark.sql import SparkSession
+from driver_session import driver_session  # tests/e2e, the script's own folder
 
 from safebunny.crashpoints import crash_point
 
 uri, queue, workdir = sys.argv[1:4]
-spark = (SparkSession.builder.master("local[2]").appName("safebunny-crash")
-         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+spark = driver_session("safebunny-crash")
 out = os.path.join(workdir, "out")
 os.makedirs(out, exist_ok=True)
 

@@ -7,14 +7,12 @@ first. Then ``saga.drain``. The test sets ``SAFEBUNNY_CRASH_AT`` to kill the who
 import os
 import sys
 
-from pyspark.sql import SparkSession
+from driver_session import driver_session  # tests/e2e, the script's own folder
 
 import safebunny
 
 uri, name, workdir = sys.argv[1:4]
-spark = (SparkSession.builder.master("local[2]").appName("safebunny-saga-crash")
-         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark = driver_session("safebunny-saga-crash")
 saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
                       batch_size=40)
 

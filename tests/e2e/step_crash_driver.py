@@ -9,16 +9,14 @@ import os
 import sys
 import time
 
-from pyspark.sql import SparkSession
+from driver_session import driver_session  # tests/e2e, the script's own folder
 from pyspark.sql import functions as F
 
 import safebunny
 
 uri, queue, out_queue, workdir = sys.argv[1:5]
 os.environ["SAFEBUNNY_CRASH_PGID"] = str(os.getpgrp())  # crash points in Python workers kill this driver too
-spark = (SparkSession.builder.master("local[2]").appName("safebunny-step-crash")
-         .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark = driver_session("safebunny-step-crash")
 checkpoint = os.environ.get("SAFEBUNNY_TEST_CHECKPOINT", "ck")
 step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri)
 
