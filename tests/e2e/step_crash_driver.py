@@ -1,7 +1,8 @@
 """A driver for the step crash tests: ``python step_crash_driver.py URI QUEUE OUT_QUEUE WORKDIR``.
 
 Reads QUEUE with safebunny (availableNow, 50 messages a batch) through a safebunny.Step with one Delta
-effect (``WORKDIR/effects``) and one emit to OUT_QUEUE; the test sets ``SAFEBUNNY_CRASH_AT`` to kill the
+effect (``WORKDIR/effects``; with ``SAFEBUNNY_TEST_EFFECTS=both`` also a merge into ``WORKDIR/ledger``) and
+one emit to OUT_QUEUE; the test sets ``SAFEBUNNY_CRASH_AT`` to kill the
 whole driver at a named point, then runs it again from the same checkpoint.
 """
 
@@ -24,11 +25,20 @@ step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=
 pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batches: a broker restart lands mid-stream
 
 
+# SAFEBUNNY_TEST_EFFECTS=both adds a merge into WORKDIR/ledger (one row per message, a per-message counter
+# that counts how often the merge ran for it), so a crash can fall between two effects of one batch
+both = os.environ.get("SAFEBUNNY_TEST_EFFECTS") == "both"
+
+
 def bill(orders, ctx):
     if pause:
         time.sleep(pause)
     invoices = orders.select("messageId", F.col("value").cast("string").alias("order"))
-    return safebunny.Outcome(effects=[safebunny.append(invoices, os.path.join(workdir, "effects"))],
+    effects = [safebunny.append(invoices, os.path.join(workdir, "effects"))]
+    if both:
+        ledger = invoices.select("messageId", F.lit(ctx.batch_id).alias("batchId"), F.lit(ctx.epoch).alias("epoch"))
+        effects.append(safebunny.merge(ledger, os.path.join(workdir, "ledger"), on=["messageId"]))
+    return safebunny.Outcome(effects=effects,
                              emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
                                                    routing_key=out_queue)])
 

@@ -1,6 +1,7 @@
 """kill -9 of the whole driver at every point of a step's batch, then a restart from the same checkpoint:
 exactly one Delta effect per input, one distinct emitted id per input, nothing left in the queue or unacked."""
 
+import json
 import os
 import signal
 import subprocess
@@ -19,9 +20,10 @@ DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
 
 
-def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None):
+def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append"):
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
     env["SAFEBUNNY_TEST_CHECKPOINT"] = checkpoint
+    env["SAFEBUNNY_TEST_EFFECTS"] = effects
     if journal:
         env["SAFEBUNNY_TEST_JOURNAL"] = journal
     if crash_at:
@@ -51,6 +53,32 @@ def test_a_step_killed_at_any_point_ends_exactly_once(broker, amqp_uri, make_que
     finished = _run(amqp_uri, queue, out, tmp_path)
     assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
     _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(N)])
+
+
+# (kill point in the second batch, ledger rows the new epoch must write: it reads the last 100 messages):
+# after the claim nothing of that batch is applied; after one effect (the append: effects apply in key order)
+# only the merge is left; after both effects, only the third batch is the new epoch's
+@pytest.mark.parametrize("crash_at,merged_by_new_epoch", [
+    ("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50)])
+def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, amqp_uri, make_queue, admin, tmp_path,
+                                                               crash_at, merged_by_new_epoch):
+    """The driver dies inside its second batch (50 messages) before the inbox marker; a new checkpoint (a new epoch)
+    over the same queue and journal gets those messages again. Each effect table must hold each message
+    once: the append by its rows, the merge by which epoch wrote each row (the old one, unless its batch
+    had not reached that table)."""
+    queue, out = make_queue(), make_queue(suffix="-out")
+    publish_numbered(amqp_uri, queue, N)
+    crashed = _run(amqp_uri, queue, out, tmp_path, crash_at, journal="journal", effects="both")
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    old_epoch = json.loads((tmp_path / "ck" / "metadata").read_text())["id"]
+    finished = _run(amqp_uri, queue, out, tmp_path, checkpoint="ck-new", journal="journal", effects="both")
+    assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    ids = [f"m{i}" for i in range(N)]
+    _check(broker, admin, queue, out, tmp_path, ids)
+    ledger = DeltaPath(str(tmp_path / "ledger")).read().to_pylist()
+    assert sorted(r["messageId"] for r in ledger) == sorted(ids)
+    assert sum(r["epoch"] != old_epoch for r in ledger) == merged_by_new_epoch
+    assert not list((tmp_path / "inbox" / "_claims").rglob("*.json")), "every claim retired"
 
 
 def test_duplicates_and_a_replaced_checkpoint_cause_no_second_effect(broker, amqp_uri, make_queue, admin, tmp_path):

@@ -12,7 +12,7 @@ from safebunny.exactly_once import spark_delta
 from safebunny.exactly_once.delta_rs import DeltaPath, is_path
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["apply_effect", "effect_app_id"]
+__all__ = ["apply_effect", "effect_app_id", "effect_applied"]
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect) -> str:
@@ -40,6 +40,15 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
     else:
         spark_delta.merge(spark, df, effect.table, effect.on, app_id, version)
     return True
+
+
+def effect_applied(spark: Any, effect: Effect, app_id: str, version: int) -> bool:
+    """Whether ``(app_id, version)`` (or a later version of ``app_id``) is committed in ``effect``'s table."""
+    if is_path(effect.table):
+        committed = DeltaPath(effect.table).version_of(app_id)
+    else:
+        committed = spark_delta.transaction_version(spark, effect.table, app_id)
+    return committed is not None and committed >= version
 
 
 def _has_spark_delta(spark: Any) -> bool:

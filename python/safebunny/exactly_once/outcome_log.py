@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 from pyarrow import fs as pafs
 
+from safebunny.atomic import write_atomically
 from safebunny.journal import resolve_location
 
 __all__ = ["OutcomeLog"]
@@ -37,18 +38,7 @@ class OutcomeLog:
 
     def write(self, epoch: str, batch_id: int, record: Any) -> None:
         filesystem, path = self._path(epoch, batch_id)
-        filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        data = orjson.dumps(record, default=_jsonable)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with filesystem.open_output_stream(tmp) as f:
-            f.write(data)
-        if isinstance(filesystem, pafs.LocalFileSystem):
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        filesystem.move(tmp, path)
+        write_atomically(filesystem, path, orjson.dumps(record, default=_jsonable))
 
     def forget_before(self, epoch: str, batch_id: int) -> None:
         """Remove the records of this epoch's batches before ``batch_id`` (they are committed)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["merge_sql", "quote_name", "append", "merge", "TXN_APP_CONF", "TXN_VERSION_CONF"]
+__all__ = ["merge_sql", "quote_name", "append", "merge", "transaction_version", "TXN_APP_CONF", "TXN_VERSION_CONF"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -48,3 +48,17 @@ def merge(spark: Any, df: Any, table: str, on: Sequence[str], app_id: str, versi
         spark.conf.unset(TXN_APP_CONF)
         spark.conf.unset(TXN_VERSION_CONF)
         spark.catalog.dropTempView(view)
+
+
+def transaction_version(spark: Any, table: str, app_id: str) -> int | None:
+    """The app transaction version ``app_id`` last committed to ``table`` (None: never, or no table).
+
+    Spark SQL has no statement for it, so the table's location (``DESCRIBE DETAIL``) is read with
+    delta-rs, which reads the same log; the driver needs read access to that storage.
+    """
+    if not spark.catalog.tableExists(table):
+        return None
+    location = spark.sql(f"DESCRIBE DETAIL {quote_name(table)}").select("location").first()[0]
+    from safebunny.exactly_once.delta_rs import DeltaPath
+
+    return DeltaPath(location).version_of(app_id)

@@ -7,8 +7,10 @@ checkpoint), following DESIGN.md's inbox protocol:
 2. new(N) = the messages whose id is not ``done`` in this node's inbox within the window, leaving
    out the rows (E, N) itself wrote, so a replay of N sees the same new(N);
 3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated);
-4. unless (E, N) is recorded already: apply each Delta effect with app transaction (E, N), then
-   append new(N) to the inbox as the batch's marker;
+4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
+   each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
+   epoch already applied (:mod:`~safebunny.exactly_once.claims`), then append new(N) to the inbox
+   as the batch's marker and remove the claim;
 5. publish every emit with ids derived from the causes, on every attempt (the next inbox drops
    copies), and hand failed rows to ``on_failed``;
 6. return: Spark commits the batch and the source acks it.
@@ -36,8 +38,9 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.exactly_once.batch import Batch, NewMessages
+from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.effects import apply_effect, effect_app_id
+from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
@@ -48,7 +51,7 @@ from safebunny.exactly_once.materialize import (
     from_rows,
     merge_all,
 )
-from safebunny.exactly_once.outcome import Emit, FailedRow, Outcome
+from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
 from safebunny.session import activate
 
@@ -120,6 +123,7 @@ class Step:
         self.publish_retry_seconds = publish_retry_seconds
         self.fixed_epoch = epoch
         self.outcomes = OutcomeLog(inbox, node)
+        self.claims = ClaimLog(inbox, node)
         self.reports: deque[BatchReport] = deque(maxlen=200)
 
     # -- public ----------------------------------------------------------------------------------
@@ -163,12 +167,20 @@ class Step:
         publish, emitted = self._publish_rows(result, new.correlation_of())
         clock.lap("ids")
         if not replayed:
-            for key in sorted(result.effects, key=repr):
-                effect, table = result.effects[key]
+            effects, orphans = self._settle(spark, epoch, batch_id, new, result)
+            if effects:
+                self.claims.write(epoch, batch_id, new.ids, effects)
+            crash_point("step.after_claim")
+            for key in sorted(effects, key=repr):
+                effect, table = effects[key]
                 apply_effect(spark, effect, table, effect_app_id(self.node, epoch, effect), batch_id)
+                crash_point("step.after_one_effect")
             clock.lap("effects")
             crash_point("step.after_effects")
             self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
+            if effects:
+                self.claims.remove(epoch, batch_id)
+            self._retire(orphans)
             clock.lap("inbox")
         crash_point("step.after_inbox")
         if publish.num_rows:
@@ -301,6 +313,43 @@ class Step:
                                 failed.reason if failed else None, failed.attempts if failed else 1,
                                 tuple(emitted.get(mid, ())), message_type))
         return out
+
+    # -- claims: effects applied by a batch that never wrote its inbox marker ---------------------
+    def _settle(self, spark: Any, epoch: str, batch_id: int, new: NewMessages, result: Materialized
+                ) -> tuple[dict[tuple, tuple[Effect, pa.Table]], list[Claim]]:
+        """The effects to apply, without the rows an orphaned batch of another epoch already applied
+        (see :mod:`safebunny.exactly_once.claims`), and the orphaned claims met."""
+        effects = {key: value for key, value in result.effects.items() if value[1].num_rows}
+        if not effects:
+            return effects, []
+        orphans = []
+        for claim in self.claims.others(epoch, batch_id):
+            if self.inbox.batch_done(claim.epoch, claim.batch_id) or expired(claim, self.inbox.window):
+                self.claims.remove(claim.epoch, claim.batch_id)
+            else:
+                orphans.append(claim)
+        if not orphans:
+            return effects, orphans
+
+        def applied(claim: Claim, target: Target) -> bool:
+            effect = Effect(target[0], None, target[1], target[2])
+            return effect_applied(spark, effect, effect_app_id(self.node, claim.epoch, effect), claim.batch_id)
+
+        done = settle(orphans, new.ids, applied)
+        if done:
+            log.warning("step %s batch %d: %d message(s) were claimed by a batch of another epoch that applied "
+                        "effects and never recorded them (a crash, then a new checkpoint or driver); their rows "
+                        "in the tables it wrote are left out: %s", self.node, batch_id,
+                        len(set().union(*done.values())),
+                        ", ".join(f"{t[1]} ({len(ids)})" for t, ids in sorted(done.items())))
+        settled = {key: (item, leave_out(table, done.get(key, set()))) for key, (item, table) in effects.items()}
+        return {key: value for key, value in settled.items() if value[1].num_rows}, orphans
+
+    def _retire(self, orphans: list[Claim]) -> None:
+        """Remove an orphaned claim once every id it holds is done in the inbox."""
+        for claim in orphans:
+            if len(self.inbox.seen(sorted(claim.ids), "", -1)) == len(claim.ids):
+                self.claims.remove(claim.epoch, claim.batch_id)
 
     def _epoch(self, spark: Any) -> str:
         epoch = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or self.fixed_epoch

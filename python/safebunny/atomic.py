@@ -1,0 +1,32 @@
+"""Writing a small file whole or not at all, on any filesystem pyarrow knows.
+
+The bytes go to a temporary name beside the target, are flushed to disk where the filesystem is
+local (``fsync``: a rename alone can survive a power cut that the data does not), and are renamed
+onto the target, so a reader sees the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from pyarrow import fs as pafs
+
+__all__ = ["write_atomically"]
+
+
+def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` (its folder created) through a temporary file and a rename."""
+    folder = path.rsplit("/", 1)[0]
+    if folder:
+        filesystem.create_dir(folder, recursive=True)
+    tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    with filesystem.open_output_stream(tmp) as f:
+        f.write(data)
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    filesystem.move(tmp, path)
