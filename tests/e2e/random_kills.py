@@ -65,8 +65,12 @@ def _drain_ids(uri: str, queue: str) -> list[str]:
 
 
 def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int = 7,
-        totals: Callable[[str], tuple[int, int]] | None = None, log: Callable[[str], None] = print) -> dict:
-    """Publish, kill ``kills`` times at random, finish, count; returns the counts (raises on a violation)."""
+        totals: Callable[[str], tuple[int, int]] | None = None, log: Callable[[str], None] = print,
+        replace_every: int = 0) -> dict:
+    """Publish, kill ``kills`` times at random, finish, count; returns the counts (raises on a violation).
+
+    ``replace_every=k``: every k-th restart after a kill starts from a new checkpoint (a new epoch over the
+    same queue, journal and inbox), as a redeployed job or a deleted checkpoint would."""
     rng = random.Random(seed)
     suffix = uuid.uuid4().hex[:8]
     queue, out = f"sbt-random-kills-{suffix}", f"sbt-random-kills-{suffix}-out"
@@ -78,11 +82,15 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
     try:
         _publish(uri, queue, n)
         env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
-        env.update(SAFEBUNNY_TEST_CHECKPOINT="ck", SAFEBUNNY_TEST_BATCH=str(batch))
+        env.update(SAFEBUNNY_TEST_CHECKPOINT="ck", SAFEBUNNY_TEST_BATCH=str(batch), SAFEBUNNY_TEST_JOURNAL="journal")
         ck = workdir / "ck"
-        killed = 0
+        killed = replaced = 0
         started = time.monotonic()
         for attempt in range(kills):
+            if replace_every and attempt and attempt % replace_every == 0:
+                replaced += 1
+                env["SAFEBUNNY_TEST_CHECKPOINT"] = f"ck-{replaced}"
+                ck = workdir / f"ck-{replaced}"
             proc = subprocess.Popen([sys.executable, str(DRIVER), uri, queue, out, str(workdir)], env=env,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             planned = _entries(ck / "offsets")
@@ -96,7 +104,10 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             killed += 1
-            log(f"kill {killed}: {_entries(ck / 'commits')} batches committed so far")
+            log(f"kill {killed}: {_entries(ck / 'commits')} batches committed so far in {ck.name}")
+        if replace_every and killed and killed % replace_every == 0:
+            replaced += 1
+            env["SAFEBUNNY_TEST_CHECKPOINT"] = f"ck-{replaced}"
         final = subprocess.run([sys.executable, str(DRIVER), uri, queue, out, str(workdir)], env=env,
                                capture_output=True, text=True, timeout=1800, start_new_session=True)
         if final.returncode != 0 or "DRIVER-DONE" not in final.stdout:
@@ -116,6 +127,7 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
             raise AssertionError(f"the input queue holds (ready, unacked) = {left}")
         result = {"messages": n, "kills": killed, "batch": batch, "effect_rows": len(effects),
                   "emitted": len(emitted), "distinct_emitted": len(set(emitted)), "left_in_queue": left,
+                  "checkpoints_replaced": replaced,
                   "seconds": round(time.monotonic() - started, 1)}
         log(json.dumps(result))
         return result
@@ -143,11 +155,14 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--replace-every", type=int, default=0,
+                        help="start every k-th restart from a new checkpoint (a new epoch)")
     args = parser.parse_args()
     uri = os.environ.get("SAFEBUNNY_TEST_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with tempfile.TemporaryDirectory(prefix="sb-random-kills-") as workdir:
-        run(uri, args.n, args.kills, Path(workdir), args.batch, args.seed, totals=_rabbitmqctl_totals)
+        run(uri, args.n, args.kills, Path(workdir), args.batch, args.seed, totals=_rabbitmqctl_totals,
+            replace_every=args.replace_every)
 
 
 if __name__ == "__main__":

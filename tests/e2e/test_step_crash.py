@@ -132,9 +132,9 @@ def test_a_broker_restart_mid_stream_ends_exactly_once(tmp_path):
 
 
 def test_random_kills_while_messages_flow_end_exactly_once(broker, amqp_uri, tmp_path):
-    """The acceptance check of issue 11, small: random SIGKILLs of the driver mid-stream, then a count
-    (``python tests/e2e/random_kills.py --n 20000 --kills 10`` runs it at full size)."""
+    """Random SIGKILLs of the driver mid-stream, every second restart from a new checkpoint (a new epoch),
+    then a count (``python tests/e2e/random_kills.py --n 20000 --kills 10 --replace-every 2`` at full size)."""
     result = random_kills.run(amqp_uri, 600, 3, tmp_path, batch=100, seed=11,
-                              totals=lambda q: queue_totals(broker, q), log=lambda line: None)
+                              totals=lambda q: queue_totals(broker, q), log=lambda line: None, replace_every=2)
     assert result["effect_rows"] == 600 and result["distinct_emitted"] == 600
     assert result["kills"] >= 1

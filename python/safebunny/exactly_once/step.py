@@ -228,10 +228,11 @@ class Step:
             return Materialized()
         decisions = self.outcomes.read(ctx.epoch, ctx.batch_id)
         if decisions is None:
-            decisions = {}
+            decisions = self._orphan_decisions(ctx, new.ids)
             for row in new.table.to_pylist():
                 mid = row["messageId"]
-                decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
+                if mid not in decisions:
+                    decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
             crash_point("step.in_handler")
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
         result = decisions_to_materialized(decisions)
@@ -239,6 +240,17 @@ class Step:
         for mid, failed in list(result.failed.items()):
             result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
         return result
+
+    def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:
+        """What an orphaned batch of another epoch decided for any of ``ids``: its effects may be applied
+        already, so its decisions stand (a handler calling a service may answer differently now)."""
+        wanted, out = set(ids), {}
+        for claim in self.claims.others(ctx.epoch, ctx.batch_id):
+            if not claim.ids & wanted or self.inbox.batch_done(claim.epoch, claim.batch_id):
+                continue
+            recorded = self.outcomes.read(claim.epoch, claim.batch_id) or {}
+            out.update({mid: recorded[mid] for mid in claim.ids & wanted if mid in recorded})
+        return out
 
     def _decide(self, handler: Handler, row: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
         attempts = self.row_retries + 1
