@@ -44,9 +44,11 @@ demo: install
 
 bench: install
 	$(PY) -m bench.run --quick
+	$(PY) -m bench.saga_latency --seconds 20 --warmup 5
 
 bench-full: install
 	$(PY) -m bench.run --full
+	$(PY) -m bench.saga_latency --seconds 45 --warmup 10
 
 # Run the Databricks notebooks under notebooks/ locally (also part of make test).
 notebooks: install

@@ -1,0 +1,271 @@
+"""End-to-end latency of a 3-step saga against 3 chained plain Spark hops, in one run.
+
+    .venv/bin/python -m bench.saga_latency [--rate 20] [--seconds 45] [--trigger "1 second"] [--out DIR]
+
+Plain: three queries, each the safebunny source -> the safebunny sink (no inbox, no effects), chained
+through four quorum queues. Saga: ``safebunny.Saga`` with three steps, each one Delta append and one
+emit, its last emit bound to a measuring queue. Both get the same offered load (``rate`` messages per
+second for ``seconds``, each body carrying its publish time), the same trigger and the same Spark
+session; the plain chain runs first. A message's latency is its arrival in the last queue minus its
+publish time; the first ``--warmup`` seconds of each case are left out. The saga's per-hop breakdown
+is the median of its steps' ``BatchReport.phases`` and Spark's own ``durationMs`` phases per query.
+
+Writes ``saga_latency.json`` and ``saga_latency.png`` (latency over time) to ``bench/results`` (or
+``--out``): the case ``saga vs plain hops · e2e latency``, whose ``ratio`` is saga p50 / plain p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pika
+
+__all__ = ["main", "measure"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+HOPS = 3
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
+
+
+class _Probe:
+    """Publishes at a steady rate and collects arrivals in ``final`` (latency in ms, keyed by send time)."""
+
+    def __init__(self, uri: str, final: str) -> None:
+        self.uri, self.final = uri, final
+        self.arrivals: list[tuple[float, float]] = []  # (sent, latency ms)
+        self._stop = threading.Event()
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
+        self._consumer.start()
+
+    def _consume(self) -> None:
+        conn = pika.BlockingConnection(pika.URLParameters(self.uri))
+        ch = conn.channel()
+        ch.basic_qos(prefetch_count=500)
+        for method, _props, body in ch.consume(self.final, inactivity_timeout=0.2):
+            if self._stop.is_set():
+                break
+            if method is None:
+                continue
+            now = time.time()
+            sent = float(orjson.loads(body)["t0"])
+            self.arrivals.append((sent, (now - sent) * 1000.0))
+            ch.basic_ack(method.delivery_tag)
+        ch.cancel()
+        conn.close()
+
+    def publish(self, exchange: str, routing_key: str, rate: float, seconds: float) -> int:
+        conn = pika.BlockingConnection(pika.URLParameters(self.uri))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        n, start = 0, time.time()
+        while time.time() - start < seconds:
+            due = start + n / rate
+            time.sleep(max(0.0, due - time.time()))
+            mid = uuid.uuid4().hex
+            body = orjson.dumps({"orderId": n, "t0": time.time()})
+            ch.basic_publish(exchange, routing_key, body, pika.BasicProperties(
+                message_id=mid, correlation_id=f"o{mid}", content_type="application/json", delivery_mode=2,
+                type="T0"))
+            n += 1
+        conn.close()
+        return n
+
+    def wait(self, n: int, timeout: float) -> None:
+        deadline = time.time() + timeout
+        while len(self.arrivals) < n and time.time() < deadline:
+            time.sleep(0.2)
+        self._stop.set()
+        self._consumer.join(5)
+
+
+def _declare(uri: str, names: list[str]) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    for name in names:
+        ch.queue_declare(name, durable=True, arguments={"x-queue-type": "quorum"})
+    conn.close()
+
+
+def _delete(uri: str, names: list[str]) -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    for name in names:
+        ch.queue_delete(name)
+    conn.close()
+
+
+def _spark_phases(queries: list[Any]) -> dict[str, float]:
+    """Median ``durationMs`` per phase over the non-empty batches of ``queries``."""
+    phases: dict[str, list[float]] = {}
+    for q in queries:
+        for p in q.recentProgress:
+            if p.numInputRows:
+                for k, v in (p.durationMs or {}).items():
+                    phases.setdefault(k, []).append(float(v))
+    return {k: round(statistics.median(v), 1) for k, v in sorted(phases.items())}
+
+
+def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path) -> dict[str, Any]:
+    tag = uuid.uuid4().hex[:6]
+    queues = [f"sb-lat-plain-{tag}-{i}" for i in range(HOPS + 1)]
+    _declare(uri, queues)
+    queries = []
+    try:
+        for i in range(HOPS):
+            df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queues[i])
+                  .option("queueType", "quorum").option("journalLocation", str(work / f"pj-{tag}-{i}")).load())
+            queries.append(df.select("value", "messageId", "correlationId").writeStream.format("safebunny")
+                           .option("uri", uri).option("routingKey", queues[i + 1])
+                           .option("checkpointLocation", str(work / f"pck-{tag}-{i}"))
+                           .trigger(processingTime=trigger).start())
+        probe = _Probe(uri, queues[-1])
+        time.sleep(5)  # the queries' first (empty) batches
+        n = probe.publish("", queues[0], rate, seconds)
+        probe.wait(n, 120)
+        failed = [f"{q.id}: {str(q.exception()).splitlines()[0]}" for q in queries if q.exception() is not None]
+        if failed:
+            raise RuntimeError(f"a plain hop's query failed, so the comparison means nothing: {failed}")
+        return {"arrivals": probe.arrivals, "sent": n, "spark": _spark_phases(queries)}
+    finally:
+        for q in queries:
+            q.stop()
+        _delete(uri, queues)
+
+
+def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path) -> dict[str, Any]:
+    import safebunny
+
+    name = f"sblat{uuid.uuid4().hex[:6]}"
+    saga = safebunny.Saga(name, uri=uri, root=str(work / name))
+    schema = "orderId long, t0 double"
+    for index in range(HOPS):
+        node, consumes, source = f"s{index + 1}", f"T{index}", "src" if index == 0 else f"s{index}"
+        table = str(work / name / f"effects-{node}")
+
+        def handle(df: Any, ctx: Any, table: str = table, out: str = f"T{index + 1}") -> Any:
+            rows = df.select("messageId", "orderId", "t0")
+            return safebunny.Outcome(effects=[safebunny.append(rows, table)], emits=[safebunny.emit(rows, type=out)])
+
+        saga.step(node, consumes=consumes, from_node=source, schema=schema, produces=[f"T{index + 1}"])(handle)
+    saga.declare()
+    final = f"{name}-final"
+    conn = pika.BlockingConnection(pika.URLParameters(uri))
+    ch = conn.channel()
+    ch.queue_declare(final, durable=True, arguments={"x-queue-type": "quorum"})
+    ch.queue_bind(final, name, routing_key=f"s{HOPS}.T{HOPS}")
+    conn.close()
+    running = saga.run(spark, trigger=trigger)
+    try:
+        probe = _Probe(uri, final)
+        time.sleep(5)
+        n = probe.publish(name, "src.T0", rate, seconds)
+        probe.wait(n, 120)
+        steps = [saga.runtime(s) for s in saga.steps]
+        phases: dict[str, list[float]] = {}
+        for step in steps:
+            for report in step.reports:
+                if report.received:
+                    for k, v in report.phases.items():
+                        phases.setdefault(k, []).append(v * 1000.0)
+        queries = [q for q in spark.streams.active if q.name and q.name.startswith(name)]
+        return {"arrivals": probe.arrivals, "sent": n,
+                "step": {k: round(statistics.median(v), 1) for k, v in phases.items()},
+                "spark": _spark_phases(queries)}
+    finally:
+        running.stop()
+        _delete(uri, [final])
+
+
+def _summary(run: dict[str, Any], warmup: float) -> dict[str, Any]:
+    first = min((s for s, _ in run["arrivals"]), default=0.0)
+    kept = [lat for sent, lat in run["arrivals"] if sent - first >= warmup]
+    return {"sent": run["sent"], "arrived": len(run["arrivals"]), "measured": len(kept),
+            "p50_ms": _pct(kept, 0.5), "p90_ms": _pct(kept, 0.9), "p99_ms": _pct(kept, 0.99)}
+
+
+def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path
+            ) -> dict[str, Any]:
+    plain = _plain(spark, uri, rate, seconds, trigger, work)
+    saga = _saga(spark, uri, rate, seconds, trigger, work)
+    p, s = _summary(plain, warmup), _summary(saga, warmup)
+    ratio = round(s["p50_ms"] / p["p50_ms"], 2) if p["p50_ms"] and s["p50_ms"] else None
+    p99 = round(s["p99_ms"] / p["p99_ms"], 2) if p["p99_ms"] and s["p99_ms"] else None
+    return {"case": "saga vs plain hops · e2e latency", "ratio": ratio, "p99_ratio": p99,
+            "goal": "p50 ratio <= 1.3, p99 ratio <= 1.5", "rate": rate, "seconds": seconds, "trigger": trigger,
+            "hops": HOPS, "plain": {**p, "spark_phases_ms": plain["spark"]},
+            "saga": {**s, "step_phases_ms": saga["step"], "spark_phases_ms": saga["spark"]},
+            "series": {"plain": plain["arrivals"], "saga": saga["arrivals"]}}
+
+
+def _plot(result: dict[str, Any], path: Path) -> None:
+    from safebunny.optional import require
+
+    require("matplotlib", "plot the latency")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 4))
+    for label, points in result["series"].items():
+        if points:
+            t0 = points[0][0]
+            ax.plot([s - t0 for s, _ in points], [lat / 1000.0 for _, lat in points], ".", ms=3, label=label)
+    ax.set_xlabel("seconds since the first message")
+    ax.set_ylabel("end-to-end latency (s)")
+    ax.set_title(f"3 hops at {result['rate']:g} msg/s, trigger {result['trigger']}: saga / plain p50 = "
+                 f"{result['ratio']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.saga_latency", description=__doc__.splitlines()[0])
+    parser.add_argument("--uri", default=os.environ.get("SAFEBUNNY_BENCH_AMQP_URI",
+                                                        "amqp://guest:guest@127.0.0.1:5672/%2F"))
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=45.0)
+    parser.add_argument("--warmup", type=float, default=10.0)
+    parser.add_argument("--trigger", default="1 second")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from bench import connector as conn
+
+    work = Path(tempfile.mkdtemp(prefix="safebunny-saga-latency-"))
+    spark = conn.start_spark(work)
+    try:
+        result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work)
+    finally:
+        spark.stop()
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(json.dumps({k: v for k, v in result.items() if k != "series"}, indent=2))
+    _plot(result, args.out / "saga_latency.png")
+    series = result.pop("series")
+    (args.out / "saga_latency.json").write_text(json.dumps({**result, "series_points": {
+        k: len(v) for k, v in series.items()}}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
