@@ -64,6 +64,11 @@ class DeltaPath:
             return None
         return self.dataset(table).to_table(filter=filter_, columns=list(columns) if columns else None)
 
+    def arrow_schema(self) -> pa.Schema | None:
+        """The table's schema as Arrow, or ``None`` when no table exists at the path yet."""
+        table = self.table()
+        return None if table is None else pa.schema(table.schema().to_arrow())
+
     def version_of(self, app_id: str) -> int | None:
         table = self.table()
         return None if table is None else table.transaction_version(app_id)

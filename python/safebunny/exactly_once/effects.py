@@ -12,7 +12,7 @@ from safebunny.exactly_once import spark_delta
 from safebunny.exactly_once.delta_rs import DeltaPath, is_path
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["apply_effect", "effect_app_id"]
+__all__ = ["apply_effect", "effect_app_id", "target_schema"]
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect) -> str:
@@ -40,6 +40,12 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
     else:
         spark_delta.merge(spark, df, effect.table, effect.on, app_id, version)
     return True
+
+
+def target_schema(table: str) -> pa.Schema | None:
+    """The Arrow schema of an effect's target table given by path, if it exists (``None`` for a table
+    by name: a row handler's batch then decides its own types)."""
+    return DeltaPath(table).arrow_schema() if is_path(table) else None
 
 
 def _has_spark_delta(spark: Any) -> bool:

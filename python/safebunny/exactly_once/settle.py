@@ -1,0 +1,71 @@
+"""Settling a batch's outcome before anything is written (pure pyarrow, tested without Spark).
+
+Two rules keep "applied once, or parked" true for every message:
+
+- a failed message has no effect and no emit: its rows are taken out of every effect and emit table
+  (whether the handler declared it failed in ``Outcome.failed``, the step isolated it, or it was
+  rejected before the handler), so the retry that brings it back applies it once;
+- a merge writes one row per key: when several rows of a batch share the merge keys, the row of the
+  message that came last in the source's order wins (as an upsert stream would have it, one message
+  after the other); among rows of one message, the last the handler gave wins. Rows with a null key
+  are kept as they are (a null never matches, so each is inserted, as the merge itself does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from safebunny.exactly_once.materialize import Materialized
+from safebunny.exactly_once.outcome import FailedRow
+
+__all__ = ["settle", "without_messages", "last_per_key"]
+
+
+def settle(result: Materialized, order: Mapping[str, int], rejected: Mapping[str, FailedRow] | None = None
+           ) -> Materialized:
+    """``result`` with the ``rejected`` messages failed, every failed message's rows removed, and each
+    merge effect reduced to one row per key (last in ``order``, message id -> source position)."""
+    failed = {**(rejected or {}), **result.failed}
+    out = Materialized(failed=failed)
+    for key, (item, table) in result.effects.items():
+        table = without_messages(table, failed)
+        if item.kind == "merge":
+            table = last_per_key(table, item.on, order)
+        out.effects[key] = (item, table)
+    for key, (item, table) in result.emits.items():
+        out.emits[key] = (item, without_messages(table, failed))
+    return out
+
+
+def without_messages(table: pa.Table, message_ids: Collection[str]) -> pa.Table:
+    """The rows of ``table`` whose ``messageId`` is not in ``message_ids``."""
+    if not message_ids or "messageId" not in table.column_names or table.num_rows == 0:
+        return table
+    drop = pc.is_in(table.column("messageId"), value_set=pa.array(list(message_ids), pa.string()))
+    return table.filter(pc.invert(pc.fill_null(drop, False)))
+
+
+def last_per_key(table: pa.Table, on: Sequence[str], order: Mapping[str, int]) -> pa.Table:
+    """One row per value of the ``on`` columns: the row whose message is last in ``order`` (ties: the
+    later row of the table). Rows with a null in a key column all stay. Row order otherwise kept."""
+    if table.num_rows < 2 or any(k not in table.column_names for k in on):
+        return table  # a missing key column is the merge's own error to report
+    keys = list(zip(*(table.column(k).to_pylist() for k in on), strict=True))
+    messages = (table.column("messageId").to_pylist() if "messageId" in table.column_names
+                else [None] * table.num_rows)
+    unknown = len(order)
+    winner: dict[tuple, tuple[int, int]] = {}
+    for row, (key, mid) in enumerate(zip(keys, messages, strict=True)):
+        if any(part is None for part in key):
+            continue
+        rank = (order.get(mid, unknown) if mid is not None else unknown, row)
+        if key not in winner or rank > winner[key]:
+            winner[key] = rank
+    if len(winner) == sum(1 for key in keys if not any(part is None for part in key)):
+        return table  # no key repeats: nothing to do
+    keep = sorted({rank[1] for rank in winner.values()}
+                  | {row for row, key in enumerate(keys) if any(part is None for part in key)})
+    return table.take(pa.array(keep, pa.int64()))
