@@ -16,6 +16,7 @@ from conftest import queue_totals, wait_until
 from safebunny.exactly_once import FailedRow
 from safebunny.exactly_once.batch import STAND_IN_PREFIX
 from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.exactly_once.spark_delta import last_per_key_sql
 
 SCHEMA = "messageId string, correlationId string, type string, value binary, k string, v int"
 
@@ -127,3 +128,13 @@ def test_row_handler_types_come_from_the_table_and_the_batch_and_a_misfit_fails_
     assert [r["messageId"] for r in failed] == ["m4"] and "code='A1'" in failed[0]["reason"]
     _twice(step, _batch(spark, [("m6", "f", 6)]), 3, handle, rows=True)
     assert sorted((r["messageId"], r["code"]) for r in _table(codes)) == [("m3", 1), ("m5", None), ("m6", 7)]
+
+
+def test_the_spark_delta_merge_source_keeps_the_last_row_per_key(spark):
+    # the statement Spark Delta's merge reads its source through (no Delta needed to run it)
+    rows = [("m1", "A", 1, 0), ("m2", "A", 2, 1), ("m3", None, 3, 2), ("m4", None, 4, 3), ("m5", "B", 5, 4)]
+    spark.createDataFrame(rows, "messageId string, k string, v int, _safebunnyOrder long") \
+        .createOrReplaceTempView("sb_last_per_key")
+    got = spark.sql(last_per_key_sql("sb_last_per_key", ["k"], ["messageId", "k", "v"])).collect()
+    assert sorted(r["messageId"] for r in got) == ["m2", "m3", "m4", "m5"]
+    assert got[0].asDict().keys() == {"messageId", "k", "v"}

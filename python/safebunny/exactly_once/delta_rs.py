@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
+from safebunny.exactly_once.merge_rows import last_per_key
+
 __all__ = ["DeltaPath", "is_path"]
 
 log = logging.getLogger("safebunny.inbox")
@@ -88,8 +90,11 @@ class DeltaPath:
         return _retry_conflicts(write, self.path)
 
     def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int) -> bool:
-        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed."""
+        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed. Where rows of
+        ``data`` share a key, the last one wins (the step orders them by source first)."""
         from deltalake import CommitProperties, Transaction
+
+        data = last_per_key(data, on)
 
         def write() -> bool:
             table = self.table()

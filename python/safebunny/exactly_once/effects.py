@@ -34,11 +34,11 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
         raise SafeBunnyOptionError(
             f"The effect table {effect.table!r} is a name, which needs Delta in the Spark session (Databricks, "
             "or delta-spark); this session has none. Give a path (written with delta-rs) instead.", "table")
-    df = spark.createDataFrame(table)
     if effect.kind == "append":
-        spark_delta.append(spark, df, effect.table, app_id, version)
-    else:
-        spark_delta.merge(spark, df, effect.table, effect.on, app_id, version)
+        spark_delta.append(spark, spark.createDataFrame(table), effect.table, app_id, version)
+    else:  # rows numbered in the order the step settled them: the merge keeps the last per key
+        numbered = table.append_column(spark_delta.ORDER_COLUMN, pa.array(range(table.num_rows), pa.int64()))
+        spark_delta.merge(spark, spark.createDataFrame(numbered), effect.table, effect.on, app_id, version)
     return True
 
 

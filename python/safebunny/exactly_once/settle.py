@@ -13,15 +13,16 @@ Two rules keep "applied once, or parked" true for every message:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from safebunny.exactly_once.materialize import Materialized
+from safebunny.exactly_once.merge_rows import last_per_key
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["settle", "without_messages", "last_per_key"]
+__all__ = ["settle", "without_messages"]
 
 
 def settle(result: Materialized, order: Mapping[str, int], rejected: Mapping[str, FailedRow] | None = None
@@ -46,26 +47,3 @@ def without_messages(table: pa.Table, message_ids: Collection[str]) -> pa.Table:
         return table
     drop = pc.is_in(table.column("messageId"), value_set=pa.array(list(message_ids), pa.string()))
     return table.filter(pc.invert(pc.fill_null(drop, False)))
-
-
-def last_per_key(table: pa.Table, on: Sequence[str], order: Mapping[str, int]) -> pa.Table:
-    """One row per value of the ``on`` columns: the row whose message is last in ``order`` (ties: the
-    later row of the table). Rows with a null in a key column all stay. Row order otherwise kept."""
-    if table.num_rows < 2 or any(k not in table.column_names for k in on):
-        return table  # a missing key column is the merge's own error to report
-    keys = list(zip(*(table.column(k).to_pylist() for k in on), strict=True))
-    messages = (table.column("messageId").to_pylist() if "messageId" in table.column_names
-                else [None] * table.num_rows)
-    unknown = len(order)
-    winner: dict[tuple, tuple[int, int]] = {}
-    for row, (key, mid) in enumerate(zip(keys, messages, strict=True)):
-        if any(part is None for part in key):
-            continue
-        rank = (order.get(mid, unknown) if mid is not None else unknown, row)
-        if key not in winner or rank > winner[key]:
-            winner[key] = rank
-    if len(winner) == sum(1 for key in keys if not any(part is None for part in key)):
-        return table  # no key repeats: nothing to do
-    keep = sorted({rank[1] for rank in winner.values()}
-                  | {row for row, key in enumerate(keys) if any(part is None for part in key)})
-    return table.take(pa.array(keep, pa.int64()))
