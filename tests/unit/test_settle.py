@@ -108,3 +108,11 @@ def test_spark_delta_keeps_the_last_row_per_key_in_sql():
         "SELECT `messageId`, `k`, `j` FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY `k`, `j` ORDER BY "
         "`_safebunnyOrder` DESC) AS `_safebunnyRank` FROM `src`) WHERE `_safebunnyRank` = 1 OR `k` IS NULL OR "
         "`j` IS NULL")
+
+
+def test_a_fraction_into_an_integer_column_fails_rather_than_truncate():
+    target = pa.schema([("messageId", pa.string()), ("n", pa.int64())])
+    decisions = {"m1": _decision("/t/n", {"messageId": "m1", "n": 2.0}),
+                 "m2": _decision("/t/n", {"messageId": "m2", "n": 1.5})}
+    typed = type_decisions(decisions, lambda table: target)
+    assert typed["m1"]["ok"] and "n=1.5" in typed["m2"]["reason"]

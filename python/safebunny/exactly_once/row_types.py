@@ -72,7 +72,11 @@ def _misfit(rows: list[dict[str, Any]], schema: pa.Schema, table: str, from_tabl
             field_type = schema.field(name).type
             try:
                 pa.array([value], type=field_type)
+                # pyarrow truncates 1.5 into an integer column: a changed value, not a fit
+                fits = not (pa.types.is_integer(field_type) and isinstance(value, float) and not value.is_integer())
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                fits = False
+            if not fits:
                 source = "the table's type" if from_table else "the type the batch's other rows gave it"
                 return (f"the effect row for {table!r} has {name}={value!r} ({type(value).__name__}), which does not "
                         f"fit {field_type} ({source}); give a value of that type")
@@ -96,16 +100,43 @@ def type_decisions(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf)
     """``decisions`` (message id -> row decision, in source order) with each message whose effect rows do
     not fit the batch's types turned into a failed decision that says why."""
     schemas = _schemas(decisions, schema_of)
+    fitting = _fitting(decisions, schemas)
     out = dict(decisions)
     for mid, decision in decisions.items():
         if not decision["ok"]:
             continue
         for e in decision["effects"]:
-            schema, from_table = schemas[_effect(e).key]
+            key = _effect(e).key
+            if key in fitting:
+                continue
+            schema, from_table = schemas[key]
             reason = _misfit(e["rows"], schema, e["table"], from_table)
             if reason is not None:
                 out[mid] = {"ok": False, "reason": reason, "error_type": ROW_TYPE_ERROR, "attempts": 1}
                 break
+    return out
+
+
+def _fitting(decisions: Mapping[str, dict[str, Any]], schemas: Mapping[tuple, tuple[pa.Schema, bool]]) -> set[tuple]:
+    """The effect targets whose rows all fit at once (the usual case: no check value by value)."""
+    rows: dict[tuple, list[dict[str, Any]]] = {}
+    for decision in decisions.values():
+        if decision["ok"]:
+            for e in decision["effects"]:
+                rows.setdefault(_effect(e).key, []).extend(e["rows"])
+    out = set()
+    for key, key_rows in rows.items():
+        schema = schemas[key][0]
+        names = set(schema.names)
+        if any(not names.issuperset(row) for row in key_rows):
+            continue
+        try:
+            table = pa.Table.from_pylist(key_rows, schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            continue
+        if not any(pa.types.is_integer(f.type) and any(isinstance(r.get(f.name), float) for r in key_rows)
+                   for f in table.schema):
+            out.add(key)
     return out
 
 
