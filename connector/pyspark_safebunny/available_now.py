@@ -36,7 +36,7 @@ def take_the_rest(consumer: QueueConsumer, count: int, max_bytes: int | None, wa
                      "consumer took them, they expired, or the queue was purged); the run ends", consumer.queue,
                      missing)
             return []
-        deliveries = consumer.take(count, max_bytes, wait)
+        deliveries = consumer.take(count, max_bytes, max(wait, 0.05))  # never a busy loop of round trips
         if deliveries:
             return deliveries
         if time.monotonic() >= deadline:

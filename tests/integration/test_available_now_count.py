@@ -75,7 +75,7 @@ def test_a_run_fails_clearly_when_counted_messages_never_arrive(amqp_uri, make_q
     reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="100", reconnectTimeoutMs="1000")
     try:
         reader.prepareForTriggerAvailableNow()
-        _late(reader, misses=1000, first=0)
+        _late(reader, misses=10**9, first=0)
         with pytest.raises(SafeBunnyBrokerError, match="still to read"):
             _run(reader)
     finally:
