@@ -9,7 +9,7 @@ from safebunny.exactly_once.materialize import Materialized, from_rows
 from safebunny.exactly_once.merge_rows import last_per_key
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.row_types import ROW_TYPE_ERROR, build_tables, infer_schema, type_decisions
-from safebunny.exactly_once.settle import settle
+from safebunny.exactly_once.settle import settle_outcome
 from safebunny.exactly_once.spark_delta import last_per_key_sql
 
 MERGE = Effect("merge", None, "/t/accounts", ("k",))
@@ -23,7 +23,7 @@ def test_a_failed_message_keeps_no_effect_and_no_emit_row():
     result = Materialized(effects={APPEND.key: (APPEND, ledger)}, emits={EMIT.key: (EMIT, done)},
                           failed={"m9": FailedRow("m9", "credit check said retry later")})
     rejected = {"x": FailedRow("x", "no id", error_type="MalformedMessage")}
-    out = settle(result, {"m1": 0, "m9": 1, "x": 2}, rejected)
+    out = settle_outcome(result, {"m1": 0, "m9": 1, "x": 2}, rejected)
     assert out.effects[APPEND.key][1].column("messageId").to_pylist() == ["m1"]
     assert out.emits[EMIT.key][1].column("messageId").to_pylist() == ["m1"]
     assert set(out.failed) == {"m9", "x"}
@@ -39,7 +39,7 @@ def test_a_merge_keeps_the_last_row_per_key_in_source_order():
     # B: m5 came after m4 in the source, whatever the handler's row order; A: m2's last row; null keys all stay
     assert sorted((r["k"] or "", r["v"]) for r in kept) == [("", 6), ("", 7), ("A", 3), ("B", 5)]
     result = Materialized(effects={MERGE.key: (MERGE, pa.Table.from_pylist(rows))}, failed={"m5": FailedRow("m5", "x")})
-    settled = settle(result, order).effects[MERGE.key][1].to_pylist()
+    settled = settle_outcome(result, order).effects[MERGE.key][1].to_pylist()
     assert sorted((r["k"] or "", r["v"]) for r in settled) == [("", 6), ("", 7), ("A", 3), ("B", 4)]
 
 

@@ -22,10 +22,10 @@ from safebunny.exactly_once.materialize import Materialized
 from safebunny.exactly_once.merge_rows import last_per_key
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["settle", "without_messages"]
+__all__ = ["settle_outcome", "without_messages"]
 
 
-def settle(result: Materialized, order: Mapping[str, int], rejected: Mapping[str, FailedRow] | None = None
+def settle_outcome(result: Materialized, order: Mapping[str, int], rejected: Mapping[str, FailedRow] | None = None
            ) -> Materialized:
     """``result`` with the ``rejected`` messages failed, every failed message's rows removed, and each
     merge effect reduced to one row per key (last in ``order``, message id -> source position)."""

@@ -45,7 +45,7 @@ from safebunny.exactly_once.materialize import Materialized, from_frames, from_r
 from safebunny.exactly_once.outcome import Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
 from safebunny.exactly_once.row_types import build_tables, type_decisions
-from safebunny.exactly_once.settle import settle
+from safebunny.exactly_once.settle import settle_outcome
 from safebunny.session import activate
 
 __all__ = ["Step", "BatchReport", "Handler", "Router"]
@@ -155,7 +155,7 @@ class Step:
             result = self._run_rows(new.for_handler(), handler, ctx)
         else:
             result = self._run_frames(spark, new.for_handler(), handler, ctx)
-        result = settle(result, new.order(), new.rejected)
+        result = settle_outcome(result, new.order(), new.rejected)
         clock.lap("handler")
         publish, emitted = self._publish_rows(result, new.correlation_of())
         clock.lap("ids")
