@@ -41,6 +41,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_safebunny.available_now import take_the_rest
 from safebunny.amqp.ack_budget import AckBudget
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
@@ -271,6 +272,10 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             # the connection dropped while we waited: nothing new is not the same as nothing left (F7)
             consumer.await_connection(reconnect_wait)
             deliveries = consumer.take(count, max_bytes, first_wait)
+        if not deliveries and count > 0 and self._target_seq is not None and not self._pending:
+            # an availableNow run short of its start count: end it only if the rest is gone
+            deliveries = take_the_rest(consumer, count, max_bytes, first_wait, reconnect_wait,
+                                       self._target_seq - seq)
         if deliveries:
             end = seq + len(deliveries)
             self._budget.planned(previous_pending=bool(self._pending))

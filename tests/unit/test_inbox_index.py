@@ -81,3 +81,17 @@ def test_the_store_can_run_without_the_index(tmp_path, indexed):
     inbox.record([InboxRow("a", None, None)], "E", 0, now=NOW)
     assert inbox.seen(["a", "b"], "E", 1, now=NOW) == {"a"}
     assert bool(inbox._store._indexes) is indexed
+
+
+@pytest.mark.parametrize("node", ["café", "a=b", "sp ace", "x%2Fy", "c:d"])
+def test_the_index_serves_node_names_that_paths_escape(tmp_path, node, caplog):
+    # Delta's log keeps file paths as URIs (``node=sp%2520ace/...`` for the directory ``node=sp%20ace``);
+    # the index must read those files, not give up and scan with a warning on every batch.
+    inbox = Inbox(str(tmp_path / "inbox"), node)
+    inbox.record([InboxRow(f"m{i}", None, None) for i in range(5)], "E", 0, now=NOW)
+    inbox.record([InboxRow("c1", None, None, status="claimed")], "E", 1, now=NOW)  # only done counts
+    with caplog.at_level("WARNING", logger="safebunny.inbox"):
+        indexed, scanned = _both(inbox, ["m0", "m4", "c1", "zz"], "E", 2)
+    assert indexed == scanned == {"m0", "m4"}
+    assert len(inbox._store._indexes[node]) == 5
+    assert not [r for r in caplog.records if "could not be used" in r.getMessage()]

@@ -2,11 +2,9 @@
 causation ids read from headers, and the shapes the sink's checks see (pure pyarrow, no Spark)."""
 
 import pyarrow as pa
-import pytest
 
 from safebunny.amqp.sending import arrow_columns
-from safebunny.errors import SafeBunnyError
-from safebunny.exactly_once.batch import Batch
+from safebunny.exactly_once.batch import STAND_IN_PREFIX, Batch
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA
 
 HEADERS = pa.map_(pa.string(), pa.string())
@@ -45,9 +43,23 @@ def test_causation_comes_from_the_header_and_is_none_without_one():
     assert _batch(["m1"]).new(set()).causations == [None]
 
 
-def test_a_message_without_an_id_is_a_clear_error():
-    with pytest.raises(SafeBunnyError, match="1 message\\(s\\) of this batch have no message id"):
-        _batch(["m1", None])
+def test_a_message_without_an_id_is_rejected_with_a_stand_in_id_not_the_batch():
+    def batch(scope):
+        return Batch.of(pa.table({"value": pa.array([b"a", b"same", b"b", b"same"], pa.binary()),
+                                  "messageId": pa.array([None, None, "m1", None], pa.string()),
+                                  "correlationId": pa.array([None, "c", "c1", None], pa.string())}), None, scope)
+
+    new = batch("E/3").new(set())
+    assert new.ids[2] == "m1" and all(mid.startswith(STAND_IN_PREFIX) for mid in new.ids[:2] + new.ids[3:])
+    assert len(set(new.ids)) == 4  # two bodies alike, no id: two stand-ins, neither dropped as a duplicate
+    assert new.ids == batch("E/3").new(set()).ids  # a replay gives the same stand-ins
+    assert new.ids[0] != batch("E/4").new(set()).ids[0]  # another batch, another id
+    assert set(new.rejected) == {new.ids[0], new.ids[1], new.ids[3]}
+    assert new.rejected[new.ids[1]].error_type == "MalformedMessage"
+    assert new.rejected[new.ids[1]].correlation_id == "c" and "no message_id" in new.rejected[new.ids[1]].reason
+    assert new.for_handler().ids == ["m1"] and new.for_handler().table.num_rows == 1
+    assert new.row_of(new.ids[3])["value"] == b"same"
+    assert new.order() == {mid: p for p, mid in enumerate(new.ids)}
 
 
 def test_row_of_returns_the_whole_input_row():

@@ -7,22 +7,46 @@ in-batch dedupe deterministic: the first copy of an id wins (DESIGN.md, the inbo
 any subset of the new messages as a DataFrame built from the Arrow rows (no second read of the
 source, and a failing row can be isolated without re-running the batch's input).
 
+A message without a ``messageId`` cannot be deduplicated, so it is never handed to the handler: it
+gets a stand-in id (:func:`stand_in_id`, derived from the batch's scope, its position and its body, so
+a replay of the batch gives it the same one) and is rejected as a failed row with the reason, which the
+step records in its inbox and hands to ``on_failed`` (a saga parks it in poison at once). The rest of
+the batch runs.
+
 The rest is pure pyarrow, tested without Spark.
 """
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["Batch", "NewMessages"]
+__all__ = ["Batch", "NewMessages", "stand_in_id", "STAND_IN_PREFIX", "MISSING_ID_ERROR"]
+
+#: Stand-in ids start with this, so a person reading poison or the inbox sees what they are.
+STAND_IN_PREFIX = "missing-message-id-"
+#: The error type of a message rejected for having no id (a saga sends it to poison at once).
+MISSING_ID_ERROR = "MalformedMessage"
+_STAND_IN_NAMESPACE = uuid.UUID("5a4f1e0c-2b7d-4c61-9a57-6f0e7d7b3a21")
+
+
+def stand_in_id(scope: str, position: int, body: bytes | str | None) -> str:
+    """The id given to a message that has none: ``missing-message-id-<uuid5>`` of the batch's scope
+    (epoch and batch id), the message's position in the batch and its body's SHA-256. A replay of
+    the batch gives the same id; two such messages never share one."""
+    raw = body.encode() if isinstance(body, str) else (body or b"")
+    name = f"{scope}|{position}|{hashlib.sha256(raw).hexdigest()}"
+    return STAND_IN_PREFIX + str(uuid.uuid5(_STAND_IN_NAMESPACE, name))
 
 
 def _column(table: pa.Table, name: str) -> list[Any]:
@@ -53,10 +77,26 @@ class NewMessages:
     correlations: list[str | None]
     causations: list[str | None]
     types: list[str | None]
+    #: messages rejected before the handler (no message id), by their stand-in id
+    rejected: Mapping[str, FailedRow] = field(default_factory=dict)
 
     @property
     def count(self) -> int:
         return len(self.ids)
+
+    def for_handler(self) -> NewMessages:
+        """These messages without the rejected ones: what the handler is given."""
+        if not self.rejected:
+            return self
+        positions = [p for p, mid in enumerate(self.ids) if mid not in self.rejected]
+        table = self.table.take(pa.array(positions, pa.int64()))
+        return NewMessages(table, self.schema, [self.ids[p] for p in positions],
+                           [self.correlations[p] for p in positions], [self.causations[p] for p in positions],
+                           [self.types[p] for p in positions])
+
+    def order(self) -> dict[str, int]:
+        """Message id -> position in the source's order (what "last wins" of a merge goes by)."""
+        return dict(self._positions)
 
     def correlation_of(self) -> dict[str, str | None]:
         return dict(zip(self.ids, self.correlations, strict=True))
@@ -83,32 +123,35 @@ class Batch:
 
     table: pa.Table
     schema: Any
-    first: dict[str, int]  # message id -> position of its first copy
+    first: dict[str, int]  # message id -> position of its first copy (stand-in ids included)
+    missing: frozenset[str] = frozenset()  # the stand-in ids of messages without an id
 
     @classmethod
-    def collect(cls, df: Any) -> Batch:
+    def collect(cls, df: Any, scope: str = "") -> Batch:
         """Collect ``df`` (the micro-batch) to the driver: the batch's one Spark job."""
         if "messageId" not in df.columns:
             raise SafeBunnyOptionError(
                 f"A step reads safebunny's source rows, which have a 'messageId' column; got columns {df.columns}.",
                 "messageId")
-        return cls.of(df.toArrow(), df.schema)
+        return cls.of(df.toArrow(), df.schema, scope)
 
     @classmethod
-    def of(cls, table: pa.Table, schema: Any = None) -> Batch:
-        """A batch from Arrow rows in the source's order; every row needs a message id."""
+    def of(cls, table: pa.Table, schema: Any = None, scope: str = "") -> Batch:
+        """A batch from Arrow rows in the source's order. A row without a message id gets a stand-in
+        id (``scope`` names the batch, e.g. ``"<epoch>/<batch id>"``) and is rejected by :meth:`new`."""
         first: dict[str, int] = {}
-        missing = 0
-        for position, mid in enumerate(table.column("messageId").to_pylist()):
-            if mid is None:
-                missing += 1
-            elif mid not in first:
-                first[mid] = position
+        ids = table.column("messageId").to_pylist()
+        missing = [p for p, mid in enumerate(ids) if mid is None]
         if missing:
-            raise SafeBunnyError(
-                f"{missing} message(s) of this batch have no message id, so they cannot be deduplicated. Publish "
-                "with a message_id property (the safebunny sink always sets one), or set one upstream.")
-        return cls(table, schema, first)
+            bodies = _column(table, "value")
+            for position in missing:
+                ids[position] = stand_in_id(scope, position, bodies[position])
+            table = table.set_column(table.column_names.index("messageId"), "messageId",
+                                     pa.array(ids, table.schema.field("messageId").type))
+        for position, mid in enumerate(ids):
+            if mid not in first:
+                first[mid] = position
+        return cls(table, schema, first, frozenset(ids[p] for p in missing))
 
     @property
     def received(self) -> int:
@@ -125,5 +168,14 @@ class Batch:
         """The first copy of each id not in ``seen``, in the source's order."""
         positions = [p for mid, p in self.first.items() if mid not in seen]
         table = self.table.take(pa.array(positions, pa.int64()))
-        return NewMessages(table, self.schema, _column(table, "messageId"), _column(table, "correlationId"),
-                           _causations(table), _column(table, "type"))
+        ids, correlations = _column(table, "messageId"), _column(table, "correlationId")
+        rejected = {mid: FailedRow(mid, _MISSING_REASON, 1, correlation, MISSING_ID_ERROR)
+                    for mid, correlation in zip(ids, correlations, strict=True) if mid in self.missing}
+        return NewMessages(table, self.schema, ids, correlations, _causations(table), _column(table, "type"),
+                           rejected)
+
+
+_MISSING_REASON = (
+    "the message has no message_id property, so it cannot be deduplicated or applied exactly once; it was "
+    "given a stand-in id (starting 'missing-message-id-') and parked. Publish it again with a message_id "
+    "(the safebunny sink always sets one).")

@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
+from safebunny.exactly_once.merge_rows import last_per_key
+
 __all__ = ["DeltaPath", "is_path"]
 
 log = logging.getLogger("safebunny.inbox")
@@ -64,6 +66,11 @@ class DeltaPath:
             return None
         return self.dataset(table).to_table(filter=filter_, columns=list(columns) if columns else None)
 
+    def arrow_schema(self) -> pa.Schema | None:
+        """The table's schema as Arrow, or ``None`` when no table exists at the path yet."""
+        table = self.table()
+        return None if table is None else pa.schema(table.schema().to_arrow())
+
     def version_of(self, app_id: str) -> int | None:
         table = self.table()
         return None if table is None else table.transaction_version(app_id)
@@ -83,8 +90,11 @@ class DeltaPath:
         return _retry_conflicts(write, self.path)
 
     def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int) -> bool:
-        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed."""
+        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed. Where rows of
+        ``data`` share a key, the last one wins (the step orders them by source first)."""
         from deltalake import CommitProperties, Transaction
+
+        data = last_per_key(data, on)
 
         def write() -> bool:
             table = self.table()

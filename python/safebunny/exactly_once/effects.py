@@ -12,7 +12,7 @@ from safebunny.exactly_once import spark_delta
 from safebunny.exactly_once.delta_rs import DeltaPath, is_path
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["apply_effect", "effect_app_id", "effect_applied"]
+__all__ = ["apply_effect", "effect_app_id", "effect_applied", "target_schema"]
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect) -> str:
@@ -34,11 +34,11 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
         raise SafeBunnyOptionError(
             f"The effect table {effect.table!r} is a name, which needs Delta in the Spark session (Databricks, "
             "or delta-spark); this session has none. Give a path (written with delta-rs) instead.", "table")
-    df = spark.createDataFrame(table)
     if effect.kind == "append":
-        spark_delta.append(spark, df, effect.table, app_id, version)
-    else:
-        spark_delta.merge(spark, df, effect.table, effect.on, app_id, version)
+        spark_delta.append(spark, spark.createDataFrame(table), effect.table, app_id, version)
+    else:  # rows numbered in the order the step settled them: the merge keeps the last per key
+        numbered = table.append_column(spark_delta.ORDER_COLUMN, pa.array(range(table.num_rows), pa.int64()))
+        spark_delta.merge(spark, spark.createDataFrame(numbered), effect.table, effect.on, app_id, version)
     return True
 
 
@@ -49,6 +49,12 @@ def effect_applied(spark: Any, effect: Effect, app_id: str, version: int) -> boo
     else:
         committed = spark_delta.transaction_version(spark, effect.table, app_id)
     return committed is not None and committed >= version
+
+
+def target_schema(table: str) -> pa.Schema | None:
+    """The Arrow schema of an effect's target table given by path, if it exists (``None`` for a table
+    by name: a row handler's batch then decides its own types)."""
+    return DeltaPath(table).arrow_schema() if is_path(table) else None
 
 
 def _has_spark_delta(spark: Any) -> bool:

@@ -19,6 +19,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -61,7 +62,9 @@ class SeenIndex:
         actions = pa.table(table.get_add_actions(flatten=True))
         mine = pc.and_(pc.equal(actions.column("partition.node"), self.node),
                        pc.greater_equal(actions.column("partition.processedDate"), since.isoformat()))
-        return actions.filter(mine).column("path").to_pylist()
+        # The log's paths are URIs (the Delta protocol): a partition directory named ``node=caf%C3%A9``
+        # on disk is ``node=caf%25C3%25A9`` there. Decode once to get the file's path.
+        return [unquote(path) for path in actions.filter(mine).column("path").to_pylist()]
 
     def _read(self, paths: Sequence[str], columns: Sequence[str]) -> pa.Table:
         dataset = pads.dataset(list(paths), schema=_FILE_SCHEMA, format="parquet",

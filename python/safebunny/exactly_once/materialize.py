@@ -85,6 +85,10 @@ def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
     decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
     if not _check_outcome(outcome, "row"):
         return decision
+    for failed in outcome.failed:  # the handler rejected its message: no effect, no emit
+        if failed.message_id == message_id:
+            return {"ok": False, "reason": failed.reason, "error_type": failed.error_type,
+                    "attempts": failed.attempts}
     for effect in outcome.effects:
         decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
                                     "rows": _rows(effect.data, message_id)})

@@ -4,6 +4,9 @@ Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itse
 writer options and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` /
 ``txnVersion`` (session-wide, so they are set and cleared around the one statement). The SQL is
 built by pure functions so it is tested without Delta.
+
+A merge's source keeps one row per key (:mod:`.merge_rows`' rule): the caller numbers the rows in the
+source's order (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the highest per key.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["merge_sql", "quote_name", "append", "merge", "transaction_version", "TXN_APP_CONF", "TXN_VERSION_CONF"]
+__all__ = ["merge_sql", "last_per_key_sql", "quote_name", "append", "merge", "transaction_version", "TXN_APP_CONF",
+           "TXN_VERSION_CONF", "ORDER_COLUMN"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+#: The column numbering a merge's source rows in the source's order (dropped before the write).
+ORDER_COLUMN = "_safebunnyOrder"
 
 
 def quote_name(name: str) -> str:
@@ -29,25 +35,48 @@ def merge_sql(table: str, source_view: str, on: Sequence[str]) -> str:
             "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
 
 
+def _column(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+def last_per_key_sql(view: str, on: Sequence[str], columns: Sequence[str], order: str = ORDER_COLUMN) -> str:
+    """The ``columns`` of ``view`` with one row per ``on`` key, the highest ``order`` winning; rows with a
+    null key all kept (a null matches nothing in the merge: each is inserted)."""
+    keys = ", ".join(_column(k) for k in on)
+    nulls = " OR ".join(f"{_column(k)} IS NULL" for k in on)
+    return (f"SELECT {', '.join(_column(c) for c in columns)} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
+            f"{keys} ORDER BY {_column(order)} DESC) AS `_safebunnyRank` FROM {quote_name(view)}) "
+            f"WHERE `_safebunnyRank` = 1 OR {nulls}")
+
+
 def append(spark: Any, df: Any, table: str, app_id: str, version: int) -> None:
     (df.write.format("delta").mode("append").option("txnAppId", app_id).option("txnVersion", str(version))
      .saveAsTable(table))
 
 
 def merge(spark: Any, df: Any, table: str, on: Sequence[str], app_id: str, version: int) -> None:
-    if not spark.catalog.tableExists(table):
-        append(spark, df, table, app_id, version)
-        return
-    view = f"safebunny_merge_{abs(hash((table, app_id, version)))}"
-    df.createOrReplaceTempView(view)
-    spark.conf.set(TXN_APP_CONF, app_id)
-    spark.conf.set(TXN_VERSION_CONF, str(version))
+    """Upsert ``df`` into ``table``; with an :data:`ORDER_COLUMN`, one row per key first (the last wins)."""
+    name = f"safebunny_merge_{abs(hash((table, app_id, version)))}"
+    views = [name]
+    if ORDER_COLUMN in df.columns:
+        df.createOrReplaceTempView(name + "_all")
+        views.append(name + "_all")
+        df = spark.sql(last_per_key_sql(name + "_all", on, [c for c in df.columns if c != ORDER_COLUMN]))
     try:
-        spark.sql(merge_sql(table, view, on))
+        if not spark.catalog.tableExists(table):
+            append(spark, df, table, app_id, version)
+            return
+        df.createOrReplaceTempView(name)
+        spark.conf.set(TXN_APP_CONF, app_id)
+        spark.conf.set(TXN_VERSION_CONF, str(version))
+        try:
+            spark.sql(merge_sql(table, name, on))
+        finally:
+            spark.conf.unset(TXN_APP_CONF)
+            spark.conf.unset(TXN_VERSION_CONF)
     finally:
-        spark.conf.unset(TXN_APP_CONF)
-        spark.conf.unset(TXN_VERSION_CONF)
-        spark.catalog.dropTempView(view)
+        for view in views:
+            spark.catalog.dropTempView(view)
 
 
 def transaction_version(spark: Any, table: str, app_id: str) -> int | None:

@@ -40,19 +40,15 @@ from safebunny.errors import (
 from safebunny.exactly_once.batch import Batch, NewMessages
 from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied
+from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
-from safebunny.exactly_once.materialize import (
-    Materialized,
-    decisions_to_materialized,
-    from_frames,
-    from_rows,
-    merge_all,
-)
+from safebunny.exactly_once.materialize import Materialized, from_frames, from_rows, merge_all
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
+from safebunny.exactly_once.row_types import build_tables, type_decisions
+from safebunny.exactly_once.settle import settle_outcome
 from safebunny.session import activate
 
 __all__ = ["Step", "BatchReport", "Handler", "Router"]
@@ -152,7 +148,7 @@ class Step:
         spark = activate(batch_df.sparkSession)
         epoch = self._epoch(spark)
         ctx = StepContext(self.node, batch_id, epoch)
-        batch = Batch.collect(batch_df)
+        batch = Batch.collect(batch_df, scope=f"{epoch}/{batch_id}")
         clock.lap("read")
         crash_point("step.after_consume")
         seen = self.inbox.seen(batch.first_ids(), epoch, batch_id)
@@ -160,9 +156,10 @@ class Step:
         replayed = self.inbox.batch_done(epoch, batch_id)
         clock.lap("dedupe")
         if rows:
-            result = self._run_rows(new, handler, ctx)
+            result = self._run_rows(new.for_handler(), handler, ctx)
         else:
-            result = self._run_frames(spark, new, handler, ctx)
+            result = self._run_frames(spark, new.for_handler(), handler, ctx)
+        result = settle_outcome(result, new.order(), new.rejected)
         clock.lap("handler")
         publish, emitted = self._publish_rows(result, new.correlation_of())
         clock.lap("ids")
@@ -234,8 +231,9 @@ class Step:
                 if mid not in decisions:
                     decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
             crash_point("step.in_handler")
+            decisions = type_decisions(decisions, target_schema)
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
-        result = decisions_to_materialized(decisions)
+        result = build_tables(decisions, target_schema)
         correlation = new.correlation_of()
         for mid, failed in list(result.failed.items()):
             result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
