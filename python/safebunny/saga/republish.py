@@ -57,7 +57,7 @@ def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
     if not copies:
         return PublishCounts()
     opts = parse_sink_options({"uri": uri})
-    builder = MessageBuilder(plan_sink(opts, {"value": "binary"}), scope)
+    builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
     publisher = acquire_for(opts)
     healthy = False
     try:

@@ -17,13 +17,14 @@ from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.session import activate, read_stream
 
-__all__ = ["RunningSaga", "start_query", "drain"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain"]
 
 log = logging.getLogger("safebunny.saga")
 
 
-def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
-    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
+    """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
+    (``saga.uri`` holds none), which Spark redacts in query plans."""
     activate(spark)
     options = {"uri": saga.uri, "queue": topology.queue_name(saga, step.node, step.consumes),
                "queueType": "quorum" if saga.quorum else "classic", "includeHeaders": "true",
@@ -32,7 +33,12 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     if saga.password is not None:
         options["password"] = saga.password
-    writer = (read_stream(spark, **options).writeStream
+    return read_stream(spark, **options)
+
+
+def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
+    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+    writer = (source_frame(spark, saga, step).writeStream
               .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
               .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
               .queryName(f"{saga.name}.{step.label}"))
