@@ -123,11 +123,11 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         for s in saga.steps:
             query = start(spark, saga, s, None)
             if alone:
-                query.awaitTermination()
+                _wait(query)
             queries.append((s, query))
         errors = []
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
-            query.awaitTermination()
+            _wait(query)
             error = query.exception()
             if error is None:
                 failed.pop(step.label, None)
@@ -152,6 +152,16 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _wait(query: Any) -> None:
+    """Wait for ``query`` to end. PySpark's ``awaitTermination`` raises the error of a failed query; the
+    caller reads it from ``query.exception()`` and counts it against the step's restarts."""
+    try:
+        query.awaitTermination()
+    except Exception:  # noqa: BLE001, S110 - read back through query.exception()
+        if query.exception() is None:
+            raise
 
 
 def _first_line(error: BaseException) -> str:
