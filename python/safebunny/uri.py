@@ -8,7 +8,8 @@ from urllib.parse import unquote, urlsplit
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["redact", "without_userinfo", "validate_uri", "connection_parameters", "describe", "with_password"]
+__all__ = ["redact", "without_userinfo", "validate_uri", "connection_parameters", "describe", "with_password",
+           "split_password"]
 
 # A URI's userinfo runs to the LAST '@' of its whitespace-free token: a password may hold an
 # unencoded '/' or '@' (then the URI is invalid, and its error message must still hide it).
@@ -82,7 +83,23 @@ def validate_uri(uri: str, option: str = "uri") -> str:
         raise SafeBunnyOptionError(
             f"Option '{option}' has an invalid port: got {without_userinfo(uri)!r}.", option
         ) from None
+    if parts.query:
+        _check_query(uri, option)
     return uri
+
+
+def _check_query(uri: str, option: str) -> None:
+    """The URI's query parameters (``heartbeat``, ``channel_max``, ...) as pika reads them, checked now:
+    a bad one would otherwise surface as a bare ``ValueError`` at the first connection."""
+    import pika
+
+    try:
+        pika.URLParameters(uri)
+    except (ValueError, TypeError) as exc:
+        raise SafeBunnyOptionError(
+            f"Option '{option}' has an invalid query parameter ({redact(str(exc))}): got {without_userinfo(uri)!r}. "
+            "Fix or remove it (see pika's URLParameters for the names and values it takes).", option
+        ) from None
 
 
 def connection_parameters(uri: str, heartbeat: int | None = None, **overrides: object):  # type: ignore[no-untyped-def]
@@ -130,3 +147,23 @@ def with_password(uri: str, password: str | None) -> str:
         host = f"{host}:{parts.port}"
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def split_password(uri: str) -> tuple[str, str | None]:
+    """``uri`` without its password, and the password (decoded; ``None`` when the URI has none).
+
+    Spark redacts a data source option named ``password`` in query plans, not a password inside
+    ``uri``, so code that builds options from a user's URI passes the two apart.
+
+    >>> split_password("amqp://app:s%2Fx@host:5672/%2F")
+    ('amqp://app@host:5672/%2F', 's/x')
+    """
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri, None
+    host = parts.netloc.rpartition("@")[2]
+    user = parts.netloc.rpartition("@")[0].partition(":")[0]
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), unquote(parts.password)

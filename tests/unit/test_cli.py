@@ -31,7 +31,8 @@ from safebunny.ids import correlation_id_for
     (["poison", "list", "m:s", "--step", "payment"], {"action": "list", "step": "payment"}),
     (["poison", "show", "m:s", "--id", "a", "--id", "b"], {"action": "show", "id": ["a", "b"]}),
     (["poison", "redrive", "m:s", "--all", "--step", "stock.OrderPlaced"], {"all": True, "id": []}),
-    (["poison", "redrive", "m:s", "--id", "x"], {"all": False, "id": ["x"]}),
+    (["poison", "redrive", "m:s", "--id", "x"], {"all": False, "id": ["x"], "force": False}),
+    (["poison", "redrive", "m:s", "--all", "--force"], {"all": True, "force": True}),
     (["trace", "m:s", "order-7"], {"key": "order-7", "saga": "m:s"}),
     (["message-id", "c", "billing", "Invoice", "2"], {"index": 2, "needs_saga": False}),
 ])
@@ -150,6 +151,45 @@ def test_bad_uri_is_a_usage_error_without_the_password() -> None:
     with pytest.raises(CliError) as info:
         resolve_uri(None, {}, None)
     assert "SAFEBUNNY_URI" in str(info.value)
+
+
+def test_a_bad_uri_query_parameter_is_one_line_and_the_usage_code(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    saga = tmp_path / "shop_saga.py"
+    saga.write_text("import safebunny\n"
+                    f"saga = safebunny.Saga('shop', uri='amqp://guest:guest@127.0.0.1/%2F', root={str(tmp_path)!r})\n")
+    code = main(["status", f"{saga}:saga", "--uri", "amqp://app:topsecret@127.0.0.1:5672/%2F?heartbeat=abc"])
+    err = capsys.readouterr().err
+    assert code == exits.USAGE
+    assert err.count("\n") == 1 and "invalid query parameter" in err and "heartbeat" in err
+    assert "topsecret" not in err and "Traceback" not in err
+
+
+def test_the_cli_uses_the_sagas_own_password_without_a_prompt(tmp_path) -> None:
+    saga = tmp_path / "own_saga.py"
+    saga.write_text("import safebunny\n"
+                    f"saga = safebunny.Saga('shop', uri='amqp://app:s3cret@127.0.0.1/%2F', root={str(tmp_path)!r})\n")
+    from safebunny.cli.access import open_saga
+
+    loaded = open_saga(f"{saga}:saga", None, {})  # no terminal here: a prompt would raise
+    assert loaded.connection_uri == "amqp://app:s3cret@127.0.0.1/%2F" and "s3cret" not in loaded.uri
+
+
+def test_redrive_refused_after_compensation_is_one_line_and_force_passes_through(tmp_path, capsys) -> None:
+    saga = tmp_path / "stub_saga.py"
+    saga.write_text(
+        "import safebunny\n"
+        "from safebunny.errors import SafeBunnyOptionError\n"
+        "class Stub(safebunny.Saga):\n"
+        "    def redrive(self, node, type, ids=None, force=False):\n"
+        "        if not force:\n"
+        "            raise SafeBunnyOptionError('Refusing to redrive 1 message(s) of stock', 'force')\n"
+        "        return 1\n"
+        f"saga = Stub('shop', uri='amqp://guest:guest@127.0.0.1/%2F', root={str(tmp_path)!r})\n"
+        "saga.step('stock', consumes='OrderPlaced', from_node='orders', schema='id string')(lambda df, ctx: None)\n")
+    assert main(["poison", "redrive", f"{saga}:saga", "--all"]) == exits.USAGE
+    assert capsys.readouterr().err.startswith("safebunny: error: Refusing to redrive")
+    assert main(["poison", "redrive", f"{saga}:saga", "--all", "--force", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == [{"step": "stock.OrderPlaced", "redriven": 1}]
 
 
 # ------------------------------------------------------------------------------------------ rendering

@@ -38,8 +38,12 @@ class _Saga:
         error = outcome if isinstance(outcome, BaseException) else None
         if error is None:
             self._moved += outcome
-        return SimpleNamespace(awaitTermination=lambda: self.events.append(f"end {step.label}"),
-                               exception=lambda: error)
+        def await_termination() -> None:
+            self.events.append(f"end {step.label}")
+            if error is not None:
+                raise error  # as PySpark's awaitTermination does for a failed query
+
+        return SimpleNamespace(awaitTermination=await_termination, exception=lambda: error)
 
 
 def test_a_step_failing_once_starts_again_and_the_drain_ends(caplog):

@@ -21,8 +21,9 @@ __all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "dec
 def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Any:
     """Load the saga named by ``locator`` and point it at the broker the user chose."""
     saga = load_saga(locator)
-    uri = resolve_uri(cli_uri, env, getattr(saga, "uri", None))
-    if uri != getattr(saga, "uri", None):
+    own = getattr(saga, "connection_uri", None) or getattr(saga, "uri", None)  # with the saga's password
+    uri = resolve_uri(cli_uri, env, own)
+    if uri != own:
         saga.uri = uri
     return saga
 
@@ -103,8 +104,11 @@ def poison(saga: Any, step: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def redrive(saga: Any, step: Any, ids: list[str] | None) -> int:
-    """Send parked messages of ``step`` back to its queue (all of them when ``ids`` is None); how many."""
+def redrive(saga: Any, step: Any, ids: list[str] | None, force: bool = False) -> int:
+    """Send parked messages of ``step`` back to its queue (all of them when ``ids`` is None); how many.
+    ``force``: also for a step with ``fails_as``, whose parked messages were compensated."""
+    if force:
+        return int(saga.redrive(step.node, step.consumes, ids=ids, force=True) or 0)
     return int(saga.redrive(step.node, step.consumes, ids=ids) or 0)
 
 

@@ -37,7 +37,7 @@ def _redrive(args: argparse.Namespace, saga: Any) -> int:
         raise CliError("say what to redrive: --id ID (repeatable) or --all (with --step to limit it)", USAGE)
     rows = []
     for step in access.select_steps(saga, args.step):
-        sent = access.redrive(saga, step, None if args.all else list(args.id))
+        sent = access.redrive(saga, step, None if args.all else list(args.id), args.force)
         if sent:
             rows.append({"step": access.step_label(step), "redriven": sent})
     print_rows(args, rows, ["step", "redriven"], empty="nothing to redrive")
@@ -61,4 +61,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     which = redrive.add_mutually_exclusive_group()
     which.add_argument("--id", action="append", default=[], metavar="MESSAGE_ID", help="this message (repeatable)")
     which.add_argument("--all", action="store_true", help="every parked message (of --step, if given)")
+    redrive.add_argument("--force", action="store_true",
+                         help="redrive even for a step with fails_as, whose parked messages were compensated")
     redrive.set_defaults(run=_redrive)

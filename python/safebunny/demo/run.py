@@ -23,7 +23,7 @@ def _publish_malformed(saga: Any, plan: Plan) -> None:
     from safebunny.amqp.connection import open_blocking
     from safebunny.ids import correlation_id_for, saga_start
 
-    conn = open_blocking(saga.uri, action="publish the demo's malformed orders")
+    conn = open_blocking(saga.connection_uri, action="publish the demo's malformed orders")
     try:
         ch = conn.channel()
         ch.confirm_delivery()

@@ -1,15 +1,23 @@
-"""``safebunny.Saga``'s step definitions and the handler wrapper that parses bodies with a step's schema."""
+"""``safebunny.Saga``'s step definitions and the handler wrapper that parses bodies with a step's schema.
+
+With ``strict_schema`` (the default) a body whose fields do not have the schema's JSON types is
+malformed and goes to poison with the field, the value and the expected type
+(:func:`safebunny.saga.body_schema.mismatch`); ``strict_schema=False`` keeps Spark's coercing reader
+for frame handlers (``17`` becomes ``"17"``, ``"abc"`` for a number becomes null) and passes row
+handlers the body as it is.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from safebunny.amqp.topology import check_name
 from safebunny.exactly_once import FailedRow, Outcome
+from safebunny.saga.body_schema import mismatch, parse_schema
 
 __all__ = ["SagaStep", "MalformedMessage", "parse_frames", "parse_row", "wrap", "CORRUPT"]
 
@@ -34,6 +42,8 @@ class SagaStep:
     compensates: str | None = None
     fails_as: str | None = None
     batch_size: int = 1000
+    strict_schema: bool = True
+    struct: Any = field(init=False, repr=False, compare=False)  # the parsed schema
 
     def __post_init__(self) -> None:
         for kind, value in (("node", self.node), ("type", self.consumes), ("node", self.from_node)):
@@ -42,6 +52,7 @@ class SagaStep:
             check_name("type", t)
         if self.fails_as:
             check_name("type", self.fails_as)
+        self.struct = parse_schema(self.schema, self.label)
 
     @property
     def label(self) -> str:
@@ -53,7 +64,10 @@ def parse_frames(step: SagaStep, batch: Any) -> tuple[Any, list[FailedRow]]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
-    schema = StructType.fromDDL(step.schema) if isinstance(step.schema, str) else step.schema
+    schema = step.struct
+    mistyped = _mistyped(step, batch) if step.strict_schema else []
+    if mistyped:
+        batch = batch.where(~F.col("messageId").isin([m.message_id for m in mistyped]))
     with_corrupt = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
     body = F.col("value").cast("string")
     parsed = batch.withColumn("_safebunny_body", F.from_json(
@@ -66,7 +80,22 @@ def parse_frames(step: SagaStep, batch: Any) -> tuple[Any, list[FailedRow]]:
     keep = [c for c in batch.columns if c not in schema.fieldNames()]
     good = parsed.where(~F.col("_safebunny_bad")).select(*keep, *[F.col(f"_safebunny_body.{f}").alias(f)
                                                                   for f in schema.fieldNames()])
-    return good, bad
+    return good, [*mistyped, *bad]
+
+
+def _mistyped(step: SagaStep, batch: Any) -> list[FailedRow]:
+    """The rows whose body is a JSON object with a field of the wrong JSON type (no coercion)."""
+    out = []
+    for r in batch.select("messageId", "correlationId", "value").collect():
+        try:
+            fields = orjson.loads(r["value"] or b"")
+        except orjson.JSONDecodeError:
+            continue  # Spark's reader below reports it as not JSON
+        problem = mismatch(fields, step.struct) if isinstance(fields, dict) else None
+        if problem:
+            out.append(FailedRow(r["messageId"], f"the body does not match the schema '{step.schema}': {problem}",
+                                 1, r["correlationId"], MalformedMessage.__name__))
+    return out
 
 
 def parse_row(step: SagaStep, row: dict[str, Any]) -> dict[str, Any]:
@@ -77,20 +106,31 @@ def parse_row(step: SagaStep, row: dict[str, Any]) -> dict[str, Any]:
         raise MalformedMessage(f"the body is not JSON ({exc}): {(row.get('value') or b'')[:200]!r}") from None
     if not isinstance(fields, dict):
         raise MalformedMessage(f"the body is JSON but not an object: {(row.get('value') or b'')[:200]!r}")
+    if step.strict_schema:
+        problem = mismatch(fields, step.struct)
+        if problem:
+            raise MalformedMessage(f"the body does not match the schema '{step.schema}': {problem}")
     return {**row, **fields}
 
 
-def wrap(step: SagaStep) -> Callable[[Any, Any], Outcome | None]:
-    """The function the underlying :class:`safebunny.Step` calls: parse, then the user's handler."""
+def wrap(step: SagaStep, check_emits: Callable[[SagaStep, list[str]], None] | None = None,
+         ) -> Callable[[Any, Any], Outcome | None]:
+    """The function the underlying :class:`safebunny.Step` calls: parse, then the user's handler;
+    ``check_emits(step, types)`` sees the types of each outcome's emits."""
+    def checked(outcome: Outcome | None) -> Outcome | None:
+        if outcome is not None and check_emits is not None and outcome.emits:
+            check_emits(step, [e.type for e in outcome.emits])
+        return outcome
+
     if step.rows:
         def per_row(row: dict[str, Any], ctx: Any) -> Outcome | None:
-            return step.handler(parse_row(step, row), ctx)
+            return checked(step.handler(parse_row(step, row), ctx))
 
         return per_row
 
     def per_batch(batch: Any, ctx: Any) -> Outcome | None:
         good, bad = parse_frames(step, batch)
-        outcome = step.handler(good, ctx) or Outcome()
+        outcome = checked(step.handler(good, ctx)) or Outcome()
         outcome.failed = [*outcome.failed, *bad]
         return outcome
 

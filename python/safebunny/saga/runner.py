@@ -17,13 +17,14 @@ from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.session import activate, read_stream
 
-__all__ = ["RunningSaga", "start_query", "drain"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain"]
 
 log = logging.getLogger("safebunny.saga")
 
 
-def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
-    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
+    """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
+    (``saga.uri`` holds none), which Spark redacts in query plans."""
     activate(spark)
     options = {"uri": saga.uri, "queue": topology.queue_name(saga, step.node, step.consumes),
                "queueType": "quorum" if saga.quorum else "classic", "includeHeaders": "true",
@@ -32,7 +33,12 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     if saga.password is not None:
         options["password"] = saga.password
-    writer = (read_stream(spark, **options).writeStream
+    return read_stream(spark, **options)
+
+
+def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
+    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+    writer = (source_frame(spark, saga, step).writeStream
               .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
               .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
               .queryName(f"{saga.name}.{step.label}"))
@@ -117,11 +123,11 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         for s in saga.steps:
             query = start(spark, saga, s, None)
             if alone:
-                query.awaitTermination()
+                _wait(query)
             queries.append((s, query))
         errors = []
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
-            query.awaitTermination()
+            _wait(query)
             error = query.exception()
             if error is None:
                 failed.pop(step.label, None)
@@ -146,6 +152,16 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _wait(query: Any) -> None:
+    """Wait for ``query`` to end. PySpark's ``awaitTermination`` raises the error of a failed query; the
+    caller reads it from ``query.exception()`` and counts it against the step's restarts."""
+    try:
+        query.awaitTermination()
+    except Exception:  # noqa: BLE001, S110 - read back through query.exception()
+        if query.exception() is None:
+            raise
 
 
 def _first_line(error: BaseException) -> str:

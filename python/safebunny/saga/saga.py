@@ -13,12 +13,12 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, parked
+from safebunny.saga import breaker, checks, parked
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.retry import Retry
 from safebunny.session import publish
-from safebunny.uri import validate_uri, with_password
+from safebunny.uri import split_password, validate_uri, with_password
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -70,13 +70,15 @@ class TraceEntry:
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
     under ``root``. ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
-    ``delivery_limit`` unless ``quorum=False``."""
+    ``delivery_limit`` unless ``quorum=False``. A password inside ``uri`` is kept apart from it (as
+    ``password``), so the queries' plans never show it. ``strict=True`` turns the definition checks'
+    warnings (a route no step feeds, an emit outside a step's ``produces``) into errors."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
-                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000) -> None:
+                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False) -> None:
         self.name = topology.check_name("saga", name)
-        self.uri = validate_uri(uri, "uri")
         self.password = password
+        self.uri = uri
         self.root = root if "://" in root else os.path.abspath(root)
         self.retry = retry or Retry()
         self.quorum = quorum
@@ -85,19 +87,41 @@ class Saga:
                 f"delivery_limit and batch_size must be >= 1; got {delivery_limit} and {batch_size}.", "delivery_limit")
         self.delivery_limit = delivery_limit
         self.batch_size = batch_size
+        self.strict = strict
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
         self._failures: dict[str, FailureRouter] = {}
+        self._started: set[tuple[str, str]] = set()
+        self._warned: set[str] = set()
+
+    @property
+    def uri(self) -> str:
+        """The broker's URI, without its password (see ``password`` and :attr:`connection_uri`)."""
+        return self._uri
+
+    @uri.setter
+    def uri(self, value: str) -> None:
+        bare, password = split_password(validate_uri(value, "uri"))
+        initial = not hasattr(self, "_uri")
+        self._uri = bare
+        # Saga(password=...) wins over a password in the first URI; a later URI's password (the command
+        # line's --uri) replaces the one before
+        if password is not None and (self.password is None or not initial):
+            self.password = password
 
     # -- definition ------------------------------------------------------------------------------
-    def step(self, node: str, consumes: str, from_node: str, schema: str, produces: Sequence[str] = (),
+    def step(self, node: str, consumes: str, from_node: str, schema: Any, produces: Sequence[str] = (),
              rows: bool = False, compensates: str | None = None, fails_as: str | None = None,
-             batch_size: int | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+             batch_size: int | None = None, strict_schema: bool = True,
+             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``handler`` runs for messages of type ``consumes`` that ``from_node`` sends to ``node``.
-        ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps)."""
+        ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
+        ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
+        ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
+        ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
-                                  fails_as, batch_size or self.batch_size)
+                                  fails_as, batch_size or self.batch_size, strict_schema)
             if any(s.label == definition.label for s in self.steps):
                 raise SafeBunnyOptionError(f"Saga {self.name!r} already has a step {definition.label!r}.", "node")
             self.steps.append(definition)
@@ -134,7 +158,17 @@ class Saga:
         return self._runtimes[step.label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
-        return wrap(step)
+        return wrap(step, self._check_emits)
+
+    def check(self) -> list[str]:
+        """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
+        ``declare``, ``run`` and ``drain`` call it."""
+        problems = checks.unfed_routes(self.steps, self._started)
+        checks.report(self.name, problems, self.strict, self._warned)
+        return problems
+
+    def _check_emits(self, step: SagaStep, types: list[str]) -> None:
+        checks.report(self.name, checks.undeclared_emits(step, types), self.strict, self._warned)
 
     def _route(self, node: str) -> Callable[[Emit], tuple[str, str]]:
         exchange = topology.exchange_name(self)
@@ -152,19 +186,35 @@ class Saga:
 
     # -- running ---------------------------------------------------------------------------------
     def declare(self) -> topology.Topology:
-        """Declare the topology (idempotent; a queue with other arguments is a clear error)."""
+        """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
+        arguments is a clear error)."""
+        self.check()
         return topology.declare(self)
 
     def start(self, df: Any, node: str, type: str, business_key: str) -> None:  # noqa: A002
         """Publish the first messages of saga instances: one per row of ``df``, with the message id and
         correlation id derived from the ``business_key`` column, so starting the same instance twice
-        starts it once. The body is the row as a JSON object."""
+        starts it once. The body is the row as a JSON object. Rows whose key is null or blank are refused
+        (before anything is published): they would all become one instance."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import StringType
 
         if business_key not in df.columns:
             raise SafeBunnyOptionError(
                 f"saga.start(business_key={business_key!r}): no such column; columns: {df.columns}.", "business_key")
+        key = F.col(business_key)
+        blank = df.where(key.isNull() | (F.trim(key.cast("string")) == "")).count()
+        if blank:
+            raise SafeBunnyOptionError(
+                f"saga.start(business_key={business_key!r}): {blank} row(s) have a null or empty {business_key!r}; "
+                "each row needs its own key (it names the saga instance). Nothing was published: fill or filter "
+                "those rows and start again.", "business_key")
+        self._started.add((node, type))
+        if not any(s.from_node == node and s.consumes == type for s in self.steps):
+            checks.report(self.name, [f"saga.start(node={node!r}, type={type!r}): no step consumes {type!r} from "
+                                      f"node {node!r}, so these messages would go to the unrouted queue; steps: "
+                                      f"{', '.join(f'{s.label} from {s.from_node}' for s in self.steps) or 'none'}."],
+                          self.strict, self._warned)
         self.declare()
         corr = F.udf(lambda k: correlation_id_for(str(k)), StringType())
         mid = F.udf(lambda k: message_id(correlation_id_for(str(k)), node, type, 0), StringType())
@@ -259,8 +309,11 @@ class Saga:
                   "errorType string, attempts int, firstFailure string, parkedAt string, body string")
         return session.createDataFrame(rows, schema)
 
-    def redrive(self, node: str, type: str, ids: Sequence[str] | None = None) -> int:  # noqa: A002
+    def redrive(self, node: str, type: str, ids: Sequence[str] | None = None,  # noqa: A002
+                force: bool = False) -> int:
         """Republish parked messages of step ``node.type`` (all, or ``ids``) to its queue after a fix;
-        idempotent, as the inbox drops what already succeeded. Returns how many were republished."""
+        idempotent, as the inbox drops what already succeeded. Returns how many were republished.
+        A step with ``fails_as`` already compensated its parked messages' instances: redriving them is
+        refused unless ``force=True``."""
         self.step_of(node, type)
-        return parked.redrive(self, node, type, list(ids) if ids is not None else None)
+        return parked.redrive(self, node, type, list(ids) if ids is not None else None, force)

@@ -1,0 +1,69 @@
+"""Checks of a saga's definition: routes no step feeds, and emits a step did not declare.
+
+Pure logic over :class:`~safebunny.saga.definition.SagaStep`\\ s. A message that no queue is bound for
+goes to ``<saga>.unrouted`` (the exchange's alternate exchange), so these mistakes are silent at run
+time: a step that waits for a type its upstream never sends, or a handler that emits a type its step
+does not list in ``produces``. :func:`report` logs them as warnings, or raises them with
+``Saga(strict=True)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.saga.definition import SagaStep
+
+__all__ = ["unfed_routes", "undeclared_emits", "report"]
+
+log = logging.getLogger("safebunny.saga")
+
+
+def _produced(steps: Sequence[SagaStep]) -> set[tuple[str, str]]:
+    out = set()
+    for s in steps:
+        out.update((s.node, t) for t in s.produces)
+        if s.fails_as:
+            out.add((s.node, s.fails_as))
+    return out
+
+
+def unfed_routes(steps: Sequence[SagaStep], started: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """Steps whose ``(from_node, consumes)`` no step of the saga produces and no ``saga.start`` sent.
+
+    A ``from_node`` that is not a node of the saga is an entry point (``saga.start`` or another system
+    publishes there) and is not reported."""
+    nodes = {s.node for s in steps}
+    fed = _produced(steps) | set(started)
+    problems = []
+    for s in steps:
+        if s.from_node in nodes and (s.from_node, s.consumes) not in fed:
+            makers = sorted(f"{p.label} produces {list(p.produces)}" for p in steps if p.node == s.from_node)
+            problems.append(f"step {s.label} consumes {s.consumes!r} from node {s.from_node!r}, but no step of "
+                            f"node {s.from_node!r} lists {s.consumes!r} in produces or fails_as ({'; '.join(makers)}) "
+                            "and no saga.start sends it: its queue would stay empty. Fix the type or from_node, or "
+                            "add the type to the producing step's produces.")
+    return problems
+
+
+def undeclared_emits(step: SagaStep, types: Iterable[str]) -> list[str]:
+    """The emitted ``types`` that step ``step`` does not list in ``produces``."""
+    declared = set(step.produces)
+    return [f"step {step.label} emitted a message of type {t!r}, which is not in its produces {list(step.produces)}: "
+            f"no step may consume it (it goes to the unrouted queue when none does). Add {t!r} to produces, or fix "
+            "the type." for t in sorted(set(types)) if t not in declared]
+
+
+def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str] | None = None) -> None:
+    """Warn about each problem once (per ``seen`` set), or raise them all when ``strict``."""
+    if not problems:
+        return
+    if strict:
+        raise SafeBunnyOptionError(f"Saga {saga_name!r} (strict=True): " + " ".join(problems), "strict")
+    for problem in problems:
+        if seen is not None:
+            if problem in seen:
+                continue
+            seen.add(problem)
+        log.warning("saga %s: %s", saga_name, problem)

@@ -1,0 +1,84 @@
+"""Republishing a saga's own copies of messages (to a retry tier, to poison, back from poison, and the
+``fails_as`` failure messages) through the sink's confirming publisher.
+
+Every copy goes through :class:`~safebunny.amqp.outgoing.MessageBuilder` and
+:class:`~safebunny.amqp.publisher.ConfirmingPublisher`, as the sink and a step's emits do: the same
+causation header, the AMQP timestamp, confirms with ``mandatory``, and one error type
+(:class:`~safebunny.errors.SafeBunnyPublishError`) for a nack, a return or a timeout.
+
+A copy keeps the message's own id (the inbox of the step dedupes by it) and carries a derived
+:data:`COPY_ID` header: :func:`copy_id` of the message id, the queue it goes to and its attempt. A
+batch replayed after a crash republishes the same copies with the same copy ids, and readers of a
+poison queue keep one entry per message.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
+from safebunny.amqp.publisher import PublishCounts, release
+from safebunny.amqp.sending import acquire_for
+from safebunny.ids import message_id
+from safebunny.options.sink import parse_sink_options
+
+__all__ = ["COPY_ID", "Copy", "copy_id", "publish_copies"]
+
+#: The header naming one copy of a message: the same for every republish of that copy.
+COPY_ID = "x-safebunny-copy-id"
+
+
+def copy_id(message_id_: str, queue: str, attempt: int) -> str:
+    """The id of the copy of message ``message_id_`` sent to ``queue`` after its ``attempt``-th failure
+    (the derivation of :func:`safebunny.ids.message_id`, with the queue as node and ``copy`` as type)."""
+    return message_id(message_id_, queue, "copy", max(attempt, 0))
+
+
+@dataclass
+class Copy:
+    """One message to republish: its own id, body, properties and where it goes."""
+
+    message_id: str
+    body: bytes
+    exchange: str
+    routing_key: str
+    correlation_id: str | None = None
+    message_type: str | None = None
+    content_type: str | None = None
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
+    """Publish ``copies`` with confirms and wait for every one; raises
+    :class:`~safebunny.errors.SafeBunnyPublishError` unless each was confirmed and routed."""
+    if not copies:
+        return PublishCounts()
+    opts = parse_sink_options({"uri": uri})
+    builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
+    publisher = acquire_for(opts)
+    healthy = False
+    try:
+        stamp = int(time.time())
+        for c in copies:
+            headers: Mapping[str, Any] = c.headers
+            cause = headers.get(CAUSATION_HEADER)
+            msg = builder.build(c.body, timestamp=stamp, message_id_=c.message_id, correlation_id=c.correlation_id,
+                                causation_id=_text(cause), headers={k: v for k, v in headers.items()
+                                                                     if k != CAUSATION_HEADER},
+                                content_type=c.content_type, message_type=c.message_type, exchange=c.exchange,
+                                routing_key=c.routing_key)
+            publisher.publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
+        counts = publisher.flush()
+        healthy = True
+    finally:
+        release(publisher, healthy)
+    return counts
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

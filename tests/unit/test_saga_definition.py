@@ -1,0 +1,186 @@
+"""Saga definitions without a broker or a JVM: schema parsing, strict body checks, routing checks, the
+URI's password, and the poison listing's one entry per message id."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+import safebunny
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.saga import checks
+from safebunny.saga.body_schema import mismatch, parse_schema
+from safebunny.saga.definition import SagaStep
+from safebunny.saga.parked import latest_per_id
+from safebunny.saga.republish import copy_id
+
+URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+def _saga(tmp_path, **kw):
+    return safebunny.Saga("shop", uri=URI, root=str(tmp_path), **kw)
+
+
+def _step(node, consumes, from_node, produces=(), fails_as=None):
+    return SagaStep(node, consumes, from_node, "id string", lambda *a: None, tuple(produces), fails_as=fails_as)
+
+
+# ------------------------------------------------------------------------------------- schema parsing
+def test_a_schema_typo_fails_when_the_step_is_declared_naming_the_step(tmp_path):
+    saga = _saga(tmp_path)
+    with pytest.raises(SafeBunnyOptionError, match=r"Step stock\.OrderPlaced: schema .* unknown type 'strin'"):
+        @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId strin, qty int")
+        def reserve(df, ctx):
+            return None
+    assert saga.steps == []
+
+
+@pytest.mark.parametrize("bad, words", [("orderId string,", "no field after it"), ("a int b int", "expected ','"),
+                                        ("a array<int", "ends early"), ("", "DDL text")])
+def test_schema_errors_say_what(bad, words):
+    with pytest.raises(SafeBunnyOptionError, match=words):
+        parse_schema(bad, "s.T")
+
+
+def test_schema_ddl_covers_spark_types():
+    schema = parse_schema("`we ird` string COMMENT 'x', qty int NOT NULL, amount bigint, price decimal(10,2), "
+                          "tags array<string>, addr struct<city:string, zip:int>, m map<string,double>, ok boolean, "
+                          "day date, at timestamp, raw binary, v varchar(5)", "s.T")
+    assert schema.simpleString() == (
+        "struct<we ird:string,qty:int,amount:bigint,price:decimal(10,2),tags:array<string>,"
+        "addr:struct<city:string,zip:int>,m:map<string,double>,ok:boolean,day:date,at:timestamp,raw:binary,v:string>")
+    assert not schema["qty"].nullable
+
+
+# ------------------------------------------------------------------------------------- strict bodies
+SCHEMA = parse_schema("userId string, amount bigint, qty int, price double, ok boolean, tags array<string>, "
+                      "addr struct<city:string>, n int NOT NULL", "s.T")
+
+
+@pytest.mark.parametrize("body, words", [
+    ({"userId": 17, "n": 1}, "field 'userId' has 17 (a number), but the schema expects string"),
+    ({"amount": "abc", "n": 1}, "field 'amount' has \"abc\" (a string), but the schema expects bigint"),
+    ({"userId": {"a": 1}, "n": 1}, "field 'userId' has {\"a\":1} (an object)"),
+    ({"qty": 1.5, "n": 1}, "field 'qty' has 1.5"),
+    ({"qty": 2 ** 31, "n": 1}, "out of its range"),
+    ({"ok": 1, "n": 1}, "field 'ok' has 1 (a number), but the schema expects boolean"),
+    ({"price": "1.0", "n": 1}, "field 'price'"),
+    ({"tags": ["a", 2], "n": 1}, "field 'tags[1]' has 2"),
+    ({"addr": {"city": 3}, "n": 1}, "field 'addr.city' has 3"),
+    ({}, "field 'n' is null or missing, but the schema says NOT NULL"),
+])
+def test_a_wrong_json_type_is_named_with_field_value_and_type(body, words):
+    assert words in (mismatch(body, SCHEMA) or "")
+
+
+def test_matching_bodies_pass_with_nulls_missing_fields_and_extra_fields():
+    assert mismatch({"userId": "u", "amount": 2 ** 40, "qty": 3, "price": 2, "ok": False, "tags": [],
+                     "addr": {"city": "x"}, "n": 0, "extra": {"any": 1}}, SCHEMA) is None
+    assert mismatch({"userId": None, "n": 5}, SCHEMA) is None
+
+
+# ------------------------------------------------------------------------------------- routing checks
+def test_unfed_routes_are_found_and_entry_points_are_not():
+    steps = [_step("stock", "OrderPlaced", "orders", produces=["StockReserved"], fails_as="StockFailed"),
+             _step("payment", "StockReserved", "stock", produces=["PaymentCharged"]),
+             _step("shipping", "PaymentCharge", "payment"),  # typo: payment produces PaymentCharged
+             _step("stock", "StockFailed", "stock")]  # fed by fails_as
+    problems = checks.unfed_routes(steps)
+    assert len(problems) == 1 and "step shipping.PaymentCharge consumes 'PaymentCharge' from node 'payment'" in \
+        problems[0]
+    assert checks.unfed_routes(steps, started={("payment", "PaymentCharge")}) == []
+
+
+def test_undeclared_emits_name_the_type():
+    step = _step("payment", "StockReserved", "stock", produces=["PaymentCharged"])
+    assert checks.undeclared_emits(step, ["PaymentCharged"]) == []
+    [problem] = checks.undeclared_emits(step, ["PaymentCharged", "PaymentDeclined", "PaymentDeclined"])
+    assert "emitted a message of type 'PaymentDeclined', which is not in its produces ['PaymentCharged']" in problem
+
+
+def test_check_warns_once_or_raises_when_strict(tmp_path, caplog):
+    for strict in (False, True):
+        saga = _saga(tmp_path, strict=strict)
+        saga.step("payment", consumes="StockReserved", from_node="stock", schema="id string",
+                  produces=["PaymentCharged"])(lambda df, ctx: None)
+        saga.step("shipping", consumes="PaymentCharge", from_node="payment", schema="id string")(lambda df, ctx: None)
+        if strict:
+            with pytest.raises(SafeBunnyOptionError, match="strict=True.*shipping.PaymentCharge"):
+                saga.check()
+            with pytest.raises(SafeBunnyOptionError, match="'Oops', which is not in its produces"):
+                saga._check_emits(saga.steps[0], ["Oops"])
+        else:
+            with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+                saga.check()
+                saga.check()
+                saga._check_emits(saga.steps[0], ["Oops"])
+                saga._check_emits(saga.steps[0], ["Oops"])
+            lines = [r.getMessage() for r in caplog.records]
+            assert sum("shipping.PaymentCharge" in m for m in lines) == 1
+            assert sum("'Oops'" in m for m in lines) == 1
+
+
+# ------------------------------------------------------------------------------------- the URI's password
+def test_a_password_inside_uri_is_kept_apart_from_it(tmp_path):
+    saga = safebunny.Saga("shop", uri="amqp://app:p%2F%40%3A%25x9@127.0.0.1:5672/%2F", root=str(tmp_path))
+    assert saga.uri == "amqp://app@127.0.0.1:5672/%2F" and saga.password == "p/@:%x9"
+    assert saga.connection_uri == "amqp://app:p%2F%40%3A%25x9@127.0.0.1:5672/%2F"
+    explicit = safebunny.Saga("shop", uri="amqp://app:old@h/%2F", root=str(tmp_path), password="new")
+    assert explicit.uri == "amqp://app@h/%2F" and explicit.password == "new"
+    explicit.uri = "amqp://app:cli@h/%2F"  # the command line's --uri replaces it
+    assert explicit.password == "cli" and explicit.uri == "amqp://app@h/%2F"
+    explicit.uri = "amqp://app@other/%2F"
+    assert explicit.password == "cli"
+
+
+def test_a_bad_uri_query_parameter_is_an_option_error_without_the_password(tmp_path):
+    with pytest.raises(SafeBunnyOptionError, match="invalid query parameter.*heartbeat") as err:
+        safebunny.Saga("shop", uri="amqp://app:secret@127.0.0.1:5672/%2F?heartbeat=abc", root=str(tmp_path))
+    assert "secret" not in str(err.value)
+
+
+# ------------------------------------------------------------------------------------- copies and listing
+def test_copy_ids_are_derived_per_message_queue_and_attempt():
+    assert copy_id("m1", "shop.a.T.retry.0", 1) == copy_id("m1", "shop.a.T.retry.0", 1)
+    assert len({copy_id("m1", "shop.a.T.retry.0", 1), copy_id("m1", "shop.a.T.retry.1", 2),
+                copy_id("m2", "shop.a.T.retry.0", 1), copy_id("m1", "shop.a.T.poison", 3)}) == 4
+    assert copy_id("m1", "q", 1) == safebunny.message_id("m1", "q", "copy", 1)
+
+
+def test_the_poison_listing_keeps_the_latest_copy_of_each_message():
+    p = lambda mid, n: (SimpleNamespace(message_id=mid, n=n), b"", n)  # noqa: E731
+    kept = latest_per_id([p("a", 0), p("b", 1), p("a", 2), p(None, 3), p(None, 4), p("b", 5)])
+    assert [(e[0].message_id, e[2]) for e in kept] == [("a", 2), (None, 3), (None, 4), ("b", 5)]
+
+
+def test_a_row_handler_emitting_a_type_outside_produces_is_checked(tmp_path):
+    from safebunny.saga.definition import wrap
+
+    for strict in (False, True):
+        saga = _saga(tmp_path, strict=strict)
+        saga.step("payment", consumes="StockReserved", from_node="stock", schema="orderId string", rows=True,
+                  produces=["PaymentCharged"])(
+            lambda msg, ctx: safebunny.Outcome(emits=[safebunny.emit({"orderId": msg["orderId"]},
+                                                                     type="PaymentDeclined")]))
+        handler = wrap(saga.steps[0], saga._check_emits)
+        row = {"messageId": "m1", "value": b'{"orderId": "o1"}'}
+        if strict:
+            with pytest.raises(SafeBunnyOptionError, match="'PaymentDeclined', which is not in its produces"):
+                handler(row, None)
+        else:
+            assert handler(row, None).emits[0].type == "PaymentDeclined"
+            assert any("PaymentDeclined" in w for w in saga._warned)
+
+
+def test_a_row_handler_gets_a_mistyped_body_as_malformed(tmp_path):
+    from safebunny.saga.definition import MalformedMessage, parse_row
+
+    saga = _saga(tmp_path)
+    saga.step("a", consumes="T", from_node="b", schema="userId string", rows=True)(lambda m, c: None)
+    saga.step("a", consumes="U", from_node="b", schema="userId string", rows=True, strict_schema=False)(
+        lambda m, c: None)
+    with pytest.raises(MalformedMessage, match="field 'userId' has 17 \\(a number\\), but the schema expects string"):
+        parse_row(saga.steps[0], {"value": b'{"userId": 17}'})
+    assert parse_row(saga.steps[1], {"value": b'{"userId": 17}'})["userId"] == 17
