@@ -15,6 +15,7 @@ from typing import Any
 
 from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.recorder import batch_function
 from safebunny.session import activate, read_stream
 
 __all__ = ["RunningSaga", "start_query", "drain"]
@@ -33,7 +34,7 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
     if saga.password is not None:
         options["password"] = saga.password
     writer = (read_stream(spark, **options).writeStream
-              .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
+              .foreachBatch(batch_function(saga, step))
               .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
