@@ -93,6 +93,5 @@ def test_status_instances_and_metrics_from_anywhere(spark, saga_env: Path) -> No
         assert _metric(text, "safebunny_step_parked_total", "stock.OrderPlaced") == 1
         assert _metric(text, "safebunny_step_backlog", "stock.OrderPlaced") == 0
         assert _metric(text, "safebunny_step_query_active", "stock.OrderPlaced") == 0  # availableNow ended
-
     finally:
         metrics.stop()
