@@ -143,6 +143,7 @@ with urllib.request.urlopen(metrics.url, timeout=30) as response:
     scraped = response.read().decode()
 print("\n".join(line for line in scraped.splitlines() if "_total" in line and "payment" in line))
 assert f'safebunny_step_parked_total{{saga="{saga.name}",step="payment.StockReserved"}} 1' in scraped
+metrics.stop()  # in production it runs as long as the saga does
 
 # COMMAND ----------
 
@@ -202,5 +203,4 @@ assert trace.node.iloc[0] == "stock" and trace.node.iloc[-1] == "shipping" and "
 
 # COMMAND ----------
 
-metrics.stop()
 safebunny.topology.delete(saga)
