@@ -2,10 +2,12 @@
 # MAGIC %md
 # MAGIC # Operating a saga
 # MAGIC
-# MAGIC Status per step, backlog, the poison queue and a redrive after a fix, the trace of one order
-# MAGIC through the steps' inboxes, and plots of throughput and backlog per step from the queries'
-# MAGIC progress. The same functions back the `safebunny` command line (`safebunny status`,
-# MAGIC `safebunny poison list|redrive`, `safebunny trace`). CI runs this notebook against a local broker.
+# MAGIC Status per step (the counters every batch records under the saga's root, so any process reads the
+# MAGIC same numbers), the saga instances as a SQL view, Prometheus metrics, the poison queue and a redrive
+# MAGIC after a fix, the trace of one order through the steps' inboxes, and plots of throughput and backlog
+# MAGIC per step from the queries' progress. The same functions back the `safebunny` command line
+# MAGIC (`safebunny status`, `safebunny instances`, `safebunny poison list|redrive`, `safebunny trace`).
+# MAGIC CI runs this notebook against a local broker.
 
 # COMMAND ----------
 
@@ -70,6 +72,9 @@ def ship(paid, ctx):
 
 # COMMAND ----------
 
+from safebunny.saga import SagaMetrics
+
+metrics = SagaMetrics(saga, port=0).start(spark)  # noqa: F821  (a fixed port, 9108 by default, in production)
 running = saga.run(spark, trigger="500 milliseconds")  # noqa: F821
 orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(300)], "orderId string, qty int")  # noqa: F821
 saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
@@ -99,6 +104,46 @@ status = pd.DataFrame([s.to_dict() for s in saga.status()])
 print(status[["node", "type", "backlog", "retrying", "poisoned", "batches", "received", "processed", "duplicates",
               "retried", "parked", "breaker"]].to_string(index=False))
 assert int(status.loc[status.node == "shipping", "processed"].iloc[0]) == 299
+print("\n".join(sorted({n for n in status.note if n})))  # why unacked is empty, when it is
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Saga instances as SQL
+# MAGIC
+# MAGIC `saga.instances()` registers the view `<saga name>_instances` (`-` as `_`): one row per order with its
+# MAGIC business key, state (running, retrying, parked, compensated, completed), current or last step,
+# MAGIC started, last update and steps done. `safebunny instances <saga> --state parked` shows the same.
+
+# COMMAND ----------
+
+from safebunny.saga.instances import view_name
+
+saga.instances(spark)  # noqa: F821
+view = view_name(saga)
+by_state = spark.sql(f"SELECT state, count(*) AS n FROM {view} GROUP BY state ORDER BY state")  # noqa: F821
+by_state.show()
+stuck = spark.sql(f"SELECT businessKey, step, reason FROM {view} WHERE state = 'parked'").collect()  # noqa: F821
+assert [(r.businessKey, r.step) for r in stuck] == [("o7", "payment.StockReserved")]
+assert dict(by_state.collect())["completed"] == 299
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Prometheus metrics
+# MAGIC
+# MAGIC `SagaMetrics(saga).start(spark)` serves `/metrics` (port 9108 by default): per step the counters,
+# MAGIC backlog, retry depth, unacked, and each query's rates from a `StreamingQueryListener`.
+
+# COMMAND ----------
+
+import urllib.request
+
+with urllib.request.urlopen(metrics.url, timeout=30) as response:
+    scraped = response.read().decode()
+print("\n".join(line for line in scraped.splitlines() if "_total" in line and "payment" in line))
+assert f'safebunny_step_parked_total{{saga="{saga.name}",step="payment.StockReserved"}} 1' in scraped
+metrics.stop()  # in production it runs as long as the saga does
 
 # COMMAND ----------
 
@@ -142,6 +187,8 @@ print("redriven:", saga.redrive("payment", "StockReserved"))
 saga.drain(spark)  # noqa: F821
 shipped = safebunny.Inbox(saga.inbox_path, "shipping").rows().to_pylist()
 assert len([r for r in shipped if r["status"] == "done"]) == 300
+saga.instances(spark)  # noqa: F821  (the view again, after the redrive)
+assert spark.sql(f"SELECT state, count(*) FROM {view} GROUP BY state").collect() == [("completed", 300)]  # noqa: F821
 
 # COMMAND ----------
 

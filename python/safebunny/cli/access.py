@@ -15,7 +15,7 @@ from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
 
 __all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "topology", "status",
-           "poison", "redrive", "trace"]
+           "poison", "redrive", "trace", "instances"]
 
 
 def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Any:
@@ -86,13 +86,20 @@ def topology(saga: Any) -> list[dict[str, Any]]:
 
 
 def status(saga: Any) -> list[dict[str, Any]]:
-    """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked`` is
-    not visible over AMQP and left empty)."""
+    """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked``: from
+    the management API, empty when it does not answer, with ``note`` saying why)."""
     rows = []
     for row in to_rows(saga.status()):
-        rows.append({"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"), "unacked": None,
-                     "lastBatch": row.get("last_batch"), **row})
+        rows.append({"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"),
+                     "lastBatch": row.get("last_batch"), "rate": row.get("input_rate"), **row})
     return rows
+
+
+def instances(saga: Any, state: str | None) -> list[dict[str, Any]]:
+    """One row per saga instance (``state`` keeps one state), from :mod:`safebunny.saga.instances`."""
+    from safebunny.saga.instances import instances_table
+
+    return to_rows(instances_table(saga, state))
 
 
 def poison(saga: Any, step: Any) -> list[dict[str, Any]]:

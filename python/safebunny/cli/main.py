@@ -6,6 +6,7 @@ Commands (``safebunny <command> --help`` for each)::
     safebunny status <saga> [--watch [SECONDS]]
     safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
     safebunny trace <saga> <correlation id or business key>
+    safebunny instances <saga> [--state running|retrying|parked|compensated|completed] [--limit N]
     safebunny message-id <causation id> <node> <type> [index]
     safebunny correlation-id <business key>
 
@@ -23,7 +24,7 @@ import sys
 from typing import Any
 
 from safebunny import __version__
-from safebunny.cli import exits, ids, poison, status, topology, trace
+from safebunny.cli import exits, ids, instances, poison, status, topology, trace
 from safebunny.cli.exits import CliError
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
 from safebunny.uri import redact
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_parsers(sub, common)
     poison.add_parsers(sub, common)
     trace.add_parsers(sub, common)
+    instances.add_parsers(sub, common)
     ids.add_parsers(sub)
     return parser
 

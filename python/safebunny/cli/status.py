@@ -12,7 +12,15 @@ from safebunny.cli.output import print_rows, wants_json
 
 __all__ = ["add_parsers", "COLUMNS", "positive_seconds"]
 
-COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "lastBatch", "breaker"]
+COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "received", "processed",
+           "duplicates", "failed", "retried", "parked", "rate", "lastBatch", "breaker"]
+
+
+def _print(args: argparse.Namespace, rows: list[dict[str, Any]], empty: str = "(none)") -> None:
+    print_rows(args, rows, COLUMNS, empty=empty)
+    notes = sorted({r["note"] for r in rows if r.get("note")})
+    if notes and not wants_json(args):
+        print("\n".join(notes))
 
 
 def positive_seconds(text: str) -> float:
@@ -28,7 +36,7 @@ def positive_seconds(text: str) -> float:
 
 def _status(args: argparse.Namespace, saga: Any) -> int:
     if args.watch is None:
-        print_rows(args, access.status(saga), COLUMNS, empty="(the saga has no steps)")
+        _print(args, access.status(saga), empty="(the saga has no steps)")
         return 0
     try:
         while True:
@@ -36,7 +44,7 @@ def _status(args: argparse.Namespace, saga: Any) -> int:
             if not wants_json(args) and sys.stdout.isatty():
                 sys.stdout.write("\x1b[H\x1b[2J")
             print(f"{access.saga_name(saga)}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
-            print_rows(args, rows, COLUMNS)
+            _print(args, rows)
             sys.stdout.flush()
             time.sleep(args.watch)
     except KeyboardInterrupt:
@@ -46,7 +54,7 @@ def _status(args: argparse.Namespace, saga: Any) -> int:
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``status``."""
     status = sub.add_parser("status", parents=[common],
-                            help="per step: backlog, ready, unacked, retry and poison depths, last batch, breaker")
+                            help="per step: depths, unacked, counters (from any process), rate, last batch, breaker")
     status.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     status.add_argument("--watch", nargs="?", const=2.0, default=None, type=positive_seconds, metavar="SECONDS",
                         help="refresh every SECONDS (default 2) until Ctrl-C")

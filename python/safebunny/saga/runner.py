@@ -15,6 +15,7 @@ from typing import Any
 
 from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.recorder import batch_function
 from safebunny.session import activate, read_stream
 
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain"]
@@ -39,7 +40,7 @@ def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
 def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
     """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
     writer = (source_frame(spark, saga, step).writeStream
-              .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
+              .foreachBatch(batch_function(saga, step))
               .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)

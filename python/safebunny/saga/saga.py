@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -13,7 +12,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, checks, parked
+from safebunny.saga import breaker, checks, instances, parked
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.retry import Retry
@@ -43,6 +42,9 @@ class StepStatus:
     input_rate: float | None
     last_batch: str | None
     breaker: str
+    #: delivered, not yet acknowledged (the management API); None with ``note`` saying why
+    unacked: int | None = None
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,10 +74,14 @@ class Saga:
     under ``root``. ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
     ``delivery_limit`` unless ``quorum=False``. A password inside ``uri`` is kept apart from it (as
     ``password``), so the queries' plans never show it. ``strict=True`` turns the definition checks'
-    warnings (a route no step feeds, an emit outside a step's ``produces``) into errors."""
+    warnings (a route no step feeds, an emit outside a step's ``produces``) into errors.
+    ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
+    host, port 15672)."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
-                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False) -> None:
+                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
+                 management_url: str | None = None) -> None:
+        self.management_url = management_url
         self.name = topology.check_name("saga", name)
         self.password = password
         self.uri = uri
@@ -226,6 +232,7 @@ class Saga:
         if self.password is not None:
             options["password"] = self.password
         publish(out, **options)
+        instances.record_started(self, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second") -> Any:
         """Start every step as its own streaming query; returns a handle with ``stop()``."""
@@ -253,31 +260,11 @@ class Saga:
 
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:
-        """One :class:`StepStatus` per step: broker depths, this process's batch counters, the breaker."""
-        topo = topology.plan(self)
-        depth = topology.depths(self, [q.name for q in topo.queues])
-        out = []
-        for s in self.steps:
-            reports = list(self._runtimes[s.label].reports) if s.label in self._runtimes else []
-            counts = self._failures[s.label].counts if s.label in self._failures else {}
-            backlog = depth.get(topology.queue_name(self, s.node, s.consumes))
-            retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
-            rate = None
-            if len(reports) >= 2:
-                span = (reports[-1].finished_at - reports[0].finished_at).total_seconds()
-                rate = sum(r.received for r in reports[1:]) / span if span > 0 else None
-            until = breaker.paused_until(self.pause_file(s.node, s.consumes))
-            out.append(StepStatus(
-                s.node, s.consumes, f"{self.name}.{s.label}", None if backlog is None else backlog[0],
-                None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
-                len(self.poison_rows(s.node, s.consumes)) if backlog is not None else 0,
-                len(reports), sum(r.received for r in reports), sum(r.processed for r in reports),
-                sum(r.duplicates_in_batch + r.duplicates_in_inbox for r in reports),
-                sum(r.failed for r in reports), counts.get("retried", 0), counts.get("poisoned", 0), rate,
-                reports[-1].finished_at.isoformat() if reports else None,
-                "closed" if until is None else
-                f"open until {dt.datetime.fromtimestamp(until, dt.timezone.utc).isoformat(timespec='seconds')}"))
-        return out
+        """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
+        API), the counters each batch recorded under the root (:mod:`safebunny.saga.status_log`), the breaker."""
+        from safebunny.saga.status import status_fields
+
+        return [StepStatus(**fields) for fields in status_fields(self)]
 
     def trace(self, correlation_id: str) -> list[TraceEntry]:
         """The path of one saga instance through the steps' inboxes, in processing order. Takes a
@@ -290,6 +277,13 @@ class Saga:
         return [TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"], r["reason"],
                            r["attempts"], list(r["emitted"] or []), r["batchId"], r["processedAt"].isoformat())
                 for r in rows]
+
+    def instances(self, spark: Any = None, state: str | None = None) -> Any:
+        """One row per saga instance (business key, correlation id, state, current or last step, started,
+        last update, steps done) as a DataFrame in the active (or given) session, also registered as the
+        SQL view ``<saga name>_instances`` (``-`` as ``_``). ``state``: ``running``, ``retrying``,
+        ``parked``, ``compensated`` or ``completed`` (see :mod:`safebunny.saga.instance_state`)."""
+        return instances.instances_frame(self, spark, state)
 
     def poison_rows(self, node: str, type: str) -> list[parked.Parked]:  # noqa: A002
         """The messages parked in step ``node.type``'s poison queue (no Spark needed)."""

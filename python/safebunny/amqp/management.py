@@ -1,0 +1,82 @@
+"""Queue counts from RabbitMQ's management HTTP API (``rabbitmq_management``), which AMQP cannot give.
+
+A passive declare over AMQP tells the ready messages and consumers of a queue, not the messages
+delivered and not yet acknowledged. The management API does (``messages_unacknowledged``), when the
+plugin is on: ``rabbitmq-plugins enable rabbitmq_management``. Its numbers are sampled by the broker
+(every 5 s by default, ``collect_statistics_interval``), so they lag by up to that much.
+
+:func:`queue_counts` never raises for an unreachable or refusing API: it returns no counts and a note
+saying why, with the URL but never the password. Standard library only (``urllib``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urlsplit
+
+__all__ = ["QueueCounts", "management_url_for", "queue_counts", "DEFAULT_PORT"]
+
+DEFAULT_PORT = 15672
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """A queue's messages as the management API counts them."""
+
+    ready: int
+    unacked: int
+
+
+def management_url_for(amqp_uri: str) -> str:
+    """The management API's usual address for a broker: the AMQP host on port 15672 (``https`` for ``amqps``)."""
+    parts = urlsplit(amqp_uri)
+    scheme = "https" if parts.scheme == "amqps" else "http"
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{DEFAULT_PORT}"
+
+
+def _credentials(amqp_uri: str, password: str | None) -> tuple[str, str]:
+    parts = urlsplit(amqp_uri)
+    user = unquote(parts.username) if parts.username else "guest"
+    secret = password if password is not None else (unquote(parts.password) if parts.password else "guest")
+    return user, secret
+
+
+def _vhost(amqp_uri: str) -> str:
+    path = urlsplit(amqp_uri).path
+    return unquote(path[1:]) if len(path) > 1 else "/"
+
+
+def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = None, url: str | None = None,
+                 timeout: float = 2.0) -> tuple[dict[str, QueueCounts] | None, str | None]:
+    """``({queue: QueueCounts}, None)`` for the ``names`` that exist in the URI's vhost, or ``(None, note)``
+    when the management API at ``url`` (default :func:`management_url_for`) does not answer or refuses.
+    The login is the AMQP URI's user (or ``password``); it needs the ``monitoring`` or ``management`` tag."""
+    base = (url or management_url_for(amqp_uri)).rstrip("/")
+    user, secret = _credentials(amqp_uri, password)
+    vhost = _vhost(amqp_uri)
+    request = urllib.request.Request(
+        f"{base}/api/queues/{quote(vhost, safe='')}?columns=name,messages_ready,messages_unacknowledged",
+        headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
+            listed = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return None, (f"unacked unknown: the management API at {base} refused user {user!r} (HTTP {exc.code}); "
+                          "give it the 'monitoring' tag")
+        return None, f"unacked unknown: the management API at {base} answered HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return None, (f"unacked unknown: no management API at {base} ({reason}); enable the plugin "
+                      "('rabbitmq-plugins enable rabbitmq_management') or give Saga(management_url=...)")
+    wanted = set(names)
+    return {q["name"]: QueueCounts(int(q.get("messages_ready") or 0), int(q.get("messages_unacknowledged") or 0))
+            for q in listed if isinstance(q, dict) and q.get("name") in wanted}, None

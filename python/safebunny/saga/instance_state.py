@@ -1,0 +1,133 @@
+"""The state of each saga instance, derived from the steps' inbox rows, the parked messages and the started
+records (pure functions; :mod:`safebunny.saga.instances` reads those and builds the DataFrame).
+
+An instance is the set of messages with one correlation id. Its messages are **open** when:
+
+- a step emitted them to a step of this saga and no step has processed them yet (in a queue, or in a batch);
+- they failed and were not processed since: **parked** when the poison queue holds them, else **waiting in
+  retry** (in a retry tier, or back in the step's queue);
+- the instance was started (``saga.start``) and its first message is not processed yet.
+
+A **terminal step** is one whose ``produces`` no step of the saga consumes (a step that produces nothing is
+one): its emits, if any, leave the saga. An instance is **completed** when nothing of it is open (every path
+reached a terminal step, or a step that processed its message with nothing to emit) and no compensation step
+ran; **compensated** when nothing is open and a compensation step (``compensates=...``) processed one of its
+messages. A message parked at a step with ``fails_as`` counts as compensated once a compensation step ran.
+States by precedence: ``parked``, ``retrying``, ``running``, ``compensated``, ``completed``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.ids import message_id
+
+__all__ = ["STATES", "INSTANCE_SCHEMA", "Parked", "instance_rows", "terminal_steps"]
+
+STATES = ("running", "retrying", "parked", "compensated", "completed")
+INSTANCE_SCHEMA = pa.schema([
+    ("businessKey", pa.string()), ("correlationId", pa.string()), ("state", pa.string()), ("step", pa.string()),
+    ("started", pa.timestamp("us", tz="UTC")), ("lastUpdate", pa.timestamp("us", tz="UTC")),
+    ("stepsDone", pa.int32()), ("messages", pa.int32()), ("reason", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class Parked:
+    """A message in a step's poison queue: the step's label, its id and instance, and why."""
+
+    step: str
+    message_id: str | None
+    correlation_id: str | None
+    reason: str | None = None
+
+
+def terminal_steps(steps: Sequence[Any]) -> set[str]:
+    """Labels (``node.type``) of the steps whose ``produces`` no step of ``steps`` consumes from them."""
+    consumed = {(s.from_node, s.consumes) for s in steps}
+    return {s.label for s in steps if not any((s.node, t) in consumed for t in s.produces)}
+
+
+def _label(row: Mapping[str, Any]) -> str:
+    return f"{row['node']}.{row['type']}" if row.get("type") else str(row["node"])
+
+
+def _expected(row: Mapping[str, Any], consumed_by: Mapping[str, set[str]]) -> set[str]:
+    """The ids a done row emitted that a step of the saga consumes (ids are derived: recompute them)."""
+    types = consumed_by.get(row["node"], set())
+    n = len(row["emitted"] or ())
+    return {message_id(row["messageId"], row["node"], t, i) for t in types for i in range(n)}
+
+
+def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], parked: Iterable[Parked] = (),
+                  started: Iterable[Mapping[str, Any]] = ()) -> pa.Table:
+    """One row per instance (:data:`INSTANCE_SCHEMA`), newest update first.
+
+    ``inbox``: inbox rows (node, messageId, correlationId, type, status, reason, emitted, processedAt);
+    ``steps``: the saga's step definitions; ``started``: rows with businessKey, correlationId, startedAt."""
+    consumed_by: dict[str, set[str]] = defaultdict(set)
+    for s in steps:
+        consumed_by[s.from_node].add(s.consumes)
+    compensation = {s.label for s in steps if getattr(s, "compensates", None)}
+    with_fails_as = {s.label for s in steps if getattr(s, "fails_as", None)}
+    by_instance: dict[str | None, list[Mapping[str, Any]]] = defaultdict(list)
+    done_ids: set[str] = set()
+    done_at: set[tuple[str, str]] = set()
+    for row in inbox:
+        by_instance[row["correlationId"]].append(row)
+        if row["status"] == "done":
+            done_ids.add(row["messageId"])
+            done_at.add((_label(row), row["messageId"]))
+    parked_of: dict[str | None, list[Parked]] = defaultdict(list)
+    for p in parked:
+        if p.message_id is not None and (p.step, p.message_id) not in done_at:  # a redrive resolved it
+            parked_of[p.correlation_id].append(p)
+    first: dict[str, tuple[str | None, dt.datetime | None]] = {}
+    for s in started:
+        key, corr, at = s.get("businessKey"), s["correlationId"], s.get("startedAt")
+        known = first.get(corr)
+        if known is None or (at is not None and (known[1] is None or at < known[1])):
+            first[corr] = (key, at)
+    out = []
+    for corr in (set(by_instance) | set(first) | set(parked_of)) - {None}:  # no correlation id: no instance
+        out.append(_instance(corr, by_instance.get(corr, []), parked_of.get(corr, []), first.get(corr),
+                             done_ids, done_at, consumed_by, compensation, with_fails_as))
+    out.sort(key=lambda r: r["lastUpdate"] or dt.datetime.min.replace(tzinfo=dt.timezone.utc), reverse=True)
+    return pa.Table.from_pylist(out, schema=INSTANCE_SCHEMA)
+
+
+def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Parked],
+              start: tuple[str | None, dt.datetime | None] | None, done_ids: set[str],
+              done_at: set[tuple[str, str]], consumed_by: Mapping[str, set[str]], compensation: set[str],
+              with_fails_as: set[str]) -> dict[str, Any]:
+    rows = sorted(rows, key=lambda r: r["processedAt"])
+    done = [r for r in rows if r["status"] == "done"]
+    compensated = any(_label(r) in compensation for r in done)
+    stuck = [p for p in parked if not (compensated and p.step in with_fails_as)]
+    failing = [r for r in rows if r["status"] == "failed" and (_label(r), r["messageId"]) not in done_at
+               and not any(p.message_id == r["messageId"] for p in parked)]
+    in_flight = [(r, e) for r in done for e in (r["emitted"] or ()) if e not in done_ids]
+    open_emits = [r for r, e in in_flight if e in _expected(r, consumed_by)]
+    last = rows[-1] if rows else None
+    if stuck:
+        state, step, reason = "parked", stuck[-1].step, stuck[-1].reason
+    elif failing:
+        state, step, reason = "retrying", _label(failing[-1]), failing[-1]["reason"]
+    elif open_emits or not rows:
+        state, step, reason = "running", _label(last) if last else None, None
+    else:
+        state, step, reason = ("compensated" if compensated else "completed"), _label(last), None
+    times = [r["processedAt"] for r in rows]
+    started_at = start[1] if start else None
+    if times and (started_at is None or times[0] < started_at):
+        started_at = times[0]
+    return {"businessKey": start[0] if start else None, "correlationId": corr, "state": state, "step": step,
+            "started": started_at, "lastUpdate": times[-1] if times else started_at,
+            "stepsDone": len({_label(r) for r in done}), "messages": len({r["messageId"] for r in rows}),
+            "reason": reason}

@@ -1,0 +1,107 @@
+"""Saga instances as a table: ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
+
+Derived from what is durable: the steps' inbox rows (within the inbox's dedupe window, 7 days by
+default), the messages in the poison queues (read only for the steps whose poison queue holds any), and
+the started records ``saga.start`` appends to ``<root>/started`` (a Delta table: businessKey,
+correlationId, node, type, startedAt), which give each instance its business key and make an instance
+visible before its first step runs. States and "completed": :mod:`safebunny.saga.instance_state`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.amqp import topology
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once import Inbox
+from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.ids import correlation_id_for
+from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
+
+__all__ = ["instances_table", "instances_frame", "view_name", "record_started", "started_path", "STARTED_SCHEMA"]
+
+STARTED_SCHEMA = pa.schema([("businessKey", pa.string()), ("correlationId", pa.string()), ("node", pa.string()),
+                            ("type", pa.string()), ("startedAt", pa.timestamp("us", tz="UTC"))])
+_INBOX_COLUMNS = ["node", "messageId", "correlationId", "type", "status", "reason", "emitted", "processedAt"]
+
+
+def started_path(saga: Any) -> str:
+    return os.path.join(saga.root, "started")
+
+
+def view_name(saga: Any) -> str:
+    """The SQL view ``saga.instances()`` registers: ``<saga name>_instances``, other characters than letters,
+    digits and ``_`` replaced by ``_`` (saga ``shop-eu`` -> ``shop_eu_instances``)."""
+    return re.sub(r"\W", "_", f"{saga.name}_instances")
+
+
+def record_started(saga: Any, df: Any, business_key: str, node: str, message_type: str) -> int:
+    """Append the business keys of ``df`` (the rows ``saga.start`` published) to the started records."""
+    from deltalake import write_deltalake
+
+    keys = df.select(df[business_key].cast("string").alias("k")).distinct().toArrow().column("k").to_pylist()
+    keys = [k for k in keys if k is not None and k.strip()]
+    if not keys:
+        return 0
+    now = dt.datetime.now(dt.timezone.utc)
+    table = pa.Table.from_pydict({"businessKey": keys, "correlationId": [correlation_id_for(k) for k in keys],
+                                  "node": [node] * len(keys), "type": [message_type] * len(keys),
+                                  "startedAt": [now] * len(keys)}, schema=STARTED_SCHEMA)
+    write_deltalake(DeltaPath(started_path(saga)).path, table, mode="append")
+    return len(keys)
+
+
+def _parked(saga: Any) -> list[Parked]:
+    names = {topology.poison_queue_name(saga, s.node, s.consumes): s for s in saga.steps}
+    depth = topology.depths(saga, list(names))
+    out = []
+    for name, step in names.items():
+        if depth.get(name) is None:
+            continue  # not declared: nothing parked
+        for p in saga.poison_rows(step.node, step.consumes):
+            out.append(Parked(p.step, p.messageId, p.correlationId, p.reason))
+    return out
+
+
+def instances_table(saga: Any, state: str | None = None, parked: bool = True) -> pa.Table:
+    """One row per instance of ``saga`` (:data:`~safebunny.saga.instance_state.INSTANCE_SCHEMA`), newest
+    update first; ``state`` keeps one state; ``parked=False`` skips reading the poison queues (no broker)."""
+    if state is not None and state not in STATES:
+        raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
+    inbox = Inbox(saga.inbox_path, "instances").rows(all_nodes=True)
+    started = DeltaPath(started_path(saga)).read()
+    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga) if parked else (),
+                          started.to_pylist() if started is not None else ())
+    if state is not None:
+        import pyarrow.compute as pc
+
+        table = table.filter(pc.equal(table.column("state"), state))
+    return table
+
+
+def instances_frame(saga: Any, spark: Any = None, state: str | None = None) -> Any:
+    """:func:`instances_table` as a DataFrame in ``spark`` (or the active session), also registered as the
+    temporary view :func:`view_name` (all states, whatever ``state`` filters in the returned frame)."""
+    from pyspark.sql import SparkSession
+
+    if state is not None and state not in STATES:
+        raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        raise SafeBunnyOptionError("saga.instances(...) needs a SparkSession: pass spark=..., or use "
+                                   "'safebunny instances' without Spark.", "spark")
+    table = instances_table(saga)
+    frame = session.createDataFrame(table if table.num_rows else INSTANCE_SCHEMA.empty_table(),
+                                    schema=_ddl())
+    frame.createOrReplaceTempView(view_name(saga))
+    return frame if state is None else frame.where(frame.state == state)
+
+
+def _ddl() -> str:
+    return ("businessKey string, correlationId string, state string, step string, started timestamp, "
+            "lastUpdate timestamp, stepsDone int, messages int, reason string")

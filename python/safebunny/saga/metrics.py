@@ -1,0 +1,235 @@
+"""Prometheus metrics of a saga's steps: ``SagaMetrics(saga).start(spark)`` serves ``/metrics`` on a port.
+
+Two sources, joined per step (label ``step="node.type"``, plus ``saga``):
+
+- a ``StreamingQueryListener`` (PySpark's Python listener) keeps each step query's last progress: input
+  and processed rows per second, the last batch's rows, duration and id, and whether the query is active;
+- at each scrape, what ``saga.status()`` reads from durable places: the step's counters since the saga
+  root was created (batches, received, processed, duplicates, failed, retried, parked), the backlog and
+  retry-tier depths (AMQP passive declares) and unacked messages (when the management API answers).
+  The poison queues are not read at each scrape (a stream read per step); ``parked_total`` counts them.
+
+Standard library HTTP server (``http.server``), in a daemon thread; no dependency beyond safebunny's.
+Scrape it with::
+
+    scrape_configs:
+      - job_name: safebunny
+        scrape_interval: 15s
+        static_configs:
+          - targets: ["driver-host:9108"]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Iterable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["SagaMetrics", "render", "METRICS", "DEFAULT_PORT"]
+
+log = logging.getLogger("safebunny.metrics")
+DEFAULT_PORT = 9108
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+#: name -> (type, help, field of the step's sample)
+METRICS: dict[str, tuple[str, str, str]] = {
+    "safebunny_step_batches_total": ("counter", "Batches with messages the step processed (all processes).",
+                                     "batches"),
+    "safebunny_step_received_total": ("counter", "Messages the step received, duplicates included.", "received"),
+    "safebunny_step_processed_total": ("counter", "Messages the step processed (effects applied, emits sent).",
+                                       "processed"),
+    "safebunny_step_duplicates_total": ("counter", "Messages the step dropped as already processed.",
+                                        "duplicates"),
+    "safebunny_step_failed_total": ("counter", "Messages whose handler failed (then retried or parked).", "failed"),
+    "safebunny_step_retried_total": ("counter", "Failed messages sent to a retry tier.", "retried"),
+    "safebunny_step_parked_total": ("counter", "Failed messages sent to the poison queue.", "parked"),
+    "safebunny_step_backlog": ("gauge", "Messages ready in the step's queue.", "backlog"),
+    "safebunny_step_retrying": ("gauge", "Messages waiting in the step's retry tiers.", "retrying"),
+    "safebunny_step_unacked": ("gauge", "Messages delivered to the step and not yet acknowledged (management API).",
+                               "unacked"),
+    "safebunny_step_rate": ("gauge", "Messages received per second over the last minute (from the counters).",
+                            "input_rate"),
+    "safebunny_step_input_rows_per_second": ("gauge", "Input rows per second of the query's last progress.",
+                                             "inputRowsPerSecond"),
+    "safebunny_step_processed_rows_per_second": ("gauge", "Processed rows per second of the query's last progress.",
+                                                 "processedRowsPerSecond"),
+    "safebunny_step_last_batch_rows": ("gauge", "Rows of the query's last batch.", "numInputRows"),
+    "safebunny_step_last_batch_seconds": ("gauge", "Duration of the query's last batch.", "batchSeconds"),
+    "safebunny_step_last_batch_id": ("gauge", "Id of the query's last batch.", "batchId"),
+    "safebunny_step_query_active": ("gauge", "1 while the step's query runs in this driver, else 0.", "active"),
+}
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number):
+        return "NaN"
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
+def render(saga_name: str, samples: Iterable[Mapping[str, Any]]) -> str:
+    """Prometheus text exposition (format 0.0.4) of per-step ``samples`` (each with ``step`` and fields
+    named in :data:`METRICS`); a field that is None or missing is left out, not reported as 0."""
+    rows = list(samples)
+    lines = []
+    for name, (kind, text, field) in METRICS.items():
+        values = []
+        for row in rows:
+            number = _number(row.get(field))
+            if number is not None:
+                labels = f'saga="{_escape(saga_name)}",step="{_escape(str(row["step"]))}"'
+                values.append(f"{name}{{{labels}}} {number}")
+        if values:
+            lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *values]
+    return "\n".join(lines) + "\n"
+
+
+class SagaMetrics:
+    """Serves the metrics of ``saga``'s steps on ``host:port`` (``port=0`` picks a free one; see :attr:`port`)."""
+
+    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> None:
+        self.saga = saga
+        self.host = host
+        self.requested_port = port
+        self.progress: dict[str, dict[str, Any]] = {}  # step label -> last progress fields
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._spark: Any = None
+        self.listener: Any = None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1] if self._server is not None else self.requested_port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/metrics"
+
+    # -- the listener --------------------------------------------------------------------------
+    def _label_of(self, query_name: str | None) -> str | None:
+        prefix = f"{self.saga.name}."
+        if not query_name or not query_name.startswith(prefix):
+            return None  # another query of the session
+        label = query_name[len(prefix):]
+        return label if any(s.label == label for s in self.saga.steps) else None
+
+    def on_progress(self, progress: Any) -> None:
+        label = self._label_of(progress.name)
+        if label is None:
+            return
+        with self._lock:
+            self.progress[label] = {
+                "inputRowsPerSecond": progress.inputRowsPerSecond,
+                "processedRowsPerSecond": progress.processedRowsPerSecond,
+                "numInputRows": progress.numInputRows, "batchId": progress.batchId,
+                "batchSeconds": (progress.batchDuration or 0) / 1000.0, "active": 1}
+
+    def on_terminated(self, query_name: str | None) -> None:
+        label = self._label_of(query_name)
+        if label is not None:
+            with self._lock:
+                self.progress.setdefault(label, {})["active"] = 0
+
+    # -- a scrape ------------------------------------------------------------------------------
+    def samples(self) -> list[dict[str, Any]]:
+        """Per step: the durable status (without reading poison queues) and the last progress seen here."""
+        from safebunny.saga.status import status_fields
+
+        with self._lock:
+            progress = {k: dict(v) for k, v in self.progress.items()}
+        out = []
+        for fields in status_fields(self.saga, poison=False):
+            label = f"{fields['node']}.{fields['type']}"
+            out.append({"step": label, **fields, **progress.get(label, {"active": 0})})
+        return out
+
+    def text(self) -> str:
+        return render(self.saga.name, self.samples())
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self, spark: Any) -> SagaMetrics:
+        """Add the listener to ``spark``'s streams and serve ``/metrics`` in a daemon thread."""
+        self.listener = _listener(self)
+        spark.streams.addListener(self.listener)
+        self._spark = spark
+        self._server = ThreadingHTTPServer((self.host, self.requested_port), _handler(self))
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name=f"safebunny-metrics-{self.saga.name}",
+                         daemon=True).start()
+        log.info("saga %s: metrics at %s", self.saga.name, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._spark is not None and self.listener is not None:
+            self._spark.streams.removeListener(self.listener)
+            self._spark = None
+
+    def __enter__(self) -> SagaMetrics:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _listener(metrics: SagaMetrics) -> Any:
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class _SagaListener(StreamingQueryListener):
+        """Keeps each step query's last progress for :class:`SagaMetrics` (runs on the driver)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: dict[str, str] = {}  # query id -> name (a termination event has no name)
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 - PySpark's names
+            self.names[str(event.id)] = event.name
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            metrics.on_progress(event.progress)
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            metrics.on_terminated(self.names.pop(str(event.id), None))
+
+    return _SagaListener()
+
+
+def _handler(metrics: SagaMetrics) -> type[BaseHTTPRequestHandler]:
+    class _Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.split("?", 1)[0] not in ("/metrics", "/"):
+                self.send_error(404, "only /metrics here")
+                return
+            try:
+                body, code = metrics.text().encode(), 200
+            except Exception as exc:  # noqa: BLE001 - a scrape reports the failure instead of hanging up
+                log.warning("saga %s: metrics scrape failed: %s", metrics.saga.name, exc)
+                body, code = f"# safebunny: the scrape failed: {type(exc).__name__}\n".encode(), 503
+            self.send_response(code)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: one line per scrape is noise
+            pass
+
+    return _Handler

@@ -1,0 +1,73 @@
+"""The ``foreachBatch`` function of a saga step's query: the exactly-once step, then its counters recorded.
+
+:func:`batch_function` wraps the step's :class:`safebunny.Step`: its ``on_failed`` callback (which routes
+failed rows to retry or poison) is followed by a tally of where each row went, and after the batch its
+counters go to the step's :class:`~safebunny.saga.status_log.StatusLog`, once per (epoch, batch id).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from safebunny.saga.definition import SagaStep
+from safebunny.saga.retry import decide
+from safebunny.saga.status_log import BatchCounts, StatusLog
+
+__all__ = ["StepRecorder", "batch_function", "counts_of"]
+
+_RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictionary()
+
+
+def counts_of(report: Any, retried: int, parked: int) -> BatchCounts:
+    """A :class:`BatchCounts` from a step's ``BatchReport`` (the one place that reads its field names)."""
+    duplicates = getattr(report, "duplicates", None)
+    if duplicates is None:
+        duplicates = report.duplicates_in_batch + report.duplicates_in_inbox
+    return BatchCounts(report.received, report.processed, duplicates, report.failed, retried, parked,
+                       report.emitted, report.seconds, report.finished_at)
+
+
+class StepRecorder:
+    """Counts one saga step's batches into its status log; ``runtime`` is the step's exactly-once Step."""
+
+    def __init__(self, saga: Any, step: SagaStep, runtime: Any) -> None:
+        self.log = StatusLog(saga.root, step.label)
+        self.retry = saga.retry
+        self.runtime = runtime
+        self._route = runtime.on_failed
+        self._tally: Counter[str] = Counter()
+        runtime.on_failed = self._on_failed
+
+    def _on_failed(self, rows: list[Any], ctx: Any) -> None:
+        if self._route is not None:
+            self._route(rows, ctx)  # published (confirmed) first: a tally never counts an unsent row
+        for row in rows:
+            headers = dict((row.row or {}).get("headers") or {})
+            self._tally["parked" if decide(self.retry, headers, row.error_type).target == "poison" else "retried"] += 1
+
+    def process(self, batch_df: Any, batch_id: int, handler: Callable[..., Any], rows: bool) -> Any:
+        """Run the batch through the step, then count it (a batch without messages is not counted)."""
+        self._tally.clear()
+        report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
+        if report.received:
+            self.log.record(report.epoch, report.batch_id,
+                            counts_of(report, self._tally["retried"], self._tally["parked"]))
+        return report
+
+
+def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
+    """The function for ``writeStream.foreachBatch`` of saga step ``step``."""
+    runtime = saga.runtime(step)
+    recorder = _RECORDERS.get(runtime)
+    if recorder is None:
+        recorder = _RECORDERS[runtime] = StepRecorder(saga, step, runtime)
+    handler = saga.handler_of(step)
+
+    def run(batch_df: Any, batch_id: int) -> None:
+        recorder.process(batch_df, batch_id, handler, step.rows)
+
+    run.__name__ = f"safebunny_saga_step_{step.node}_{step.consumes}"
+    return run

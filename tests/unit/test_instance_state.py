@@ -1,0 +1,85 @@
+"""Saga instance states from inbox rows, parked messages and started records (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+from safebunny.ids import correlation_id_for, message_id
+from safebunny.saga.instance_state import Parked, instance_rows, terminal_steps
+
+T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def _step(node: str, consumes: str, from_node: str, produces: tuple[str, ...] = (), compensates: str | None = None,
+          fails_as: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(node=node, consumes=consumes, from_node=from_node, produces=produces,
+                           compensates=compensates, fails_as=fails_as, label=f"{node}.{consumes}")
+
+
+STEPS = [_step("stock", "OrderPlaced", "orders", ("StockReserved",)),
+         _step("payment", "StockReserved", "stock", ("PaymentCharged", "PaymentDeclined", "Invoice")),
+         _step("shipping", "PaymentCharged", "payment"),
+         _step("stock", "PaymentDeclined", "payment", compensates="OrderPlaced")]
+
+
+def _path(key: str, steps: list[tuple[str, str, str | None, str]], minutes: int = 0) -> list[dict]:
+    """Inbox rows of one instance: (node, type, emitted type or None, status) in order, ids derived."""
+    corr = correlation_id_for(key)
+    mid = message_id(corr, "orders", "OrderPlaced", 0)
+    rows = []
+    for i, (node, mtype, emits, status) in enumerate(steps):
+        emitted = [message_id(mid, node, emits, 0)] if emits and status == "done" else []
+        rows.append({"node": node, "messageId": mid, "correlationId": corr, "type": mtype, "status": status,
+                     "reason": "boom" if status == "failed" else None, "emitted": emitted,
+                     "processedAt": T0 + dt.timedelta(minutes=minutes, seconds=i)})
+        if emitted:
+            mid = emitted[0]
+    return rows
+
+
+def test_terminal_steps_are_those_whose_outputs_no_step_consumes() -> None:
+    assert terminal_steps(STEPS) == {"shipping.PaymentCharged", "stock.PaymentDeclined"}
+
+
+def test_each_state_and_its_step() -> None:
+    inbox = [
+        *_path("done", [("stock", "OrderPlaced", "StockReserved", "done"),
+                        ("payment", "StockReserved", "PaymentCharged", "done"),
+                        ("shipping", "PaymentCharged", None, "done")]),
+        *_path("comp", [("stock", "OrderPlaced", "StockReserved", "done"),
+                        ("payment", "StockReserved", "PaymentDeclined", "done"),
+                        ("stock", "PaymentDeclined", None, "done")]),
+        *_path("flight", [("stock", "OrderPlaced", "StockReserved", "done")]),
+        *_path("retry", [("stock", "OrderPlaced", "StockReserved", "done"),
+                         ("payment", "StockReserved", None, "failed")]),
+        *_path("stuck", [("stock", "OrderPlaced", "StockReserved", "done"),
+                         ("payment", "StockReserved", None, "failed")]),
+        *_path("external", [("stock", "OrderPlaced", "StockReserved", "done"),
+                            ("payment", "StockReserved", "Invoice", "done")]),  # Invoice leaves the saga
+    ]
+    stuck = [r for r in inbox if r["correlationId"] == correlation_id_for("stuck") and r["status"] == "failed"][0]
+    parked = [Parked("payment.StockReserved", stuck["messageId"], stuck["correlationId"], "card refused")]
+    started = [{"businessKey": k, "correlationId": correlation_id_for(k), "startedAt": T0 - dt.timedelta(seconds=1)}
+               for k in ("done", "comp", "flight", "retry", "stuck", "external", "queued")]
+    table = instance_rows(inbox, STEPS, parked, started)
+    got = {r["businessKey"]: r for r in table.to_pylist()}
+    assert {k: r["state"] for k, r in got.items()} == {
+        "done": "completed", "comp": "compensated", "flight": "running", "retry": "retrying", "stuck": "parked",
+        "external": "completed", "queued": "running"}
+    assert got["stuck"]["step"] == "payment.StockReserved" and got["stuck"]["reason"] == "card refused"
+    assert got["retry"]["reason"] == "boom" and got["done"]["stepsDone"] == 3
+    assert got["queued"]["step"] is None and got["queued"]["stepsDone"] == 0
+    assert got["done"]["started"] == T0 - dt.timedelta(seconds=1)
+    assert table.column("correlationId").to_pylist()[-1] == correlation_id_for("queued")  # newest update first
+
+
+def test_a_parked_message_processed_after_a_redrive_no_longer_parks_its_instance() -> None:
+    inbox = _path("fixed", [("stock", "OrderPlaced", "StockReserved", "done"),
+                            ("payment", "StockReserved", "PaymentCharged", "failed"),
+                            ("payment", "StockReserved", "PaymentCharged", "done"),
+                            ("shipping", "PaymentCharged", None, "done")])
+    failed = inbox[1]
+    parked = [Parked("payment.StockReserved", failed["messageId"], failed["correlationId"], "x")]
+    (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
+    assert row["state"] == "completed" and row["businessKey"] is None and row["messages"] == 3
