@@ -36,6 +36,7 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.exactly_once.batch import Batch, NewMessages
+from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
@@ -96,14 +97,17 @@ class Step:
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
     - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
-      broker fails them, e.g. through a restart, before the batch fails (default 60 s).
+      broker fails them, e.g. through a restart, before the batch fails (default 60 s);
+    - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
+      query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`).
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
                  window: dt.timedelta = DEFAULT_WINDOW, row_retries: int = 2, max_isolation_jobs: int = 64,
                  on_failed: FailedCallback | None = None, router: Router | None = None,
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
-                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto") -> None:
+                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
+                 checkpoint: str | None = None) -> None:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
         self.uri = uri
@@ -119,6 +123,7 @@ class Step:
         self.publish_options = dict(publish_options or {})
         self.publish_retry_seconds = publish_retry_seconds
         self.fixed_epoch = epoch
+        self.checkpoint = checkpoint
         self.outcomes = OutcomeLog(inbox, node)
         self.reports: deque[BatchReport] = deque(maxlen=200)
 
@@ -146,7 +151,7 @@ class Step:
         started = time.monotonic()
         clock = _Phases()
         spark = activate(batch_df.sparkSession)
-        epoch = self._epoch(spark)
+        epoch = self._epoch(spark, batch_df, batch_id)
         ctx = StepContext(self.node, batch_id, epoch)
         batch = Batch.collect(batch_df)
         clock.lap("read")
@@ -302,7 +307,9 @@ class Step:
                                 tuple(emitted.get(mid, ())), message_type))
         return out
 
-    def _epoch(self, spark: Any) -> str:
+    def _epoch(self, spark: Any, batch_df: Any = None, batch_id: int | None = None) -> str:
+        if is_connect(spark):  # no sparkContext in a Connect foreachBatch process
+            return connect_epoch(batch_df, batch_id, self.checkpoint, self.fixed_epoch, self.node)
         epoch = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or self.fixed_epoch
         if not epoch:
             raise SafeBunnyError(

@@ -34,7 +34,7 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
         options["password"] = saga.password
     writer = (read_stream(spark, **options).writeStream
               .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
-              .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
+              .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
     return writer.start()

@@ -125,12 +125,17 @@ class Saga:
     def pause_file(self, node: str, message_type: str) -> str:
         return breaker.pause_path(self.root, node, message_type)
 
+    def checkpoint_of(self, step: SagaStep) -> str:
+        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect)."""
+        return os.path.join(self.root, "checkpoints", step.label)
+
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step (one per step, kept for status)."""
         if step.label not in self._runtimes:
             self._failures[step.label] = FailureRouter(self, step)
             self._runtimes[step.label] = Step(step.node, self.inbox_path, self.uri, self.password,
-                                              on_failed=self._failures[step.label], router=self._route(step.node))
+                                              on_failed=self._failures[step.label], router=self._route(step.node),
+                                              checkpoint=self.checkpoint_of(step))
         return self._runtimes[step.label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
