@@ -14,7 +14,9 @@ import time
 from typing import Any
 
 from safebunny.amqp import topology
+from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
 
 __all__ = ["RunningSaga", "start_query", "drain"]
@@ -32,12 +34,33 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     if saga.password is not None:
         options["password"] = saga.password
+    function = saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows)
+    if is_connect(spark):  # the function runs in a server-side process: its reports go to storage for status()
+        function = _reporting(function, saga, step)
     writer = (read_stream(spark, **options).writeStream
-              .foreachBatch(saga.runtime(step).foreach_batch(saga.handler_of(step), rows=step.rows))
+              .foreachBatch(function)
               .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
     return writer.start()
+
+
+def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
+    """``function`` that also stores each batch's report and routed failures (:mod:`safebunny.saga.reports`)."""
+    runtime, failures = saga.runtime(step), saga.failures_of(step)
+    log_ = ReportLog(saga.root, step.label)
+    seen: dict[str, int] = {}
+
+    def run(batch_df: Any, batch_id: int) -> None:
+        before = len(runtime.reports) and runtime.reports[-1]
+        function(batch_df, batch_id)
+        if runtime.reports and runtime.reports[-1] is not before:
+            counts = {k: v - seen.get(k, 0) for k, v in failures.counts.items()}
+            seen.update(failures.counts)
+            log_.write(runtime.reports[-1], counts)
+
+    run.__name__ = getattr(function, "__name__", "safebunny_step")
+    return run
 
 
 class RunningSaga:

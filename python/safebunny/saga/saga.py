@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp import topology
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once import Inbox, Step
+from safebunny.exactly_once import BatchReport, Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import breaker, parked
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
+from safebunny.saga.reports import ReportLog
 from safebunny.saga.retry import Retry
 from safebunny.session import publish
 from safebunny.uri import validate_uri, with_password
@@ -138,6 +140,19 @@ class Saga:
                                               checkpoint=self.checkpoint_of(step))
         return self._runtimes[step.label]
 
+    def failures_of(self, step: SagaStep) -> FailureRouter:
+        """The failure router (retry or poison) of step ``step``, with its counters."""
+        self.runtime(step)
+        return self._failures[step.label]
+
+    def reports_of(self, step: SagaStep) -> tuple[list[BatchReport], Counter[str]]:
+        """Step ``step``'s recent batch reports and failure counts: this process's, or, when its queries run
+        over Spark Connect (their batches run on the server), the ones stored under ``root``."""
+        runtime = self._runtimes.get(step.label)
+        if runtime is not None and runtime.reports:
+            return list(runtime.reports), Counter(self._failures[step.label].counts)
+        return ReportLog(self.root, step.label).read()
+
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
         return wrap(step)
 
@@ -147,7 +162,7 @@ class Saga:
 
     def moved(self) -> int:
         """Messages received by this process's steps so far (drain's progress measure)."""
-        return sum(r.received for s in self._runtimes.values() for r in s.reports)
+        return sum(r.received for s in self.steps for r in self.reports_of(s)[0])
 
     def waiting(self) -> int:
         """Messages ready in the step queues and retry tiers."""
@@ -213,8 +228,7 @@ class Saga:
         depth = topology.depths(self, [q.name for q in topo.queues])
         out = []
         for s in self.steps:
-            reports = list(self._runtimes[s.label].reports) if s.label in self._runtimes else []
-            counts = self._failures[s.label].counts if s.label in self._failures else {}
+            reports, counts = self.reports_of(s)
             backlog = depth.get(topology.queue_name(self, s.node, s.consumes))
             retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
             rate = None
