@@ -14,6 +14,7 @@ CLIENT = Path(__file__).with_name("connect_client.py")
 def _client(connect_url, scenario, amqp_uri, workdir):
     done = subprocess.run([sys.executable, str(CLIENT), connect_url, scenario, amqp_uri, str(workdir)],
                           capture_output=True, text=True, timeout=600)
+    (Path(workdir) / "client.log").write_text(done.stdout + "\n--- stderr ---\n" + done.stderr)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         errors = [ln for ln in done.stderr.splitlines() if ("Error" in ln or "Exception" in ln or "assert" in ln)

@@ -138,7 +138,12 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         alone = bool(errors)
         queries = []
         for s in saga.steps:
-            query = start(spark, saga, s, None)
+            try:
+                query = start(spark, saga, s, None)
+            except Exception as exc:  # noqa: BLE001 - a query that did not start counts as a failed step
+                # (over Spark Connect the server starts a Python process per query, which must connect back
+                # within Spark's fixed 10 s; a loaded server misses it now and then)
+                query = _NotStarted(exc)
             if alone:
                 query.awaitTermination()
             queries.append((s, query))
@@ -169,6 +174,19 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+class _NotStarted:
+    """A step query whose start failed, shaped as a failed query for :func:`drain`."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def awaitTermination(self) -> None:  # noqa: N802 - the StreamingQuery method it stands for
+        return None
+
+    def exception(self) -> BaseException:
+        return self.error
 
 
 def _first_line(error: BaseException) -> str:
