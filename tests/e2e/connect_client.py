@@ -96,9 +96,9 @@ def saga_scenario():
         orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(30)], "orderId string, qty int")
         saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
         saga.start(orders.limit(6), node="orders", type="OrderPlaced", business_key="orderId")
-        rounds = saga.drain(spark, timeout=300)
+        rounds = saga.drain(spark, timeout=300, restarts=6)  # a loaded test machine: see drain
         saga.start(orders.limit(4), node="orders", type="OrderPlaced", business_key="orderId")
-        saga.drain(spark, timeout=300)  # the same checkpoints again
+        saga.drain(spark, timeout=300, restarts=6)  # the same checkpoints again
         status = [s.to_dict() for s in saga.status()]
         until = saga.pause("stock", "OrderPlaced", 60)
         paused = [s.breaker for s in saga.status()]
