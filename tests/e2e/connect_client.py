@@ -122,23 +122,28 @@ def saga_scenario():
 
 
 def sql_scenario():
-    """The SQL id functions over Connect against the shared vectors."""
+    """The SQL id functions over Connect against the shared vectors: the shim's jar (what ``register`` picks
+    when the server takes it) and the Python UDFs (what it falls back to)."""
     import safebunny.shim
 
-    how = safebunny.shim.register(spark)
     vectors = json.loads(Path(__file__).parents[1].joinpath("vectors", "message_ids.json").read_text())
     rows = [(v["causation_id"], v["node"], v["message_type"], v["index"], v["expected"])
             for v in vectors["message_ids"]]
-    df = spark.createDataFrame(rows, "c string, node string, t string, i int, expected string")
-    df.createOrReplaceTempView("vectors")
-    got = spark.sql("SELECT c, node, t, i, expected, safebunny_message_id(c, node, t, i) AS id FROM vectors").collect()
+    spark.createDataFrame(rows, "c string, node string, t string, i int, expected string") \
+        .createOrReplaceTempView("vectors")
     keys = [(v["business_key"], v["expected"]) for v in vectors["correlation_ids"]]
     spark.createDataFrame(keys, "k string, expected string").createOrReplaceTempView("keys")
-    corr = spark.sql("SELECT k, expected, safebunny_correlation_id(k) AS id FROM keys").collect()
-    nulls = spark.sql("SELECT safebunny_message_id(NULL, 'a', 'b', 0) AS id").first().id
-    return {"how": how, "message_ids": [(r.id, r.expected, safebunny.message_id(r.c, r.node, r.t, r.i)) for r in got],
+    out = {}
+    for implementation in ("auto", "python"):
+        how = safebunny.shim.register(spark, implementation=implementation)
+        got = spark.sql("SELECT c, node, t, i, expected, safebunny_message_id(c, node, t, i) AS id FROM vectors")
+        corr = spark.sql("SELECT k, expected, safebunny_correlation_id(k) AS id FROM keys").collect()
+        out[implementation] = {
+            "how": how,
+            "message_ids": [(r.id, r.expected, safebunny.message_id(r.c, r.node, r.t, r.i)) for r in got.collect()],
             "correlation_ids": [(r.id, r.expected, safebunny.correlation_id_for(r.k)) for r in corr],
-            "null": nulls}
+            "null": spark.sql("SELECT safebunny_message_id(NULL, 'a', 'b', 0) AS id").first().id}
+    return out
 
 
 def notebook_scenario():

@@ -48,10 +48,13 @@ def test_a_saga_over_connect_started_twice_drains_exactly_once(connect_url, amqp
 
 def test_sql_id_functions_over_connect_equal_python(connect_url, amqp_uri, tmp_path):
     result = _client(connect_url, "sql", amqp_uri, tmp_path)
-    assert result["how"] in ("jar", "python")
-    assert result["message_ids"] and all(sql == expected == py for sql, expected, py in result["message_ids"])
-    assert result["correlation_ids"] and all(sql == expected == py for sql, expected, py in result["correlation_ids"])
-    assert result["null"] is None
+    assert result["auto"]["how"] == "jar"  # the local server takes the shim's jar
+    assert result["python"]["how"] == "python"
+    for how in ("auto", "python"):
+        got = result[how]
+        assert got["message_ids"] and all(sql == expected == py for sql, expected, py in got["message_ids"]), how
+        assert got["correlation_ids"] and all(sql == expected == py for sql, expected, py in got["correlation_ids"])
+        assert got["null"] is None
 
 
 def test_notebook_02_over_connect(connect_url, amqp_uri, tmp_path):

@@ -107,3 +107,29 @@ def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round()
         drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=1,
               start=lambda *a: (_ for _ in ()).throw(refused))
     assert err.value is refused
+
+
+def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
+    import threading
+
+    from safebunny.saga import runner
+
+    started = threading.Event()
+    calls: list[str] = []
+
+    def start_query(spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+        calls.append(step.label)
+        if len(calls) == 1:
+            raise RuntimeError("Python worker failed to connect back.")
+        started.set()
+        return SimpleNamespace(isActive=True, stop=lambda: None, exception=lambda: None)
+
+    monkeypatch.setattr(runner, "start_query", start_query)
+    monkeypatch.setattr(runner, "activate", lambda spark: spark)
+    saga = SimpleNamespace(name="orders", steps=[SimpleNamespace(label="stock.OrderPlaced")])
+    running = runner.RunningSaga(None, saga, "1 second")
+    try:
+        assert started.wait(20), "the supervisor started the query again"
+        assert calls == ["stock.OrderPlaced", "stock.OrderPlaced"] and running.restarts["stock.OrderPlaced"] == 1
+    finally:
+        running.stop()

@@ -71,11 +71,19 @@ class RunningSaga:
         self.saga = saga
         self.trigger = trigger
         self.max_backoff_s = max_backoff_s
-        self.queries: dict[str, Any] = {s.label: start_query(spark, saga, s, trigger) for s in saga.steps}
+        self.queries: dict[str, Any] = {s.label: self._first_start(s) for s in saga.steps}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
+
+    def _first_start(self, step: SagaStep) -> Any:
+        """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
+        (over Spark Connect the server's Python process for the query may miss Spark's 10 s to connect back)."""
+        try:
+            return start_query(self.spark, self.saga, step, self.trigger)
+        except Exception as exc:  # noqa: BLE001 - logged and retried by the supervisor
+            return _NotStarted(exc)
 
     def _supervise(self) -> None:
         activate(self.spark)
@@ -179,8 +187,13 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
 class _NotStarted:
     """A step query whose start failed, shaped as a failed query for :func:`drain`."""
 
+    isActive = False  # noqa: N815 - the StreamingQuery attribute it stands for
+
     def __init__(self, error: BaseException) -> None:
         self.error = error
+
+    def stop(self) -> None:
+        return None
 
     def awaitTermination(self) -> None:  # noqa: N802 - the StreamingQuery method it stands for
         return None
