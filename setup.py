@@ -26,7 +26,8 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4"],
+        "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",
+                 "pyspark[connect]>=4.3,<4.4"],  # a local Spark Connect server for the Connect tests
         "bench": ["matplotlib", "psutil", "tqdm", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now
     },

@@ -100,6 +100,7 @@ def show_delta(name, path):
     """A temp view of a Delta table: Spark Delta on Databricks, delta-rs where the session has no Delta."""
     try:
         df = spark.read.format("delta").load(path)  # noqa: F821
+        df.columns  # analysed here: over Spark Connect a missing format fails only when the plan is analysed
     except Exception:
         from safebunny.exactly_once.delta_rs import DeltaPath
 

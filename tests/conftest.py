@@ -314,3 +314,23 @@ def spark():  # type: ignore[no-untyped-def]
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_url(spark):  # type: ignore[no-untyped-def]
+    """A Spark Connect server for the run, in the JVM of the shared ``spark`` session (no second JVM, no
+    second 20 s start): ``sc://127.0.0.1:<port>``. Connect clients run in their own processes
+    (``tests/e2e/connect_client.py``): a Connect session in this process would switch pyspark's functions to
+    Connect mode for every later test."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = spark.sparkContext._jsc.sc()
+    context.conf().set("spark.connect.grpc.binding.address", "127.0.0.1")
+    context.conf().set("spark.connect.grpc.binding.port", str(port))
+    service = spark._jvm.org.apache.spark.sql.connect.service.SparkConnectService
+    service.start(context)
+    yield f"sc://127.0.0.1:{port}"
+    service.stop(getattr(service, "stop$default$1")(), getattr(service, "stop$default$2")())

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -318,20 +319,40 @@ def _load_entry(spark: Any) -> Any:
     return ctor.newInstance(gateway.new_array(jvm.java.lang.Object, 0))
 
 
-def register(spark: Any, jar: str | None = None) -> None:
-    """Register ``safebunny_message_id`` and ``safebunny_correlation_id`` in ``spark``.
+def register(spark: Any, jar: str | None = None, implementation: str = "auto") -> str:
+    """Register ``safebunny_message_id`` and ``safebunny_correlation_id`` in ``spark``; returns which
+    implementation serves them: ``"jar"`` (the Scala shim, JVM speed) or ``"python"`` (Python UDFs over
+    :mod:`safebunny.ids`, the same ids, a Python worker per task).
 
-    Works on a running classic session: if the shim's classes are not loadable yet (the session
-    was not started with :func:`spark_conf`, and no cluster library provides them), the jar
-    (``jar``, else :func:`jar_path`) is added with ``ADD JAR``, which ships it to the executors
-    and to the session's class loader, and the functions are registered from the JVM. On a Spark
-    Connect session the jar is uploaded with ``addArtifacts`` and the Java UDF classes are
-    registered with ``registerJavaFunction``. The functions are temporary: register once per
+    On a classic session the shim's classes are used: if they are not loadable yet (the session was not
+    started with :func:`spark_conf`, and no cluster library provides them), the jar (``jar``, else
+    :func:`jar_path`) is added with ``ADD JAR``, which ships it to the executors and to the session's
+    class loader, and the functions are registered from the JVM. On a Spark Connect session (Databricks
+    serverless and standard access) the jar is uploaded with ``addArtifacts`` and its Java UDF classes
+    registered with ``registerJavaFunction``; where that is refused (serverless compute takes no jars)
+    or no jar can be built here (no ``java``, or ``pyspark-client`` without Spark's jars), the functions
+    are registered as Python UDFs instead, with a warning. ``implementation="python"`` or ``"jar"``
+    chooses (``"jar"`` fails instead of falling back). The functions are temporary: register once per
     session (SQL, Scala and Python cells of one notebook share it). Calling it again is harmless.
     """
+    if implementation not in ("auto", "jar", "python"):
+        raise SafeBunnyError(f"safebunny: implementation must be 'auto', 'jar' or 'python', not {implementation!r}")
+    if implementation == "python":
+        _register_python(spark)
+        return "python"
     if not hasattr(spark, "_jsparkSession"):
-        _register_connect(spark, jar)
-        return
+        try:
+            _register_connect(spark, jar)
+            return "jar"
+        except Exception as exc:
+            if implementation == "jar":
+                raise
+            logging.getLogger("safebunny.shim").warning(
+                "safebunny: the Scala shim could not be registered over Spark Connect (%s); "
+                "safebunny_message_id and safebunny_correlation_id are Python UDFs in this session instead "
+                "(the same ids, slower)", str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
+            _register_python(spark)
+            return "python"
     entry = _load_entry(spark)
     if entry is None:
         path = jar or jar_path()
@@ -343,12 +364,35 @@ def register(spark: Any, jar: str | None = None) -> None:
                 "with .config('spark.jars', safebunny.shim.jar_path()) instead"
             )
     entry.accept(spark._jsparkSession)
+    return "jar"
 
 
 def _register_connect(spark: Any, jar: str | None) -> None:
     spark.addArtifacts(jar or jar_path())
     spark.udf.registerJavaFunction(MESSAGE_ID_FUNCTION, MESSAGE_ID_UDF_CLASS, "string")
     spark.udf.registerJavaFunction(CORRELATION_ID_FUNCTION, CORRELATION_ID_UDF_CLASS, "string")
+    # the registration is lazy: fail here, not in the user's first query, when the class is not there
+    spark.sql(f"SELECT {CORRELATION_ID_FUNCTION}('probe') AS id").collect()
+
+
+def _python_message_id(causation_id: Any, node: Any, message_type: Any, index: Any) -> Any:
+    from safebunny.ids import message_id
+
+    if causation_id is None or node is None or message_type is None or index is None:
+        return None
+    return message_id(causation_id, node, message_type, int(index))
+
+
+def _python_correlation_id(business_key: Any) -> Any:
+    from safebunny.ids import correlation_id_for
+
+    return None if business_key is None else correlation_id_for(business_key)
+
+
+def _register_python(spark: Any) -> None:
+    """The two functions as Python UDFs (a null argument gives null; a bad one fails the query)."""
+    spark.udf.register(MESSAGE_ID_FUNCTION, _python_message_id, "string")
+    spark.udf.register(CORRELATION_ID_FUNCTION, _python_correlation_id, "string")
 
 
 def _sql_string(value: str) -> str:

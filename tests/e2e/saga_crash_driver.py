@@ -13,6 +13,7 @@ import safebunny
 
 uri, name, workdir = sys.argv[1:4]
 spark = driver_session("safebunny-saga-crash")
+print("MASTER", spark.sparkContext.master, flush=True)
 saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
                       batch_size=40)
 

@@ -92,3 +92,48 @@ def test_the_round_after_a_failure_runs_the_steps_one_after_another():
         f"start {a}", f"end {a}", f"start {b}", f"end {b}", f"end {a}", f"end {b}",  # after the failure: alone
         f"start {a}", f"start {b}", f"end {a}", f"end {b}",  # the failure is over: side by side again
     ]
+
+
+def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round():
+    saga = _Saga({"stock.OrderPlaced": [5], "shipping.StockReserved": [5]})
+    refused = RuntimeError("Python worker failed to connect back.")
+    calls = {"n": 0}
+
+    def start(spark, s, step, trigger):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise refused
+        return saga.start(spark, s, step, trigger)
+
+    assert drain(None, saga, timeout_s=30, start=start) == 3
+    assert saga.started.count("stock.OrderPlaced") == 2
+    with pytest.raises(RuntimeError) as err:
+        drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=1,
+              start=lambda *a: (_ for _ in ()).throw(refused))
+    assert err.value is refused
+
+
+def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
+    import threading
+
+    from safebunny.saga import runner
+
+    started = threading.Event()
+    calls: list[str] = []
+
+    def start_query(spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+        calls.append(step.label)
+        if len(calls) == 1:
+            raise RuntimeError("Python worker failed to connect back.")
+        started.set()
+        return SimpleNamespace(isActive=True, stop=lambda: None, exception=lambda: None)
+
+    monkeypatch.setattr(runner, "start_query", start_query)
+    monkeypatch.setattr(runner, "activate", lambda spark: spark)
+    saga = SimpleNamespace(name="orders", steps=[SimpleNamespace(label="stock.OrderPlaced")])
+    running = runner.RunningSaga(None, saga, "1 second")
+    try:
+        assert started.wait(20), "the supervisor started the query again"
+        assert calls == ["stock.OrderPlaced", "stock.OrderPlaced"] and running.restarts["stock.OrderPlaced"] == 1
+    finally:
+        running.stop()

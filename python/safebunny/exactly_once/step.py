@@ -39,6 +39,7 @@ from safebunny.errors import (
 )
 from safebunny.exactly_once.batch import Batch, NewMessages
 from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
+from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
@@ -95,14 +96,17 @@ class Step:
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
     - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
-      broker fails them, e.g. through a restart, before the batch fails (default 60 s).
+      broker fails them, e.g. through a restart, before the batch fails (default 60 s);
+    - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
+      query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`).
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
                  window: dt.timedelta = DEFAULT_WINDOW, row_retries: int = 2, max_isolation_jobs: int = 64,
                  on_failed: FailedCallback | None = None, router: Router | None = None,
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
-                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto") -> None:
+                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
+                 checkpoint: str | None = None) -> None:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
         self.uri = uri
@@ -118,6 +122,7 @@ class Step:
         self.publish_options = dict(publish_options or {})
         self.publish_retry_seconds = publish_retry_seconds
         self.fixed_epoch = epoch
+        self.checkpoint = checkpoint
         self.outcomes = OutcomeLog(inbox, node)
         self.claims = ClaimLog(inbox, node)
         self.reports: deque[BatchReport] = deque(maxlen=200)
@@ -146,7 +151,7 @@ class Step:
         started = time.monotonic()
         clock = _Phases()
         spark = activate(batch_df.sparkSession)
-        epoch = self._epoch(spark)
+        epoch = self._epoch(spark, batch_df, batch_id)
         ctx = StepContext(self.node, batch_id, epoch)
         batch = Batch.collect(batch_df, scope=f"{epoch}/{batch_id}")
         clock.lap("read")
@@ -361,7 +366,9 @@ class Step:
             if len(self.inbox.seen(sorted(claim.ids), "", -1)) == len(claim.ids):
                 self.claims.remove(claim.epoch, claim.batch_id)
 
-    def _epoch(self, spark: Any) -> str:
+    def _epoch(self, spark: Any, batch_df: Any = None, batch_id: int | None = None) -> str:
+        if is_connect(spark):  # no sparkContext in a Connect foreachBatch process
+            return connect_epoch(batch_df, batch_id, self.checkpoint, self.fixed_epoch, self.node)
         epoch = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or self.fixed_epoch
         if not epoch:
             raise SafeBunnyError(

@@ -14,8 +14,10 @@ import time
 from typing import Any
 
 from safebunny.amqp import topology
+from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.recorder import batch_function
+from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
 
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain"]
@@ -39,12 +41,33 @@ def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
 
 def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
     """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+    function = batch_function(saga, step)
+    if is_connect(spark):  # the function runs in a server-side process: its reports go to storage for status()
+        function = _reporting(function, saga, step)
     writer = (source_frame(spark, saga, step).writeStream
-              .foreachBatch(batch_function(saga, step))
-              .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
+              .foreachBatch(function)
+              .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
     return writer.start()
+
+
+def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
+    """``function`` that also stores each batch's report and routed failures (:mod:`safebunny.saga.reports`)."""
+    runtime, failures = saga.runtime(step), saga.failures_of(step)
+    log_ = ReportLog(saga.root, step.label)
+    seen: dict[str, int] = {}
+
+    def run(batch_df: Any, batch_id: int) -> None:
+        before = len(runtime.reports) and runtime.reports[-1]
+        function(batch_df, batch_id)
+        if runtime.reports and runtime.reports[-1] is not before:
+            counts = {k: v - seen.get(k, 0) for k, v in failures.counts.items()}
+            seen.update(failures.counts)
+            log_.write(runtime.reports[-1], counts)
+
+    run.__name__ = getattr(function, "__name__", "safebunny_step")
+    return run
 
 
 class RunningSaga:
@@ -55,11 +78,19 @@ class RunningSaga:
         self.saga = saga
         self.trigger = trigger
         self.max_backoff_s = max_backoff_s
-        self.queries: dict[str, Any] = {s.label: start_query(spark, saga, s, trigger) for s in saga.steps}
+        self.queries: dict[str, Any] = {s.label: self._first_start(s) for s in saga.steps}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
+
+    def _first_start(self, step: SagaStep) -> Any:
+        """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
+        (over Spark Connect the server's Python process for the query may miss Spark's 10 s to connect back)."""
+        try:
+            return start_query(self.spark, self.saga, step, self.trigger)
+        except Exception as exc:  # noqa: BLE001 - logged and retried by the supervisor
+            return _NotStarted(exc)
 
     def _supervise(self) -> None:
         activate(self.spark)
@@ -122,7 +153,12 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         alone = bool(errors)
         queries = []
         for s in saga.steps:
-            query = start(spark, saga, s, None)
+            try:
+                query = start(spark, saga, s, None)
+            except Exception as exc:  # noqa: BLE001 - a query that did not start counts as a failed step
+                # (over Spark Connect the server starts a Python process per query, which must connect back
+                # within Spark's fixed 10 s; a loaded server misses it now and then)
+                query = _NotStarted(exc)
             if alone:
                 _wait(query)
             queries.append((s, query))
@@ -163,6 +199,24 @@ def _wait(query: Any) -> None:
     except Exception:  # noqa: BLE001, S110 - read back through query.exception()
         if query.exception() is None:
             raise
+
+
+class _NotStarted:
+    """A step query whose start failed, shaped as a failed query for :func:`drain`."""
+
+    isActive = False  # noqa: N815 - the StreamingQuery attribute it stands for
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def stop(self) -> None:
+        return None
+
+    def awaitTermination(self) -> None:  # noqa: N802 - the StreamingQuery method it stands for
+        return None
+
+    def exception(self) -> BaseException:
+        return self.error
 
 
 def _first_line(error: BaseException) -> str:

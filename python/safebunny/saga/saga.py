@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp import topology
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once import Inbox, Step
+from safebunny.exactly_once import BatchReport, Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import breaker, checks, instances, parked
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
+from safebunny.saga.reports import ReportLog
 from safebunny.saga.retry import Retry
 from safebunny.session import publish
 from safebunny.uri import split_password, validate_uri, with_password
@@ -155,13 +157,31 @@ class Saga:
     def pause_file(self, node: str, message_type: str) -> str:
         return breaker.pause_path(self.root, node, message_type)
 
+    def checkpoint_of(self, step: SagaStep) -> str:
+        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect)."""
+        return os.path.join(self.root, "checkpoints", step.label)
+
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step (one per step, kept for status)."""
         if step.label not in self._runtimes:
             self._failures[step.label] = FailureRouter(self, step)
             self._runtimes[step.label] = Step(step.node, self.inbox_path, self.uri, self.password,
-                                              on_failed=self._failures[step.label], router=self._route(step.node))
+                                              on_failed=self._failures[step.label], router=self._route(step.node),
+                                              checkpoint=self.checkpoint_of(step))
         return self._runtimes[step.label]
+
+    def failures_of(self, step: SagaStep) -> FailureRouter:
+        """The failure router (retry or poison) of step ``step``, with its counters."""
+        self.runtime(step)
+        return self._failures[step.label]
+
+    def reports_of(self, step: SagaStep) -> tuple[list[BatchReport], Counter[str]]:
+        """Step ``step``'s recent batch reports and failure counts: this process's, or, when its queries run
+        over Spark Connect (their batches run on the server), the ones stored under ``root``."""
+        runtime = self._runtimes.get(step.label)
+        if runtime is not None and runtime.reports:
+            return list(runtime.reports), Counter(self._failures[step.label].counts)
+        return ReportLog(self.root, step.label).read()
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
         return wrap(step, self._check_emits)
@@ -182,7 +202,7 @@ class Saga:
 
     def moved(self) -> int:
         """Messages received by this process's steps so far (drain's progress measure)."""
-        return sum(r.received for s in self._runtimes.values() for r in s.reports)
+        return sum(r.received for s in self.steps for r in self.reports_of(s)[0])
 
     def waiting(self) -> int:
         """Messages ready in the step queues and retry tiers."""

@@ -1,0 +1,88 @@
+"""A step's epoch over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
+
+On a classic session the epoch is the streaming query's id, a local property of the query's thread
+(it is the id kept in ``<checkpoint>/metadata``). Over Spark Connect (Databricks serverless and
+standard-access compute) the ``foreachBatch`` function runs in a separate Python process on the
+server with a Connect session: no ``sparkContext``, no local properties, and the batch's tasks run
+without the query's id (measured on pyspark 4.3). So the epoch comes from one of:
+
+1. the query's checkpoint, when the step knows it (``Step(checkpoint=...)``; a saga passes its own):
+   the id in ``<checkpoint>/metadata``, which *is* the query id, so the epoch is the classic one and a
+   checkpoint may move between classic and Connect compute;
+2. the step's explicit ``epoch``;
+3. otherwise the batch itself: a digest of the batch id and the (sorted) message ids of the batch.
+   Spark replays a batch from its offset log with exactly the same messages (the journal, stream
+   offsets), so a restart from the same checkpoint finds the same epoch; a new checkpoint whose batch
+   N holds other messages gets a new epoch. A new checkpoint whose batch N holds exactly the messages
+   of the old batch N (the same messages requeued after a crash) gets the old batch's epoch and is
+   handled as its replay, which is right for those messages: their Delta effects stay applied once,
+   their emits are published again with the same ids. This costs one more Spark job per batch (the ids).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from safebunny.errors import SafeBunnyError
+
+__all__ = ["is_connect", "checkpoint_epoch", "content_epoch", "connect_epoch"]
+
+#: prefix of an epoch derived from a batch's content (query ids are UUIDs, so the two never meet)
+CONTENT_PREFIX = "batch-"
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def checkpoint_epoch(checkpoint: str, node: str) -> str:
+    """The query id kept in ``<checkpoint>/metadata`` (Spark writes it when the query first starts)."""
+    from safebunny.journal import resolve_location
+
+    filesystem, root = resolve_location(checkpoint, "checkpoint")
+    path = f"{root.rstrip('/')}/metadata"
+    try:
+        with filesystem.open_input_stream(path) as handle:
+            text = handle.read().decode("utf-8")
+    except (FileNotFoundError, OSError) as exc:
+        raise SafeBunnyError(
+            f"Step {node!r}: no streaming query metadata at '{path}' ({exc}). Step(checkpoint=...) must be the "
+            "same path as the query's option 'checkpointLocation'.") from None
+    for line in text.splitlines():  # Spark writes one JSON object: {"id":"<query id>"}
+        line = line.strip()
+        if line.startswith("{"):
+            query_id = json.loads(line).get("id")
+            if query_id:
+                return str(query_id)
+    raise SafeBunnyError(f"Step {node!r}: '{path}' holds no query id ({text[:200]!r}); is it a Spark checkpoint?")
+
+
+def content_epoch(batch_df: Any, batch_id: int, node: str) -> str:
+    """An epoch from the batch's content: a digest of ``batch_id`` and its sorted message ids."""
+    if "messageId" not in batch_df.columns:
+        raise SafeBunnyError(
+            f"Step {node!r} runs over Spark Connect, where a step's epoch cannot be read from the query; its "
+            f"input has no 'messageId' column to derive one from (columns: {batch_df.columns}). Pass "
+            "Step(checkpoint=<the query's checkpointLocation>).")
+    ids = batch_df.select("messageId").toArrow().column("messageId").to_pylist()
+    digest = hashlib.sha256(f"{int(batch_id)}\n".encode())
+    for mid in sorted("\0" if m is None else "\1" + m for m in ids):
+        digest.update(mid.encode("utf-8", "surrogatepass") + b"\n")
+    return CONTENT_PREFIX + digest.hexdigest()[:32]
+
+
+def connect_epoch(batch_df: Any, batch_id: int | None, checkpoint: str | None, fixed: str | None,
+                  node: str) -> str:
+    """The epoch of a step's batch over Spark Connect (see the module's docstring for the order)."""
+    if checkpoint:
+        return checkpoint_epoch(checkpoint, node)
+    if fixed:
+        return fixed
+    if batch_df is None or batch_id is None:
+        raise SafeBunnyError(
+            f"Step {node!r} runs over Spark Connect outside a streaming query, so it has no epoch. Run it through "
+            "writeStream.foreachBatch, or pass Step(..., checkpoint=...) or Step(..., epoch=...).")
+    return content_epoch(batch_df, batch_id, node)

@@ -1,0 +1,75 @@
+"""Batch reports of a saga's steps on storage, for ``status()`` and ``drain()`` over Spark Connect.
+
+On a classic session a step's ``foreachBatch`` function runs in the process that started the query, so
+``Saga.status()`` and ``drain()`` read the steps' :class:`~safebunny.exactly_once.step.BatchReport`\\ s
+and failure counters in memory. Over Spark Connect the function (and its copy of the step) runs in a
+Python process on the server, so each batch's report and the failures it routed are written to
+``<root>/reports/<step>/<epoch>-<batch>.json``, one file per batch: a replayed batch overwrites its own
+file instead of counting twice. The newest :data:`KEEP` files per step are kept, as a step keeps its
+newest reports in memory.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from safebunny.exactly_once.step import BatchReport
+from safebunny.journal import resolve_location
+
+__all__ = ["ReportLog", "KEEP"]
+
+KEEP = 200
+_PRUNE_EVERY = 50
+
+
+class ReportLog:
+    """The stored batch reports of one saga step."""
+
+    def __init__(self, root: str, label: str) -> None:
+        self.fs, base = resolve_location(root, "root")
+        self.folder = f"{base.rstrip('/')}/reports/{label}"
+        self._written = 0
+
+    def write(self, report: BatchReport, counts: Mapping[str, int]) -> None:
+        """Store ``report`` and the failures its batch routed (``counts``: retried, poisoned)."""
+        record = asdict(report)
+        record["finished_at"] = report.finished_at.isoformat()
+        record["phases"] = dict(report.phases)
+        record["counts"] = dict(counts)
+        self.fs.create_dir(self.folder, recursive=True)
+        name = f"{self.folder}/{report.epoch}-{report.batch_id:012d}.json"
+        with self.fs.open_output_stream(name + ".tmp") as out:
+            out.write(json.dumps(record).encode())
+        self.fs.move(name + ".tmp", name)
+        self._written += 1
+        if self._written % _PRUNE_EVERY == 0:
+            for info in self._files()[:-KEEP]:
+                self.fs.delete_file(info.path)
+
+    def read(self) -> tuple[list[BatchReport], Counter[str]]:
+        """The stored reports (oldest first) and the failure counts of their batches."""
+        reports: list[BatchReport] = []
+        counts: Counter[str] = Counter()
+        for info in self._files()[-KEEP:]:
+            try:
+                with self.fs.open_input_stream(info.path) as handle:
+                    record: dict[str, Any] = json.loads(handle.read())
+            except (FileNotFoundError, ValueError):  # pruned or being replaced meanwhile
+                continue
+            counts.update(record.pop("counts", {}))
+            record["finished_at"] = dt.datetime.fromisoformat(record["finished_at"])
+            reports.append(BatchReport(**record))
+        reports.sort(key=lambda r: r.finished_at)
+        return reports, counts
+
+    def _files(self) -> list[pafs.FileInfo]:
+        selector = pafs.FileSelector(self.folder, allow_not_found=True)
+        files = [i for i in self.fs.get_file_info(selector) if i.base_name.endswith(".json")]
+        return sorted(files, key=lambda i: (i.mtime_ns or 0, i.base_name))

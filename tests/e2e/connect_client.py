@@ -1,0 +1,161 @@
+"""A Spark Connect client for the Connect tests: ``python connect_client.py URL SCENARIO AMQP_URI WORKDIR``.
+
+It runs in its own process (a Connect session switches pyspark's functions to Connect mode for the whole
+process) against the test run's Connect server (the ``connect_url`` fixture), and prints one line
+``RESULT <json>`` for the test to check. Scenarios: ``step``, ``saga``, ``sql``, ``notebook``.
+"""
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pika
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import safebunny
+from safebunny.exactly_once.delta_rs import DeltaPath
+
+url, scenario, uri, workdir = sys.argv[1:5]
+spark = SparkSession.builder.remote(url).create()
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+
+
+def drain_queue(queue):
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    channel = connection.channel()
+    ids = []
+    while True:
+        method, props, _ = channel.basic_get(queue, auto_ack=True)
+        if method is None:
+            break
+        ids.append(props.message_id)
+    channel.queue_delete(queue)
+    connection.close()
+    return ids
+
+
+def step_scenario():
+    """A step with an append effect and an emit, its input duplicated within a run and across two runs."""
+    safebunny.register(spark)
+    safebunny.activate(spark)
+    queue, out = f"sbt-connect-{uuid.uuid4().hex[:8]}", f"sbt-connect-out-{uuid.uuid4().hex[:8]}"
+    connection = pika.BlockingConnection(pika.URLParameters(uri))
+    for name in (queue, out):
+        connection.channel().queue_declare(name, durable=True)
+    connection.close()
+    first = spark.createDataFrame([(f"m{i}", json.dumps({"n": i})) for i in range(12)] +
+                                  [(f"m{i}", json.dumps({"n": i})) for i in range(4)], "messageId string, value string")
+    safebunny.publish(first, uri=uri, exchange="", routingKey=queue)
+    effects = os.path.join(workdir, "effects")
+    step = safebunny.Step(node="connect", inbox=os.path.join(workdir, "inbox"), uri=uri)
+
+    def handle(messages, ctx):
+        rows = messages.select("messageId", F.get_json_object(F.col("value").cast("string"), "$.n").alias("n"))
+        return safebunny.Outcome(effects=[safebunny.append(rows, effects)],
+                                 emits=[safebunny.emit(rows.select("messageId", F.col("n").alias("value")),
+                                                       type="Done", exchange="", routing_key=out)])
+
+    def run():
+        source = safebunny.read_stream(spark, uri=uri, queue=queue, journalLocation=os.path.join(workdir, "journal"))
+        query = (source.writeStream.foreachBatch(step.foreach_batch(handle))
+                 .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(300)
+        assert query.exception() is None, query.exception()
+
+    run()
+    safebunny.publish(first.limit(3), uri=uri, exchange="", routingKey=queue)  # again, after the first run
+    run()  # the same checkpoint: a restart
+    rows = DeltaPath(effects).read()
+    return {"effects": sorted(rows.column("messageId").to_pylist()), "emitted": drain_queue(out),
+            "left": len(drain_queue(queue))}
+
+
+def saga_scenario():
+    """A two-step saga started twice and drained, then watched: status, trace, poison, redrive, pause."""
+    name = f"sbt-connect-{uuid.uuid4().hex[:8]}"
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"),
+                          retry=safebunny.Retry(delays=("1s",)), batch_size=40)
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
+               produces=["StockReserved"])
+    def reserve(orders, ctx):
+        ok = orders.select("messageId", "orderId", "qty")
+        return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
+                                 emits=[safebunny.emit(ok, type="StockReserved")])
+
+    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
+    def ship(reserved, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
+                                                           os.path.join(workdir, "shipments"))])
+
+    try:
+        orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(30)], "orderId string, qty int")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        saga.start(orders.limit(6), node="orders", type="OrderPlaced", business_key="orderId")
+        rounds = saga.drain(spark, timeout=300, restarts=6)  # a loaded test machine: see drain
+        saga.start(orders.limit(4), node="orders", type="OrderPlaced", business_key="orderId")
+        saga.drain(spark, timeout=300, restarts=6)  # the same checkpoints again
+        status = [s.to_dict() for s in saga.status()]
+        until = saga.pause("stock", "OrderPlaced", 60)
+        paused = [s.breaker for s in saga.status()]
+        saga.resume("stock", "OrderPlaced")
+        from safebunny.cli import access
+
+        cli = access.status(saga)  # what `safebunny status` prints
+        return {
+            "rounds": rounds,
+            "reservations": sorted(DeltaPath(os.path.join(workdir, "reservations")).read()
+                                   .column("orderId").to_pylist()),
+            "shipments": sorted(DeltaPath(os.path.join(workdir, "shipments")).read().column("orderId").to_pylist()),
+            "status": status, "paused": paused, "until": until, "cli": cli,
+            "trace": [t.to_dict()["node"] for t in saga.trace("o7")],
+            "poison": saga.poison("stock", "OrderPlaced", spark).count(),
+            "redrive": saga.redrive("stock", "OrderPlaced"),
+            "waiting": saga.waiting(),
+        }
+    finally:
+        safebunny.topology.delete(saga)
+
+
+def sql_scenario():
+    """The SQL id functions over Connect against the shared vectors: the shim's jar (what ``register`` picks
+    when the server takes it) and the Python UDFs (what it falls back to)."""
+    import safebunny.shim
+
+    vectors = json.loads(Path(__file__).parents[1].joinpath("vectors", "message_ids.json").read_text())
+    rows = [(v["causation_id"], v["node"], v["message_type"], v["index"], v["expected"])
+            for v in vectors["message_ids"]]
+    spark.createDataFrame(rows, "c string, node string, t string, i int, expected string") \
+        .createOrReplaceTempView("vectors")
+    keys = [(v["business_key"], v["expected"]) for v in vectors["correlation_ids"]]
+    spark.createDataFrame(keys, "k string, expected string").createOrReplaceTempView("keys")
+    out = {}
+    for implementation in ("auto", "python"):
+        how = safebunny.shim.register(spark, implementation=implementation)
+        got = spark.sql("SELECT c, node, t, i, expected, safebunny_message_id(c, node, t, i) AS id FROM vectors")
+        corr = spark.sql("SELECT k, expected, safebunny_correlation_id(k) AS id FROM keys").collect()
+        out[implementation] = {
+            "how": how,
+            "message_ids": [(r.id, r.expected, safebunny.message_id(r.c, r.node, r.t, r.i)) for r in got.collect()],
+            "correlation_ids": [(r.id, r.expected, safebunny.correlation_id_for(r.k)) for r in corr],
+            "null": spark.sql("SELECT safebunny_message_id(NULL, 'a', 'b', 0) AS id").first().id}
+    return out
+
+
+def notebook_scenario():
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from notebook_runner import run_notebook
+
+    path = Path(__file__).parents[2] / "notebooks" / "02_exactly_once_saga.py"
+    namespace = run_notebook(path, spark, {"uri": uri, "workdir": workdir})
+    safebunny.topology.delete(namespace["saga"])
+    return {"ran": True}
+
+
+result = {"step": step_scenario, "saga": saga_scenario, "sql": sql_scenario, "notebook": notebook_scenario}[scenario]()
+print("RESULT " + json.dumps(result), flush=True)
+spark.stop()
