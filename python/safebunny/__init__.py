@@ -32,6 +32,7 @@ _LAZY = {
     "Retry": "safebunny.saga", "Saga": "safebunny.saga", "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
     "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
+    "error_of": "safebunny.spark_errors",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
 
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and editors
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
     from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
     from safebunny.session import activate, publish, read_stream
+    from safebunny.spark_errors import error_of
 
 __all__ = [
     "__version__",
@@ -67,6 +69,7 @@ __all__ = [
     "TraceEntry",
     "topology",
     "SafeBunnyError",
+    "error_of",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
     "SafeBunnyPublishError",

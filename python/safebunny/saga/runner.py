@@ -16,6 +16,7 @@ from typing import Any
 from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.session import activate, read_stream
+from safebunny.spark_errors import error_of, message_of
 
 __all__ = ["RunningSaga", "start_query", "drain"]
 
@@ -50,6 +51,8 @@ class RunningSaga:
         self.max_backoff_s = max_backoff_s
         self.queries: dict[str, Any] = {s.label: start_query(spark, saga, s, trigger) for s in saga.steps}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
+        #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
+        self.errors: dict[str, BaseException] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
@@ -66,8 +69,12 @@ class RunningSaga:
                 if step.label not in retry_at:
                     backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.label])
                     retry_at[step.label] = now + backoff
+                    failure = query.exception()
+                    if failure is not None:
+                        self.errors[step.label] = error_of(failure) or failure
+                    # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.label,
-                              query.exception(), backoff)
+                              message_of(failure) if failure is not None else "no error", backoff)
                 if now >= retry_at[step.label]:
                     del retry_at[step.label]
                     self.restarts[step.label] += 1
@@ -99,7 +106,8 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
     same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
     a failure of the moment (a broker restart, Spark's own task serialisation under load) does not end the
     drain. The round after a failure runs the steps one after another instead of side by side. After
-    ``restarts`` such restarts of one step in a row, its error is raised. ``start`` starts one step's
+    ``restarts`` such restarts of one step in a row, its error is raised: safebunny's own error when the
+    query carried one (:func:`safebunny.error_of`), with Spark's exception as its cause. ``start`` starts one step's
     query (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
@@ -130,10 +138,10 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                 errors.append((step, error))
         for step, error in errors:
             if failed[step.label] > restarts:
-                raise error
+                raise (error_of(error) or error) from error  # safebunny's message on the last line
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
-                        saga.name, step.label, _first_line(error), failed[step.label], restarts)
+                        saga.name, step.label, message_of(error), failed[step.label], restarts)
         moved = saga.moved() - before
         waiting = saga.waiting()
         if on_round is not None:
@@ -147,7 +155,3 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
 
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
