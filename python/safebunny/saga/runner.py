@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -17,8 +18,9 @@ from safebunny.amqp import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, message_of
+from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "start_query", "drain"]
+__all__ = ["RunningSaga", "start_query", "drain", "poll_timeout_ms"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -31,6 +33,8 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
                "journalLocation": os.path.join(saga.root, "journal", step.label),
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
+    if trigger is not None:
+        options["pollTimeoutMs"] = str(poll_timeout_ms(trigger))
     if saga.password is not None:
         options["password"] = saga.password
     writer = (read_stream(spark, **options).writeStream
@@ -38,7 +42,27 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
               .option("checkpointLocation", os.path.join(saga.root, "checkpoints", step.label))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
-    return writer.start()
+    query = writer.start()
+    note_streaming_started(spark)
+    return query
+
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
+_INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
+                "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
+                "hours": 3_600_000}
+
+
+def poll_timeout_ms(trigger: str, default_ms: int = 1000) -> int:
+    """The source's ``pollTimeoutMs`` for a processing-time ``trigger``: a quarter of the interval (at most the
+    option's default, at least 50 ms). An idle trigger waits that long for a first message; waiting the whole
+    interval, as the default does for a 1-second trigger, makes every idle trigger late and Spark warn
+    "Current batch is falling behind"."""
+    match = _INTERVAL.match(trigger)
+    if not match:
+        return default_ms
+    interval_ms = float(match[1]) * _INTERVAL_MS[match[2].lower()]
+    return int(max(50, min(default_ms, interval_ms // 4)))
 
 
 class RunningSaga:
