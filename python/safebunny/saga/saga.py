@@ -222,7 +222,7 @@ class Saga:
                 None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
                 len(self.poison_rows(s.node, s.consumes)) if backlog is not None else 0,
                 len(reports), sum(r.received for r in reports), sum(r.processed for r in reports),
-                sum(r.duplicates_in_batch + r.duplicates_in_inbox for r in reports),
+                sum(r.duplicates for r in reports),
                 sum(r.failed for r in reports), counts.get("retried", 0), counts.get("poisoned", 0), rate,
                 reports[-1].finished_at.isoformat() if reports else None,
                 "closed" if until is None else
