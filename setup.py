@@ -22,13 +22,12 @@ setup(
         "numpy>=1.24",  # the inbox index (sorted id hashes)
         "deltalake>=1.0",
         "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
-        "tqdm>=4.60",
-        "matplotlib>=3.7",
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",
                  "pyspark[connect]>=4.3,<4.4"],  # a local Spark Connect server for the Connect tests
-        "bench": ["matplotlib", "psutil", "tqdm", "py-spy"],
+        "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
+        "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now
     },
     entry_points={"console_scripts": ["safebunny=safebunny.cli:main"]},

@@ -52,7 +52,7 @@ from safebunny.journal_owner import OFFSET_KEY, JournalOwner
 from safebunny.saga.breaker import paused_until
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_table",
-           "deliveries_to_batch"]
+           "deliveries_to_batch", "read_journal_partition"]
 
 log = logging.getLogger("safebunny.source")
 
@@ -328,11 +328,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, JournalPartition)
-        journal = Journal(partition.location)
-        # never skip here: the driver decided in partitions() that this batch exists; an executor that
-        # cannot read it must fail the task (Spark retries it), or the batch would be committed and acked empty
-        for batch in journal.read(partition.start_seq, partition.end_seq):
-            yield fit_headers(batch, partition.include_headers, partition.start_seq, partition.end_seq)
+        return read_journal_partition(partition)
 
     def commit(self, end: dict) -> None:
         end_seq = int(end["seq"])
@@ -384,3 +380,12 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             self._consumer.confirm_acks(timeout=5.0)  # acks of the last commits, before the connection closes
             self._consumer.stop()
             self._consumer = None
+
+
+def read_journal_partition(partition: JournalPartition) -> Iterator[pa.RecordBatch]:
+    """An executor's read of one batch: the record batches of its journal file."""
+    journal = Journal(partition.location)
+    # never skip here: the driver decided in partitions() that this batch exists; an executor that
+    # cannot read it must fail the task (Spark retries it), or the batch would be committed and acked empty
+    for batch in journal.read(partition.start_seq, partition.end_seq):
+        yield fit_headers(batch, partition.include_headers, partition.start_seq, partition.end_seq)

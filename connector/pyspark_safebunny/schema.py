@@ -1,4 +1,4 @@
-"""The source's schema, column by column (README documents each)."""
+"""The source's schema, column by column (docs/source.md documents each)."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ class SafeBunnyStreamPartition(InputPartition):
 
 
 def check_schema(options: dict[str, Any], schema: StructType) -> None:
-    """Reject a user-specified schema: the columns are fixed (see the README)."""
+    """Reject a user-specified schema: the columns are fixed (see docs/source.md)."""
     from pyspark_safebunny.schema import schema_for
 
     expected = schema_for(options["includeHeaders"], include_offset=True)

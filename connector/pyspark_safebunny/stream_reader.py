@@ -1,4 +1,4 @@
-"""``create_stream_reader``: picks the reader for the queue's type.
+"""``create_stream_reader``: the source's stream reader, which picks the reader for the queue's type.
 
 Classic and quorum queues get :class:`SafeBunnyQueueStreamReader` (journal, ack on
 commit); stream queues get :class:`SafeBunnyStreamQueueReader` (read by offset).
@@ -6,16 +6,17 @@ commit); stream queues get :class:`SafeBunnyStreamQueueReader` (read by offset).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamReader
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import parse_source_options
 
-__all__ = ["create_stream_reader", "resolve_queue_type", "require_journal"]
+__all__ = ["create_stream_reader", "resolve_queue_type", "require_journal", "SafeBunnyStreamReader"]
 
 
 def resolve_queue_type(options: Mapping[str, Any]) -> str:
@@ -42,7 +43,11 @@ def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
 
 
 def create_stream_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceStreamReader:
-    options = parse_source_options(raw_options)
+    """The source's stream reader; it asks the broker nothing until Spark calls it (:class:`SafeBunnyStreamReader`)."""
+    return SafeBunnyStreamReader(parse_source_options(raw_options), schema)
+
+
+def _queue_reader(options: dict[str, Any], schema: StructType) -> DataSourceStreamReader:
     queue_type = resolve_queue_type(options)
     if queue_type == "stream":
         from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamQueueReader
@@ -52,3 +57,64 @@ def create_stream_reader(raw_options: Mapping[str, str], schema: StructType) -> 
     from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
 
     return SafeBunnyQueueStreamReader(options, schema)
+
+
+class SafeBunnyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The reader Spark gets: it probes the queue's type and creates the reader for it on Spark's first call.
+
+    PySpark's streaming source runner creates the reader in a ``try`` whose ``finally`` calls
+    ``reader.stop()``: an error raised while the reader is created (a refused login, a missing queue) is
+    hidden there behind ``UnboundLocalError: cannot access local variable 'reader'``. Raised from a method
+    call instead, it is what the query fails with. The planning worker and the executors never create the
+    queue's reader: ``read`` serves a partition by its type.
+    """
+
+    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._reader: DataSourceStreamReader | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_reader": None}  # executors need the options only
+
+    def _queue(self) -> Any:
+        if self._reader is None:
+            self._reader = _queue_reader(self.options, self.schema)
+        return self._reader
+
+    def initialOffset(self) -> dict:
+        return self._queue().initialOffset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return self._queue().getDefaultReadLimit()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._queue().prepareForTriggerAvailableNow()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        return self._queue().latestOffset(start, limit)
+
+    def reportLatestOffset(self) -> dict | None:
+        return self._queue().reportLatestOffset()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return self._queue().partitions(start, end)
+
+    def commit(self, end: dict) -> None:
+        self._queue().commit(end)
+
+    def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.stop()
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        kind = type(partition).__name__  # by name: loads only the module of the partition's own reader
+        if kind == "JournalPartition":
+            from pyspark_safebunny.queue_reader import read_journal_partition
+
+            return read_journal_partition(partition)  # type: ignore[arg-type]
+        if kind == "SafeBunnyStreamPartition":
+            from pyspark_safebunny.stream_queue_reader import read_stream_partition
+
+            return read_stream_partition(self.options, partition)  # type: ignore[arg-type]
+        return iter(())  # Spark's stand-in for "no partitions"

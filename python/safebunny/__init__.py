@@ -7,8 +7,8 @@ which Spark finds by itself once the package is installed.
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any
+import sys as _sys
+import typing as _typing
 
 from safebunny import _lazy
 from safebunny import logs as _logs
@@ -32,14 +32,18 @@ _LAZY = {
     "Retry": "safebunny.saga", "Saga": "safebunny.saga", "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
     "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
+    "error_of": "safebunny.spark_errors",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
 
-if TYPE_CHECKING:  # what the names are, for type checkers and editors
+if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
+    from typing import Any
+
     from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, append, emit, merge
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
     from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
     from safebunny.session import activate, publish, read_stream
+    from safebunny.spark_errors import error_of
 
 __all__ = [
     "__version__",
@@ -67,6 +71,7 @@ __all__ = [
     "TraceEntry",
     "topology",
     "SafeBunnyError",
+    "error_of",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
     "SafeBunnyPublishError",
@@ -77,7 +82,7 @@ __all__ = [
 __version__ = "0.1.0"
 _logs.install()
 # `import safebunny.topology` works too: the saga topology lives beside the AMQP client
-sys.modules.setdefault("safebunny.topology", topology)
+_sys.modules.setdefault("safebunny.topology", topology)
 FORMAT = "safebunny"
 
 

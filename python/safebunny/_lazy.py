@@ -28,7 +28,8 @@ def exports(package: str, lazy: Mapping[str, str]) -> tuple[Callable[[str], Any]
         setattr(sys.modules[package], name, value)  # once: later lookups are plain attribute reads
         return value
 
-    def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(lazy))
+    def __dir__() -> list[str]:  # the public names, not the module's imports (``sys``, ``Any``, ...)
+        module = sys.modules[package]
+        return sorted(set(getattr(module, "__all__", vars(module))) | set(lazy))
 
     return __getattr__, __dir__

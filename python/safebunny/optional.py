@@ -22,9 +22,9 @@ INSTALL: dict[str, str] = {
     "rstream": "'rstream>=0.20' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
     "deltalake": "'deltalake>=1.0' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
     "testcontainers": "'testcontainers[rabbitmq]'",
-    "matplotlib": "'matplotlib>=3.7' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
+    "matplotlib": "'matplotlib>=3.7' (or 'safebunny[plots]')",
     "psutil": "'psutil' (or 'safebunny[bench]')",
-    "tqdm": "'tqdm>=4.60' (a dependency of safebunny: reinstall it with 'pip install safebunny')",
+    "tqdm": "'tqdm>=4.60' (or 'safebunny[plots]')",
 }
 
 

@@ -29,3 +29,14 @@ def test_demo_passes_its_own_checks(spark, amqp_uri: str, tmp_path, unique_name:
     chart = next(line.split(": ", 1)[1] for line in out.splitlines() if line.startswith("chart: "))
     with open(chart, "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    # the demo removes its topology at the end (--keep keeps it)
+    assert f"deleted saga {unique_name!r}'s" in out
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(amqp_uri))
+    try:
+        with pytest.raises(pika.exceptions.ChannelClosedByBroker):
+            conn.channel().queue_declare(f"{unique_name}.stock.OrderPlaced", passive=True)
+    finally:
+        if conn.is_open:
+            conn.close()

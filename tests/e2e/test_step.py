@@ -62,7 +62,7 @@ def test_step_applies_each_message_once_and_emits_derived_ids(spark, broker, amq
     assert json.loads(next(b for _, _, b in got))["orderId"].startswith("o")
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="source queue drained and acked")
     reports = list(step.reports)
-    assert sum(r.duplicates_in_batch + r.duplicates_in_inbox for r in reports) == 30
+    assert sum(r.duplicates for r in reports) == 30
     inbox_rows = _table(inbox)
     assert len(inbox_rows) == 250 and {r["status"] for r in inbox_rows} == {"done"}
     assert {r["epoch"] for r in inbox_rows} == {str(q.id)}

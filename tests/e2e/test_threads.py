@@ -30,6 +30,18 @@ def test_a_plain_write_from_another_thread_fails_and_safebunny_publish_works(spa
     # the negative control: Spark's lookup goes through the thread's (missing) active session
     assert "error" in plain and "DATA_SOURCE_NOT_FOUND" in str(plain["error"])
 
+    # registering the source on the session does not help, nor does PySpark's inheritable_thread_target:
+    # DataSource.lookupDataSource asks SparkSession.getActiveSession (per JVM thread), never the session
+    from pyspark import inheritable_thread_target
+
+    safebunny.register(spark)
+    again = _in_thread(lambda: df.write.format("safebunny").mode("append").option("uri", amqp_uri)
+                       .option("routingKey", queue).save())
+    assert "error" in again and "DATA_SOURCE_NOT_FOUND" in str(again["error"])
+    inherited = _in_thread(inheritable_thread_target(
+        lambda: df.write.format("safebunny").mode("append").option("uri", amqp_uri).option("routingKey", queue).save()))
+    assert "error" in inherited and "DATA_SOURCE_NOT_FOUND" in str(inherited["error"])
+
     done = _in_thread(lambda: safebunny.publish(df, uri=amqp_uri, routingKey=queue))
     assert "error" not in done, done.get("error")
     assert sorted(b for _, _, b in admin.get_all(queue)) == [b"a", b"b"]

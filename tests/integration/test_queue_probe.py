@@ -83,6 +83,17 @@ def test_wrong_password_names_user_not_password(amqp_uri, stream_port, make_queu
     assert "s3cret-Wrong" not in text and "'guest'" in text and "refused the login" in text
 
 
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_wrong_password_on_an_amqp_queue_names_the_amqp_port(amqp_uri, stream_port, make_queue, kind):
+    """The stream port answers, but the queue is read over AMQP: the refusal is reported for the URI's port."""
+    queue = make_queue(kind)
+    with pytest.raises(BrokerAuthenticationError) as info:
+        detect_queue_type(_with(amqp_uri, password="s3cret-Wrong"), queue, stream_port)
+    text = str(info.value)
+    assert f"{urlsplit(amqp_uri).hostname}:{urlsplit(amqp_uri).port} " in text and "refused the login" in text
+    assert "stream protocol" not in text and f":{stream_port}" not in text and "s3cret-Wrong" not in text
+
+
 def test_missing_vhost(amqp_uri, stream_port):
     uri = _with(amqp_uri, vhost="no-such-vhost-sb")
     for port in (stream_port, 0):

@@ -137,3 +137,28 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
         assert calls == ["stock.OrderPlaced", "stock.OrderPlaced"] and running.restarts["stock.OrderPlaced"] == 1
     finally:
         running.stop()
+
+
+# what a StreamingQueryException's message holds when the source's reader failed (shortened)
+SPARK_TEXT = """[STREAM_FAILED] Query [id = 6e87cd11, runId = 826d8d13] terminated with exception: \
+[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform \
+prepareForTriggerAvailableNow: Traceback (most recent call last):
+  File "/site-packages/safebunny/amqp/connection.py", line 151, in open_blocking
+    raise broker_error(exc, StreamEndpoint.from_uri(uri), action) from None
+safebunny.errors.QueueNotFoundError: Queue 'orders' does not exist in vhost '/' at 127.0.0.1:5672. Declare it.
+ SQLSTATE: 38000 SQLSTATE: XXKST
+=== Streaming Query ===
+Current State: INITIALIZING"""
+
+
+def test_a_raised_step_error_is_safebunnys_own_with_sparks_as_its_cause(caplog):
+    from safebunny.errors import QueueNotFoundError
+
+    spark_error = RuntimeError(SPARK_TEXT)
+    saga = _Saga({"stock.OrderPlaced": [spark_error, spark_error], "shipping.StockReserved": [1]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+        with pytest.raises(QueueNotFoundError) as err:
+            drain(None, saga, timeout_s=30, restarts=1, start=saga.start)
+    assert str(err.value) == "Queue 'orders' does not exist in vhost '/' at 127.0.0.1:5672. Declare it."
+    assert err.value.__cause__ is spark_error
+    assert "failed (QueueNotFoundError: Queue 'orders' does not exist" in caplog.text  # one line, not the trace

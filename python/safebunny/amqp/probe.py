@@ -3,7 +3,9 @@
 AMQP 0-9-1 has no "describe queue" method, so the probe works like this:
 
 1. When the stream protocol port answers, its ``metadata`` command says whether the name is
-   a stream (one round trip). A stream is then known without touching AMQP at all.
+   a stream (one round trip). A stream is then known without touching AMQP at all. When the
+   stream port refuses the login (or the vhost), the AMQP probe runs instead, so a wrong password
+   is reported for the URI's AMQP port.
 2. Otherwise (or when it is not a stream), over AMQP 0-9-1: a *passive* declare tells whether
    the queue exists (404 otherwise: :class:`QueueNotFoundError`). Then a declare with
    ``x-queue-type`` set makes the broker compare arguments: it either succeeds (the type
@@ -175,9 +177,18 @@ def detect_queue_type(uri: str, queue: str, stream_port: int) -> str:
     :class:`SafeBunnyBrokerError`), naming ``host:port`` and the vhost but never the password.
     """
     endpoint = StreamEndpoint.from_uri(uri, stream_port)
-    if _probe_stream_protocol(endpoint, queue):
-        return "stream"
+    refused: SafeBunnyBrokerError | None = None
+    try:
+        if _probe_stream_protocol(endpoint, queue):
+            return "stream"
+    except (BrokerAuthenticationError, VhostNotFoundError) as exc:
+        # the login the user gave is for the URI's AMQP port: ask there, so a refusal names that port (a classic
+        # or quorum queue is never read over the stream protocol), and the stream port's refusal only counts
+        # when AMQP lets us in and says the queue is a stream
+        refused = exc
     kind = _probe_amqp(uri, endpoint, queue)
+    if kind == "stream" and refused is not None:
+        raise refused
     if kind not in QUEUE_TYPES:
         raise SafeBunnyBrokerError(
             f"Queue {queue!r} at {endpoint.where()} has type {kind!r}, which safebunny cannot read "

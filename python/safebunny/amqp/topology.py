@@ -1,6 +1,6 @@
 """A saga's RabbitMQ topology by node and message type, declared idempotently.
 
-For a saga named ``S`` (see README, Sagas):
+For a saga named ``S`` (see docs/sagas.md):
 
 - one durable topic exchange ``S``; messages of type ``T`` sent by node ``N`` carry the routing key
   ``N.T``; its alternate exchange ``S.unrouted`` (fanout) keeps what no step consumes in the stream

@@ -14,7 +14,7 @@ from safebunny.cli.exits import USAGE, CliError
 from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
 
-__all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "topology", "status",
+__all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "delete", "topology", "status",
            "poison", "redrive", "trace", "instances"]
 
 
@@ -75,6 +75,13 @@ def declare(saga: Any) -> list[dict[str, Any]]:
     from safebunny import topology as _topology
 
     return _topology_rows(_topology.declare(saga), None)
+
+
+def delete(saga: Any) -> list[str]:
+    """Delete the saga's queues and exchanges; the names of the deleted queues."""
+    from safebunny import topology as _topology
+
+    return _topology.delete(saga)
 
 
 def topology(saga: Any) -> list[dict[str, Any]]:

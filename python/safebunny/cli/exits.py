@@ -1,4 +1,4 @@
-"""Exit codes of the ``safebunny`` command (documented in the README, "Command line").
+"""Exit codes of the ``safebunny`` command (documented in docs/operations.md, "Command line").
 
 =====  ==========================================================================
 code   meaning

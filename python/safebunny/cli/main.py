@@ -2,7 +2,7 @@
 
 Commands (``safebunny <command> --help`` for each)::
 
-    safebunny topology declare|show <saga>
+    safebunny topology declare|show|delete <saga>
     safebunny status <saga> [--watch [SECONDS]]
     safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
     safebunny trace <saga> <correlation id or business key>

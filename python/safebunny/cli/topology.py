@@ -1,12 +1,13 @@
-"""``safebunny topology declare|show <saga>``: declare the saga's exchange and queues, or list them
-with their depths."""
+"""``safebunny topology declare|show|delete <saga>``: declare the saga's exchange and queues, list them
+with their depths, or delete them (with ``--yes``: their messages go with them)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from safebunny.cli import access
+from safebunny.cli import access, exits
+from safebunny.cli.exits import CliError
 from safebunny.cli.output import print_rows
 
 __all__ = ["add_parsers", "COLUMNS"]
@@ -27,9 +28,24 @@ def _show(args: argparse.Namespace, saga: Any) -> int:
     return 0
 
 
+def _delete(args: argparse.Namespace, saga: Any) -> int:
+    rows = access.topology(saga)
+    queues = [r for r in rows if r["kind"] == "queue"]
+    held = sum(r["ready"] or 0 for r in queues)
+    if not args.yes:
+        raise CliError(f"topology delete removes the {len(queues)} queues and the exchanges of saga {saga.name!r}, "
+                       f"with the {held} message(s) they hold (ready); add --yes to delete them.", exits.USAGE)
+    deleted = access.delete(saga)
+    print_rows(args, [{"kind": "queue", "name": name} for name in deleted], ["kind", "name"])
+    if not args.json:
+        print(f"deleted {len(deleted)} queues ({held} message(s) with them) and the exchanges of saga {saga.name!r}")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``topology declare`` and ``topology show``."""
-    top = sub.add_parser("topology", help="declare or show a saga's exchange, queues, retry tiers and poison queues")
+    """Add ``topology declare``, ``topology show`` and ``topology delete``."""
+    top = sub.add_parser("topology",
+                         help="declare, show or delete a saga's exchange, queues, retry tiers and poison queues")
     actions = top.add_subparsers(dest="action", required=True, metavar="action")
     declare = actions.add_parser("declare", parents=[common], help="declare everything (idempotent)")
     declare.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
@@ -37,3 +53,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     show = actions.add_parser("show", parents=[common], help="list exchanges, queues and bindings with depths")
     show.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     show.set_defaults(run=_show)
+    delete = actions.add_parser("delete", parents=[common],
+                                help="delete the saga's queues and exchanges, and the messages they hold")
+    delete.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
+    delete.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
+    delete.set_defaults(run=_delete)

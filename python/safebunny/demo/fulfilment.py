@@ -9,7 +9,7 @@ per release, ``qty`` < 0), ``payments`` (``status`` charged or declined) and ``s
 number ending in ``0002`` is declined, as in card test suites.
 
 The CLI can load it: ``safebunny status safebunny.demo.fulfilment`` (broker from ``SAFEBUNNY_URI``,
-files from ``SAFEBUNNY_DEMO_DIR``, as ``make demo`` uses them).
+files from ``SAFEBUNNY_DEMO_DIR``, the saga's name from ``SAFEBUNNY_DEMO_NAME``: ``make demo`` prints them).
 """
 
 from __future__ import annotations
@@ -77,4 +77,5 @@ def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] 
 
 
 saga = build(os.environ.get("SAFEBUNNY_URI", "amqp://guest:guest@127.0.0.1:5672/%2F"),
-             Path(os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo")).resolve())
+             Path(os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo")).resolve(),
+             name=os.environ.get("SAFEBUNNY_DEMO_NAME", NAME))

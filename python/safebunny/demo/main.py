@@ -1,11 +1,13 @@
 """``make demo`` (``python -m safebunny.demo``): the fulfilment saga end to end on the local broker.
 
 1. Starts the machine's ``rabbitmq-server`` if nothing answers (``SAFEBUNNY_DEMO_URI`` picks another
-   broker), removes what an earlier run left, and declares the saga's topology.
+   broker) and declares the saga's topology under a name of its own (``--name``).
 2. Starts ``--orders`` orders with ``saga.start`` (ids from the order number), publishes a share of them
    a second time (duplicates), a share with a card that is declined, and a share of malformed bodies.
 3. Runs the saga with ``saga.drain(spark)`` under a progress bar, then prints a summary that checks
-   itself (see :mod:`safebunny.demo.checks`) and writes a chart of throughput and backlog per step.
+   itself (see :mod:`safebunny.demo.checks`) and writes a chart of throughput and backlog per step
+   (bar and chart with ``safebunny[plots]``).
+4. Deletes the saga's queues and exchanges (``--keep`` keeps them to look around).
 
 Exit code 0 when every check passed, 1 when one failed.
 """
@@ -32,7 +34,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duplicates", type=float, default=0.05, help="share of orders published twice")
     p.add_argument("--dir", default=os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo"),
                    help="work directory for checkpoints, inboxes, tables and the chart (default .demo)")
-    p.add_argument("--name", default=None, help="saga name (default safebunny-demo); its queues are named after it")
+    p.add_argument("--name", default=None,
+                   help="saga name (default safebunny-demo-<random>, new each run); its queues are named after it")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the saga's queues and exchanges on the broker to look around (deleted by default)")
     p.add_argument("--no-bar", action="store_true", help="no progress bar (for logs)")
     args = p.parse_args(argv)
     if args.orders < 1:
@@ -58,6 +63,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     """Run the demo; returns 0 when every check passed. ``spark``: an existing session (tests)."""
     from safebunny.demo import run
     from safebunny.demo.broker import DEFAULT_URI, ensure_broker
+    from safebunny.optional import INSTALL
     from safebunny.uri import redact
 
     args = parse_args(argv)
@@ -79,5 +85,6 @@ def main(argv: list[str] | None = None, spark: Any = None) -> int:
     print("summary:")
     for line in summary.lines():
         print(line)
-    print(f"chart: {chart}")
+    print(f"chart: {chart}" if chart is not None else
+          f"chart: not drawn (pip install {INSTALL['matplotlib']} to draw it)")
     return 0 if summary.ok else 1

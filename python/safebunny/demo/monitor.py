@@ -95,9 +95,14 @@ class Monitor:
     def __enter__(self) -> Monitor:
         self._install_listener()
         if self.show_bar:
-            from tqdm import tqdm
+            from safebunny.optional import INSTALL, available
 
-            self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
+            if available("tqdm"):
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
+            else:
+                print(f"(no progress bar: pip install {INSTALL['tqdm']} to see one)")
         self._start = time.monotonic()
         self._thread.start()
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +38,22 @@ def _publish_malformed(saga: Any, plan: Plan) -> None:
         conn.close()
 
 
-def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Summary, Path, float]:
-    """Run the demo saga once; returns the checked summary, the chart's path and the drain's seconds."""
+def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Summary, Path | None, float]:
+    """Run the demo saga once; returns the checked summary, the chart's path (None without matplotlib) and the
+    drain's seconds. The saga's topology is deleted at the end unless ``args.keep``."""
     import safebunny
     from safebunny.demo import fulfilment
     from safebunny.demo.monitor import Monitor
     from safebunny.demo.plot import write_chart
+    from safebunny.optional import available
 
     plan = plan_orders(args.orders, args.declined, args.malformed, args.duplicates)
-    saga = fulfilment.build(uri, work, name=args.name or fulfilment.NAME)
-    safebunny.topology.delete(saga)          # what an earlier run left behind
+    saga = fulfilment.build(uri, work, name=args.name or f"{fulfilment.NAME}-{uuid.uuid4().hex[:8]}")
+    safebunny.topology.delete(saga)          # what an earlier run under this name left behind
     safebunny.topology.declare(saga)
     steps = list(saga.steps)
-    print(f"declared saga {saga.name!r}: {len(steps)} steps, retry tiers and poison queues")
+    print(f"declared saga {saga.name!r}: {len(steps)} steps, retry tiers and poison queues (watch it: "
+          f"SAFEBUNNY_DEMO_NAME={saga.name} SAFEBUNNY_DEMO_DIR={work} safebunny status safebunny.demo.fulfilment)")
 
     saga.start(spark.createDataFrame(plan.orders, ORDER_COLUMNS), node="orders", type="OrderPlaced",
                business_key="orderId")
@@ -79,7 +83,15 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
         {label: int(r.get("backlog") or 0) + int(r.get("retrying") or 0) for label, r in status.items()},
     )
     chart = write_chart(work / "demo-throughput.png", monitor.throughput, monitor.backlog,
-                        f"{saga.name}: {plan.total} orders, drained in {elapsed:.0f} s")
+                        f"{saga.name}: {plan.total} orders, drained in {elapsed:.0f} s") \
+        if available("matplotlib") else None
+    if getattr(args, "keep", False):
+        print(f"kept saga {saga.name!r} on the broker; remove it with: SAFEBUNNY_DEMO_NAME={saga.name} "
+              f"SAFEBUNNY_DEMO_DIR={work} safebunny topology delete safebunny.demo.fulfilment --yes")
+    else:
+        deleted = safebunny.topology.delete(saga)
+        print(f"deleted saga {saga.name!r}'s {len(deleted)} queues and its exchanges from the broker "
+              "(--keep keeps them)")
     return summary, chart, elapsed
 
 

@@ -101,7 +101,7 @@ class Inbox:
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
         """Drop partitions older than the window, compact, vacuum and sweep staging files.
 
-        Run it from one job at a time (a daily scheduled job is plenty); see README, Exactly-once steps.
+        Run it from one job at a time (a daily scheduled job is plenty); see docs/exactly-once.md.
         """
         return self._store.maintain(_date(now) - self.window, vacuum)
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
+from safebunny.spark_logs import quiet_task_failures
 
 __all__ = ["Materialized", "from_frames", "from_rows", "merge_all", "decisions_to_materialized"]
 
@@ -52,8 +53,12 @@ def from_frames(outcome: Outcome | None) -> Materialized:
             raise SafeBunnyOptionError(
                 f"{_describe(item, index)} has no 'messageId' column (columns: {list(columns)}). Keep the input "
                 "message's messageId in every row: it ties each output to its cause.", "messageId")
-    for item, table in zip(items, _collect_all([item.data for item in items]), strict=True):
-        _add(out, item, table)
+    if items:
+        # a failing row is expected here (the step isolates it and says so once per batch): no task traces
+        with quiet_task_failures(items[0].data.sparkSession):
+            tables = _collect_all([item.data for item in items])
+        for item, table in zip(items, tables, strict=True):
+            _add(out, item, table)
     for failed in outcome.failed:
         out.failed[failed.message_id] = failed
     return out

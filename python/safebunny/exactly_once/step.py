@@ -70,8 +70,8 @@ class BatchReport:
     epoch: str
     batch_id: int
     received: int
-    duplicates_in_batch: int
-    duplicates_in_inbox: int
+    duplicates: int  # dropped: copies within the batch plus messages already processed (as StepStatus counts)
+    already_processed: int  # of those, the ones the inbox had processed before
     processed: int
     failed: int
     emitted: int
@@ -194,14 +194,14 @@ class Step:
         if rows:
             self.outcomes.forget_before(epoch, batch_id)
         clock.lap("failed")
-        report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct,
+        report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct + len(seen),
                              len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
                              replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps)
         self.reports.append(report)
         log.info("step %s batch %d: %d received, %d duplicate in batch, %d already processed, %d processed, "
                  "%d failed, %d emitted%s in %.2f s (%s)", self.node, batch_id, report.received,
-                 report.duplicates_in_batch, report.duplicates_in_inbox, report.processed, report.failed,
-                 report.emitted, " (replay)" if replayed else "", report.seconds,
+                 report.duplicates - report.already_processed, report.already_processed, report.processed,
+                 report.failed, report.emitted, " (replay)" if replayed else "", report.seconds,
                  ", ".join(f"{k} {v:.2f}" for k, v in clock.laps.items()))
         return report
 

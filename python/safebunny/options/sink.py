@@ -50,5 +50,5 @@ def parse_sink_options(raw: Mapping[str, str]) -> dict[str, Any]:
 
 
 def sink_options_table() -> str:
-    """The README's table of sink options."""
+    """The table of sink options in docs/sink.md."""
     return options_table(SINK_OPTIONS)

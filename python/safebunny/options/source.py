@@ -99,5 +99,5 @@ def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
 
 
 def source_options_table() -> str:
-    """The README's table of source options."""
+    """The table of source options in docs/source.md."""
     return options_table(SOURCE_OPTIONS)

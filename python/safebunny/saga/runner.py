@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from typing import Any
@@ -19,13 +20,15 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.recorder import batch_function
 from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
+from safebunny.spark_errors import error_of, message_of
+from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "poll_timeout_ms"]
 
 log = logging.getLogger("safebunny.saga")
 
 
-def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
+def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = None) -> Any:
     """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
     (``saga.uri`` holds none), which Spark redacts in query plans."""
     activate(spark)
@@ -34,6 +37,8 @@ def source_frame(spark: Any, saga: Any, step: SagaStep) -> Any:
                "journalLocation": os.path.join(saga.root, "journal", step.label),
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
+    if trigger is not None:
+        options["pollTimeoutMs"] = str(poll_timeout_ms(trigger))
     if saga.password is not None:
         options["password"] = saga.password
     return read_stream(spark, **options)
@@ -44,12 +49,32 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
     function = batch_function(saga, step)
     if is_connect(spark):  # the function runs in a server-side process: its reports go to storage for status()
         function = _reporting(function, saga, step)
-    writer = (source_frame(spark, saga, step).writeStream
+    writer = (source_frame(spark, saga, step, trigger).writeStream
               .foreachBatch(function)
               .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
-    return writer.start()
+    query = writer.start()
+    note_streaming_started(spark)
+    return query
+
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
+_INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
+                "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
+                "hours": 3_600_000}
+
+
+def poll_timeout_ms(trigger: str, default_ms: int = 1000) -> int:
+    """The source's ``pollTimeoutMs`` for a processing-time ``trigger``: a quarter of the interval (at most the
+    option's default, at least 50 ms). An idle trigger waits that long for a first message; waiting the whole
+    interval, as the default does for a 1-second trigger, makes every idle trigger late and Spark warn
+    "Current batch is falling behind"."""
+    match = _INTERVAL.match(trigger)
+    if not match:
+        return default_ms
+    interval_ms = float(match[1]) * _INTERVAL_MS[match[2].lower()]
+    return int(max(50, min(default_ms, interval_ms // 4)))
 
 
 def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
@@ -80,6 +105,8 @@ class RunningSaga:
         self.max_backoff_s = max_backoff_s
         self.queries: dict[str, Any] = {s.label: self._first_start(s) for s in saga.steps}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
+        #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
+        self.errors: dict[str, BaseException] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
@@ -104,8 +131,12 @@ class RunningSaga:
                 if step.label not in retry_at:
                     backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.label])
                     retry_at[step.label] = now + backoff
+                    failure = query.exception()
+                    if failure is not None:
+                        self.errors[step.label] = error_of(failure) or failure
+                    # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.label,
-                              query.exception(), backoff)
+                              message_of(failure) if failure is not None else "no error", backoff)
                 if now >= retry_at[step.label]:
                     del retry_at[step.label]
                     self.restarts[step.label] += 1
@@ -137,7 +168,8 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
     same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
     a failure of the moment (a broker restart, Spark's own task serialisation under load) does not end the
     drain. The round after a failure runs the steps one after another instead of side by side. After
-    ``restarts`` such restarts of one step in a row, its error is raised. ``start`` starts one step's
+    ``restarts`` such restarts of one step in a row, its error is raised: safebunny's own error when the
+    query carried one (:func:`safebunny.error_of`), with Spark's exception as its cause. ``start`` starts one step's
     query (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
@@ -173,10 +205,10 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                 errors.append((step, error))
         for step, error in errors:
             if failed[step.label] > restarts:
-                raise error
+                raise (error_of(error) or error) from error  # safebunny's message on the last line
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
-                        saga.name, step.label, _first_line(error), failed[step.label], restarts)
+                        saga.name, step.label, message_of(error), failed[step.label], restarts)
         moved = saga.moved() - before
         waiting = saga.waiting()
         if on_round is not None:
@@ -218,7 +250,3 @@ class _NotStarted:
     def exception(self) -> BaseException:
         return self.error
 
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__

@@ -14,7 +14,7 @@ Two clients with one interface (:class:`StreamQueueClient`):
 AMQP 0-9-1 (with a warning) when nothing listens there; ``stream_port=0`` means never use it.
 
 Both read ``[start, end)`` exactly: a stream chunk can start before the requested offset and
-those entries are dropped. Differences, documented in the README: over AMQP 0-9-1 the
+those entries are dropped. Differences, documented in docs/source.md: over AMQP 0-9-1 the
 ``timestamp`` column is null for messages without a ``timestamp`` property (the stream
 protocol uses the chunk's time then); a ``timestamp:`` start is resolved to whole seconds.
 

@@ -1,0 +1,109 @@
+"""Spark's own log lines that repeat what safebunny already says once, turned down in the driver's JVM.
+
+- While a step runs its handler's jobs, a row that makes the handler fail is expected: the step
+  isolates it (a sub-job per half of the failing set) and says so once per batch. Spark's executor and
+  task-set loggers would print the Python worker's whole traceback for every failed sub-job (hundreds
+  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time.
+- Spark notes "spark.sql.adaptive.enabled is not supported in streaming" at every query start; a saga
+  starts one query per step and round. :func:`note_streaming_started` lets the first note through and
+  turns that logger down after it.
+
+``SAFEBUNNY_LOG_LEVEL=INFO`` (or ``DEBUG``) leaves every Spark logger as it is. On a session without a
+JVM in this process (Spark Connect) nothing is changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from safebunny.logs import LEVEL_ENV
+
+__all__ = ["quiet_task_failures", "note_streaming_started", "TASK_FAILURE_LOGGERS", "STREAMING_NOTE_LOGGER"]
+
+log = logging.getLogger("safebunny.step")
+
+#: the loggers that print a failed task's traceback (local mode: the executor runs in the driver's JVM)
+TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
+STREAMING_NOTE_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream"
+
+_lock = threading.Lock()
+_quiet_users = 0
+_saved: dict[str, Any] = {}
+_noted = False
+
+
+def _verbose() -> bool:
+    return os.environ.get(LEVEL_ENV, "WARNING").upper() in ("INFO", "DEBUG", "NOTSET")
+
+
+def _logger(spark: Any, name: str) -> Any:
+    """The log4j 2 core logger ``name`` of the session's JVM, or None (Spark Connect, another logging backend).
+
+    Its level is set on the logger itself, as Spark's ``Logging`` does for the root logger: changing the
+    configuration instead (``Configurator.setLevel``) would reset every logger to the configuration file's
+    levels, undoing Spark's WARN default."""
+    try:
+        logger = _jvm(spark).org.apache.logging.log4j.LogManager.getLogger(name)
+        return logger if logger.getClass().getName() == "org.apache.logging.log4j.core.Logger" else None
+    except Exception:  # noqa: BLE001 - no JVM here: leave Spark's logging alone
+        return None
+
+
+def _jvm(spark: Any) -> Any:
+    return spark._jvm if getattr(spark, "_jvm", None) is not None else spark.sparkContext._jvm
+
+
+def _level(spark: Any, name: str) -> Any:
+    return getattr(_jvm(spark).org.apache.logging.log4j.Level, name)
+
+
+@contextmanager
+def quiet_task_failures(spark: Any) -> Iterator[None]:
+    """Spark's task-failure loggers off while the block runs (nested and concurrent uses share one switch)."""
+    global _quiet_users
+    if _verbose():
+        yield
+        return
+    with _lock:
+        if _quiet_users == 0:
+            try:
+                for name in TASK_FAILURE_LOGGERS:
+                    logger = _logger(spark, name)
+                    if logger is not None:
+                        _saved[name] = (logger, logger.getLevel())
+                        logger.setLevel(_level(spark, "OFF"))
+            except Exception as exc:  # noqa: BLE001 - logging only: never fail a batch for it
+                log.debug("could not turn Spark's task-failure logs down: %s", exc)
+        _quiet_users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _quiet_users -= 1
+            if _quiet_users == 0:
+                try:
+                    for logger, saved in _saved.values():
+                        logger.setLevel(saved)
+                except Exception as exc:  # noqa: BLE001
+                    log.debug("could not restore Spark's task-failure logs: %s", exc)
+                _saved.clear()
+
+
+def note_streaming_started(spark: Any) -> None:
+    """Called after a streaming query started: Spark's per-query streaming notes are shown once per process."""
+    global _noted
+    if _noted or _verbose():
+        return
+    _noted = True
+    logger = _logger(spark, STREAMING_NOTE_LOGGER)
+    if logger is None:
+        return
+    try:
+        logger.setLevel(_level(spark, "ERROR"))
+    except Exception as exc:  # noqa: BLE001
+        log.debug("could not turn Spark's streaming notes down: %s", exc)
