@@ -221,8 +221,10 @@ class Step:
             mid, correlation = new.ids[position], new.correlations[position]
             result.failed[mid] = FailedRow(mid, reason, 1, correlation, error_type)
         if isolation.failed:
-            log.warning("step %s batch %d: %d of %d rows failed in the handler and were isolated (%d sub-jobs)",
-                        self.node, ctx.batch_id, len(isolation.failed), new.count, isolation.jobs)
+            error_type, reason = next(iter(isolation.failed.values()))
+            log.warning("step %s batch %d: %d of %d rows failed in the handler and were isolated (%d sub-jobs); "
+                        "the first: %s: %s", self.node, ctx.batch_id, len(isolation.failed), new.count,
+                        isolation.jobs, error_type, " ".join((reason or "").split())[:300])
         return result
 
     def _run_rows(self, new: NewMessages, handler: Handler, ctx: StepContext) -> Materialized:
