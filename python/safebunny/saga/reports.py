@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from safebunny.atomic import write_atomically
 from safebunny.exactly_once.step import BatchReport
 from safebunny.journal import resolve_location
 
@@ -43,11 +44,8 @@ class ReportLog:
         record["finished_at"] = report.finished_at.isoformat()
         record["phases"] = dict(report.phases)
         record["counts"] = dict(counts)
-        self.fs.create_dir(self.folder, recursive=True)
         name = f"{self.folder}/{report.epoch}-{report.batch_id:012d}.json"
-        with self.fs.open_output_stream(name + ".tmp") as out:
-            out.write(json.dumps(record).encode())
-        self.fs.move(name + ".tmp", name)
+        write_atomically(self.fs, name, json.dumps(record).encode(), durable=False)
         self._written += 1
         if self._written % _PRUNE_EVERY == 0:
             for info in self._files()[:-KEEP]:

@@ -16,14 +16,13 @@ The rest of the module is pure: :func:`add_batch` and :func:`summary` work on th
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
-from pyarrow import fs as pafs
 
+from safebunny.atomic import write_atomically
 from safebunny.journal import resolve_location
 
 __all__ = ["BatchCounts", "StepCounters", "StatusLog", "add_batch", "summary", "COUNTERS", "RATE_WINDOW_S"]
@@ -131,16 +130,6 @@ class StatusLog:
         updated = add_batch(self.read(), epoch, batch_id, counts)
         if updated is None:
             return False
-        data = orjson.dumps(updated)
-        folder = self.path.rsplit("/", 1)[0]
-        if isinstance(self.filesystem, pafs.LocalFileSystem):
-            os.makedirs(folder, exist_ok=True)
-            tmp = f"{self.path}.tmp-{os.getpid()}"
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self.path)  # readers see the old record or the new one, never a part
-        else:  # an object store writes an object whole
-            self.filesystem.create_dir(folder, recursive=True)
-            with self.filesystem.open_output_stream(self.path) as f:
-                f.write(data)
+        # readers see the old record or the new one, never a part; counters need no fsync
+        write_atomically(self.filesystem, self.path, orjson.dumps(updated), durable=False)
         return True
