@@ -21,14 +21,16 @@ _LAZY = {
     "append": "safebunny.exactly_once.outcome", "emit": "safebunny.exactly_once.outcome",
     "merge": "safebunny.exactly_once.outcome",
     "BatchReport": "safebunny.exactly_once.step", "Step": "safebunny.exactly_once.step",
+    "Prepared": "safebunny.exactly_once.batch",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: the inbox loads pandas and pyarrow.dataset
 
 if TYPE_CHECKING:
+    from safebunny.exactly_once.batch import Prepared
     from safebunny.exactly_once.context import StepContext
     from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
     from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome, append, emit, merge
     from safebunny.exactly_once.step import BatchReport, Step
 
 __all__ = ["Step", "StepContext", "BatchReport", "Outcome", "Effect", "Emit", "FailedRow", "append", "merge",
-           "emit", "Inbox", "InboxRow", "DEFAULT_WINDOW"]
+           "emit", "Inbox", "InboxRow", "DEFAULT_WINDOW", "Prepared"]

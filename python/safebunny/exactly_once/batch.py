@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -31,7 +31,7 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["Batch", "NewMessages", "stand_in_id", "STAND_IN_PREFIX", "MISSING_ID_ERROR"]
+__all__ = ["Batch", "NewMessages", "Prepared", "stand_in_id", "STAND_IN_PREFIX", "MISSING_ID_ERROR"]
 
 #: Stand-in ids start with this, so a person reading poison or the inbox sees what they are.
 STAND_IN_PREFIX = "missing-message-id-"
@@ -68,6 +68,21 @@ def _causations(table: pa.Table) -> list[str | None]:
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """A step's ``prepare`` result: the handler's input rows, made on the driver from the new messages'
+    Arrow rows before any Spark job (a saga parses bodies here).
+
+    ``table`` has one row per message given to ``prepare``, in the same order; ``schema`` is its Spark
+    schema; ``rejected`` holds the messages that must not reach the handler (failed with their reason;
+    their rows in ``table`` are never read).
+    """
+
+    table: pa.Table
+    schema: Any
+    rejected: Mapping[str, FailedRow] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class NewMessages:
     """The messages of a batch that the step has not processed before, in the source's order."""
 
@@ -77,22 +92,35 @@ class NewMessages:
     correlations: list[str | None]
     causations: list[str | None]
     types: list[str | None]
-    #: messages rejected before the handler (no message id), by their stand-in id
+    #: messages rejected before the handler (no message id, or refused by the step's ``prepare``)
     rejected: Mapping[str, FailedRow] = field(default_factory=dict)
+    #: the handler's input when the step's ``prepare`` made it (row-aligned with ``table``), else None
+    prepared: Prepared | None = None
 
     @property
     def count(self) -> int:
         return len(self.ids)
+
+    def with_prepared(self, prepared: Prepared) -> NewMessages:
+        """These messages with the handler's input made by ``prepare`` from :attr:`table` (row-aligned)
+        and its rejections added; :attr:`table` stays the messages as received (what ``on_failed`` gets)."""
+        if prepared.table.num_rows != self.count:
+            raise SafeBunnyOptionError(
+                f"A step's prepare function returned {prepared.table.num_rows} rows for {self.count} messages; it "
+                "must return one row per message, in order (reject a message through Prepared.rejected).",
+                "prepare")
+        return replace(self, rejected={**self.rejected, **prepared.rejected}, prepared=prepared)
 
     def for_handler(self) -> NewMessages:
         """These messages without the rejected ones: what the handler is given."""
         if not self.rejected:
             return self
         positions = [p for p, mid in enumerate(self.ids) if mid not in self.rejected]
-        table = self.table.take(pa.array(positions, pa.int64()))
-        return NewMessages(table, self.schema, [self.ids[p] for p in positions],
+        take = pa.array(positions, pa.int64())
+        prepared = None if self.prepared is None else Prepared(self.prepared.table.take(take), self.prepared.schema)
+        return NewMessages(self.table.take(take), self.schema, [self.ids[p] for p in positions],
                            [self.correlations[p] for p in positions], [self.causations[p] for p in positions],
-                           [self.types[p] for p in positions])
+                           [self.types[p] for p in positions], prepared=prepared)
 
     def order(self) -> dict[str, int]:
         """Message id -> position in the source's order (what "last wins" of a merge goes by)."""
@@ -102,9 +130,13 @@ class NewMessages:
         return dict(zip(self.ids, self.correlations, strict=True))
 
     def frame(self, spark: Any, positions: Sequence[int]) -> Any:
-        """The messages at ``positions`` (indexes into :attr:`ids`) as a DataFrame of the batch's schema."""
-        subset = self.table if len(positions) == self.count else self.table.take(pa.array(positions, pa.int64()))
-        return spark.createDataFrame(subset, schema=self.schema)
+        """The messages at ``positions`` (indexes into :attr:`ids`) as a DataFrame: the batch's rows, or
+        the prepared input when the step has a ``prepare``. A small one is a local relation in Spark, so
+        projections of it are collected without a Spark job (:mod:`~safebunny.exactly_once.materialize`)."""
+        table, schema = (self.table, self.schema) if self.prepared is None else (self.prepared.table,
+                                                                                  self.prepared.schema)
+        subset = table if len(positions) == self.count else table.take(pa.array(positions, pa.int64()))
+        return spark.createDataFrame(subset, schema=schema)
 
     def row_of(self, message_id: str) -> dict[str, Any] | None:
         """The whole input row of one new message (handed to ``on_failed``), or None if unknown."""

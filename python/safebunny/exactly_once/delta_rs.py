@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -40,14 +41,34 @@ class DeltaPath:
 
     # -- reading -------------------------------------------------------------------------------
     def table(self) -> Any | None:
-        """The current ``DeltaTable``, or ``None`` when no table exists at the path yet."""
+        """The current ``DeltaTable``, or ``None`` when no table exists at the path yet.
+
+        Loading a table reads its log from the last checkpoint (about 5 ms, more as commits pile up), and
+        a batch asks for its inbox and effect tables several times; so a local table's handle is kept
+        per thread and brought to the latest version with ``update_incremental`` (reads only the
+        commits since, about 0.3 ms). A handle is dropped when the commit file of its version is gone
+        or was rewritten (the table was deleted and created again at the same path)."""
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 
+        cached = _handles().get(self.path)
+        if cached is not None:
+            handle, stamp = cached
+            if _commit_stamp(self.path, handle.version()) == stamp:
+                try:
+                    handle.update_incremental()
+                    return handle
+                except Exception:  # noqa: BLE001 - a handle that cannot catch up is loaded again
+                    pass
+            _handles().pop(self.path, None)
         try:
-            return DeltaTable(self.path)
+            handle = DeltaTable(self.path)
         except TableNotFoundError:
             return None
+        stamp = _commit_stamp(self.path, handle.version())
+        if stamp is not None:
+            _handles()[self.path] = (handle, stamp)
+        return handle
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the table (paths in the Delta log are relative to it)."""
@@ -109,6 +130,29 @@ class DeltaPath:
             return True
 
         return _retry_conflicts(write, self.path)
+
+
+_local = threading.local()
+
+
+def _handles() -> dict[str, tuple[Any, tuple[int, int]]]:
+    """This thread's table handles by path (a handle is never shared between threads)."""
+    if not hasattr(_local, "handles"):
+        _local.handles = {}
+    return _local.handles
+
+
+def _commit_stamp(path: str, version: int) -> tuple[int, int] | None:
+    """(mtime ns, size) of a local table's commit file for ``version``; None when not local or missing
+    (such a handle is not kept)."""
+    if "://" in path and not path.startswith("file://"):
+        return None
+    log_file = os.path.join(path.removeprefix("file://"), "_delta_log", f"{version:020d}.json")
+    try:
+        info = os.stat(log_file)
+    except OSError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 def _done(committed: int | None, version: int) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.local_collect import collect_local
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.spark_logs import quiet_task_failures
 
@@ -38,8 +39,9 @@ def _describe(item: Effect | Emit, index: int) -> str:
     return f"the DataFrame of emit #{index} (type {item.type!r})"
 
 
-def from_frames(outcome: Outcome | None) -> Materialized:
-    """Collect every effect and emit DataFrame of ``outcome`` (this runs the handler's jobs)."""
+def from_frames(outcome: Outcome | None, local: bool = False) -> Materialized:
+    """Collect every effect and emit DataFrame of ``outcome`` (this runs the handler's jobs); with
+    ``local`` (a small input), frames Spark keeps as local relations are read without a job."""
     out = Materialized()
     if not _check_outcome(outcome, "step"):
         return out
@@ -56,7 +58,7 @@ def from_frames(outcome: Outcome | None) -> Materialized:
     if items:
         # a failing row is expected here (the step isolates it and says so once per batch): no task traces
         with quiet_task_failures(items[0].data.sparkSession):
-            tables = _collect_all([item.data for item in items])
+            tables = _collect_all([item.data for item in items], local)
         for item, table in zip(items, tables, strict=True):
             _add(out, item, table)
     for failed in outcome.failed:
@@ -64,14 +66,25 @@ def from_frames(outcome: Outcome | None) -> Materialized:
     return out
 
 
-def _collect_all(frames: list[Any]) -> list[pa.Table]:
-    """``toArrow`` of every frame, the Spark jobs side by side (each is small; their fixed costs overlap)."""
-    if len(frames) < 2:
-        return [frame.toArrow() for frame in frames]
-    workers = min(len(frames), _PARALLEL_JOBS)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="safebunny-outcome") as pool:
-        futures = [pool.submit(frame.toArrow) for frame in frames]
-        return [future.result() for future in futures]
+def _collect_all(frames: list[Any], local: bool = False) -> list[pa.Table]:
+    """Every frame as Arrow: a frame seen twice (one DataFrame as effect and emit) is collected once,
+    local relations without a job when ``local``, the rest with ``toArrow``, the Spark jobs side by
+    side (each is small; their fixed costs overlap)."""
+    done: dict[int, pa.Table] = {}
+    for frame in frames:
+        if local and id(frame) not in done:
+            table = collect_local(frame)
+            if table is not None:
+                done[id(frame)] = table
+    rest = list({id(frame): frame for frame in frames if id(frame) not in done}.values())
+    if len(rest) < 2:
+        done.update({id(frame): frame.toArrow() for frame in rest})
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(rest), _PARALLEL_JOBS),
+                                thread_name_prefix="safebunny-outcome") as pool:
+            futures = {id(frame): pool.submit(frame.toArrow) for frame in rest}
+            done.update({key: future.result() for key, future in futures.items()})
+    return [done[id(frame)] for frame in frames]
 
 
 def _check_outcome(outcome: Any, kind: str) -> bool:

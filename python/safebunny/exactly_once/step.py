@@ -37,7 +37,7 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     VhostNotFoundError,
 )
-from safebunny.exactly_once.batch import Batch, NewMessages
+from safebunny.exactly_once.batch import Batch, NewMessages, Prepared
 from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
 from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
@@ -45,6 +45,7 @@ from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_a
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
+from safebunny.exactly_once.local_collect import LOCAL_ROWS
 from safebunny.exactly_once.materialize import Materialized, from_frames, from_rows, merge_all
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
@@ -52,7 +53,7 @@ from safebunny.exactly_once.row_types import build_tables, type_decisions
 from safebunny.exactly_once.settle import settle_outcome
 from safebunny.session import activate
 
-__all__ = ["Step", "BatchReport", "Handler", "Router"]
+__all__ = ["Step", "BatchReport", "Handler", "Router", "Prepare"]
 
 log = logging.getLogger("safebunny.step")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
@@ -60,6 +61,9 @@ Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
 Router = Callable[[Emit], "tuple[str, str]"]
 FailedCallback = Callable[[list[FailedRow], StepContext], None]
+#: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
+#: the rows as they are
+Prepare = Callable[[pa.Table, Any], "Prepared | None"]
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,11 @@ class Step:
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
       broker fails them, e.g. through a restart, before the batch fails (default 60 s);
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
-      query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`).
+      query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`);
+    - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
+      handler's input on the driver (a :class:`~safebunny.exactly_once.batch.Prepared`: one row per
+      message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
+      they are; the handler's context then has ``prepared=True``. A saga parses bodies this way.
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
@@ -106,7 +114,7 @@ class Step:
                  on_failed: FailedCallback | None = None, router: Router | None = None,
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
-                 checkpoint: str | None = None) -> None:
+                 checkpoint: str | None = None, prepare: Prepare | None = None) -> None:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
         self.uri = uri
@@ -123,6 +131,7 @@ class Step:
         self.publish_retry_seconds = publish_retry_seconds
         self.fixed_epoch = epoch
         self.checkpoint = checkpoint
+        self.prepare = prepare
         self.outcomes = OutcomeLog(inbox, node)
         self.claims = ClaimLog(inbox, node)
         self.reports: deque[BatchReport] = deque(maxlen=200)
@@ -160,6 +169,10 @@ class Step:
         new = batch.new(seen)
         replayed = self.inbox.batch_done(epoch, batch_id)
         clock.lap("dedupe")
+        if self.prepare is not None and not rows and new.count:
+            prepared = self.prepare(new.table, new.schema)
+            if prepared is not None:
+                new, ctx = new.with_prepared(prepared), replace(ctx, prepared=True)
         if rows:
             result = self._run_rows(new.for_handler(), handler, ctx)
         else:
@@ -213,7 +226,7 @@ class Step:
         def run(positions: Any) -> Materialized:
             subset = new.frame(spark, positions)
             crash_point("step.in_handler")
-            return from_frames(handler(subset, ctx))
+            return from_frames(handler(subset, ctx), local=len(positions) <= LOCAL_ROWS)
 
         isolation = bisect(list(range(new.count)), run, self.max_isolation_jobs, fatal=_is_plan_error)
         result = merge_all(isolation.results)

@@ -129,7 +129,8 @@ def wrap(step: SagaStep, check_emits: Callable[[SagaStep, list[str]], None] | No
         return per_row
 
     def per_batch(batch: Any, ctx: Any) -> Outcome | None:
-        good, bad = parse_frames(step, batch)
+        # parsed on the driver already (body_arrow.prepare_bodies), or parsed here by Spark
+        good, bad = (batch, []) if ctx.prepared else parse_frames(step, batch)
         outcome = checked(step.handler(good, ctx)) or Outcome()
         outcome.failed = [*outcome.failed, *bad]
         return outcome

@@ -6,6 +6,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 from safebunny.amqp import topology
@@ -14,6 +15,7 @@ from safebunny.exactly_once import BatchReport, Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import breaker, checks, instances, parked
+from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.reports import ReportLog
@@ -167,7 +169,8 @@ class Saga:
             self._failures[step.label] = FailureRouter(self, step)
             self._runtimes[step.label] = Step(step.node, self.inbox_path, self.uri, self.password,
                                               on_failed=self._failures[step.label], router=self._route(step.node),
-                                              checkpoint=self.checkpoint_of(step))
+                                              checkpoint=self.checkpoint_of(step),
+                                              prepare=None if step.rows else partial(prepare_bodies, step))
         return self._runtimes[step.label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:

@@ -1,0 +1,126 @@
+"""The small-batch roads a step takes to save Spark jobs give what the general road gives (real
+SparkSession, real Delta tables):
+
+- a saga step's bodies parsed on the driver (``saga.body_arrow``) against Spark's ``from_json`` parse
+  (``saga.definition.parse_frames``): same rows, same columns, same rejected messages;
+- a handler's output read from a local relation without a job (``exactly_once.local_collect``) against
+  ``toArrow``: the same Arrow table, and no Spark job run;
+- a Delta table handle kept between calls (``exactly_once.delta_rs``) sees every commit, and a table
+  deleted and created again at the same path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from decimal import Decimal
+
+import orjson
+import pyarrow as pa
+import pytest
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import types as T  # noqa: N812
+
+from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.exactly_once.local_collect import collect_local
+from safebunny.saga.body_arrow import prepare_bodies
+from safebunny.saga.definition import SagaStep, parse_frames
+
+SOURCE = T.StructType([T.StructField("messageId", T.StringType()), T.StructField("correlationId", T.StringType()),
+                       T.StructField("type", T.StringType()), T.StructField("value", T.BinaryType())])
+
+
+def _jobs(spark) -> int:  # type: ignore[no-untyped-def]
+    return len(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+
+
+def _source_rows(bodies: list[object]) -> pa.Table:
+    n = len(bodies)
+    return pa.table({"messageId": [f"m{i}" for i in range(n)], "correlationId": [f"c{i}" for i in range(n)],
+                     "type": ["T"] * n, "value": pa.array([orjson.dumps(b) for b in bodies], pa.binary())})
+
+
+def test_bodies_parsed_on_the_driver_match_spark_s_parse(spark) -> None:  # type: ignore[no-untyped-def]
+    step = SagaStep("n", "T", "src", "orderId bigint, amount double, qty int, ok boolean, note string, "
+                    "tags array<string>, who struct<name: string, age: int>, type string", lambda df, ctx: None)
+    bodies = [
+        {"orderId": 1, "amount": 2.5, "qty": 3, "ok": True, "note": "a", "tags": ["x", "y"],
+         "who": {"name": "ann", "age": 40}, "type": "gift", "unknown": [1]},
+        {"orderId": 2, "amount": 3, "qty": None, "ok": False},               # an int for a double, nulls, missing
+        {"orderId": "3", "amount": 1.0},                                      # a string for a bigint: rejected
+        {"orderId": 4, "qty": 2**31},                                         # out of int's range: rejected
+        {"orderId": 5, "who": {"name": 7}},                                   # nested mismatch: rejected
+        {"orderId": 6, "tags": [], "who": {}},
+    ]
+    table = _source_rows(bodies)
+    prepared = prepare_bodies(step, table, SOURCE)
+    assert prepared is not None
+    driver = spark.createDataFrame(prepared.table, schema=prepared.schema)
+    good, bad = parse_frames(step, spark.createDataFrame(table, schema=SOURCE))
+
+    assert driver.schema == good.schema
+    assert set(prepared.rejected) == {b.message_id for b in bad} == {"m2", "m3", "m4"}
+    assert {k: v.reason for k, v in prepared.rejected.items()} == {b.message_id: b.reason for b in bad}
+    kept = driver.where(~F.col("messageId").isin(list(prepared.rejected)))
+    assert sorted(kept.collect()) == sorted(good.collect())
+
+
+def test_local_outputs_are_read_without_a_job_and_equal_to_arrow(spark) -> None:  # type: ignore[no-untyped-def]
+    rows = pa.table({
+        "messageId": ["m1", "m2", "m3"],
+        "qty": pa.array([1, None, -7], pa.int32()),
+        "amount": [1.5, 2.25, None],
+        "ratio": pa.array([0.1, None, 3.0], pa.float32()),
+        "flag": [True, False, None],
+        "day": pa.array([dt.date(2026, 11, 24), None, dt.date(1970, 1, 1)], pa.date32()),
+        "price": pa.array([Decimal("1.10"), Decimal("-3.05"), None], pa.decimal128(10, 2)),
+        "blob": pa.array([b"\x00\x01", None, b""], pa.binary()),
+        "tags": [["a"], [], None],
+        "who": [{"name": "x", "age": 1}, None, {"name": None, "age": 3}],
+    })
+    source = spark.createDataFrame(rows)
+    out = source.where(F.col("messageId") != "m9").select(
+        "messageId", (F.col("qty") * 2).alias("qty2"), "amount", "ratio", "flag", "day", "price", "blob", "tags",
+        "who", F.upper("messageId").alias("upper"))
+    before = _jobs(spark)
+    local = collect_local(out)
+    assert _jobs(spark) == before, "reading a local relation ran a Spark job"
+    assert local is not None
+    expected = out.toArrow()
+    assert local.schema == expected.schema
+    assert local.equals(expected)
+
+
+def test_plans_that_are_not_local_or_not_exact_take_the_arrow_road(spark) -> None:  # type: ignore[no-untyped-def]
+    source = spark.createDataFrame(pa.table({"messageId": ["m1", "m2"], "k": ["a", "a"]}))
+    assert collect_local(source.groupBy("k").count()) is None                      # an aggregate: a job
+    assert collect_local(source.join(source, "messageId")) is None                   # a join: a job
+    assert collect_local(source.select("messageId", F.current_timestamp().alias("at"))) is None  # a timestamp
+    assert collect_local(spark.range(3).withColumn("messageId", F.col("id").cast("string"))) is None
+
+
+def test_a_kept_table_handle_sees_new_commits_and_a_recreated_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = str(tmp_path / "t")
+    delta = DeltaPath(path)
+    assert delta.table() is None
+    delta.append(pa.table({"messageId": ["a"]}), "app", 1)
+    assert delta.table().version() == 0
+    DeltaPath(path).append(pa.table({"messageId": ["b"]}), "app", 2)          # another writer, the same path
+    assert delta.table().version() == 1 and delta.version_of("app") == 2
+    assert sorted(delta.read().column("messageId").to_pylist()) == ["a", "b"]
+    assert not delta.append(pa.table({"messageId": ["b"]}), "app", 2)         # the replay is still refused
+
+    shutil.rmtree(path)                                                        # deleted, then created again
+    assert delta.table() is None
+    DeltaPath(path).append(pa.table({"messageId": ["c"]}), "other", 1)
+    assert delta.read().column("messageId").to_pylist() == ["c"]
+    assert delta.version_of("app") is None
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_an_empty_or_single_row_output_is_read_locally(spark, rows: int) -> None:  # type: ignore[no-untyped-def]
+    source = spark.createDataFrame(pa.table({"messageId": [f"m{i}" for i in range(rows)], "v": list(range(rows))}),
+                                   schema="messageId string, v long")
+    local = collect_local(source.select("messageId", (F.col("v") + 1).alias("w")))
+    assert local is not None and local.num_rows == rows
+    assert local.equals(source.select("messageId", (F.col("v") + 1).alias("w")).toArrow())
