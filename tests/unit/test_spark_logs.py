@@ -72,11 +72,11 @@ def test_a_session_without_a_jvm_is_left_alone(monkeypatch: pytest.MonkeyPatch) 
         pass
 
 
-def test_poll_timeout_is_three_quarters_of_the_trigger_within_bounds() -> None:
-    assert poll_timeout_ms("1 second") == 750
-    assert poll_timeout_ms("400 ms") == 300
+def test_poll_timeout_is_four_fifths_of_the_trigger_within_bounds() -> None:
+    assert poll_timeout_ms("1 second") == 800
+    assert poll_timeout_ms("400 ms") == 320
     assert poll_timeout_ms("10 seconds") == 1000
-    assert poll_timeout_ms("100 milliseconds") == 75
+    assert poll_timeout_ms("100 milliseconds") == 80
     assert poll_timeout_ms("50 ms") == 50
     assert poll_timeout_ms("2 minutes") == 1000
     assert poll_timeout_ms("whenever") == 1000

@@ -23,7 +23,7 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "poll_timeout_ms"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "poll_timeout_ms", "interval_ms"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -66,17 +66,23 @@ _INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second
 
 
 def poll_timeout_ms(trigger: str, default_ms: int = 1000) -> int:
-    """The source's ``pollTimeoutMs`` for a processing-time ``trigger``: three quarters of the interval (at most
-    the option's default, at least 50 ms). A trigger with nothing to read waits that long for a first message,
-    so a message sent to an idle step is taken within a few milliseconds instead of at the next trigger (the
-    largest part of a hop's latency otherwise); the last quarter leaves an idle trigger time to end within its
-    interval, where waiting the whole interval, as the default does for a 1-second trigger, makes every idle
-    trigger late and Spark warn "Current batch is falling behind"."""
-    match = _INTERVAL.match(trigger)
-    if not match:
+    """The source's ``pollTimeoutMs`` for a processing-time ``trigger``: four fifths of the interval (at most the
+    option's default, at least 50 ms). A trigger with nothing to read waits that long for a first message, so a
+    message the previous step sends is taken within milliseconds instead of at the next trigger (otherwise
+    the largest part of a hop's latency: the steps' triggers fire together, so a step that misses its
+    input's arrival waits a whole interval). The last fifth is for the idle trigger's own cost (about 0.15 s
+    here), so that it ends within its interval: waiting the whole interval, as the default does for a
+    1-second trigger, makes every idle trigger late and Spark warn "Current batch is falling behind"."""
+    interval = interval_ms(trigger)
+    if interval is None:
         return default_ms
-    interval_ms = float(match[1]) * _INTERVAL_MS[match[2].lower()]
-    return int(max(50, min(default_ms, interval_ms * 3 // 4)))
+    return int(max(50, min(default_ms, interval * 4 // 5)))
+
+
+def interval_ms(trigger: str) -> float | None:
+    """A processing-time trigger's interval in milliseconds (``"1 second"`` -> 1000.0), or None."""
+    match = _INTERVAL.match(trigger)
+    return None if not match else float(match[1]) * _INTERVAL_MS[match[2].lower()]
 
 
 def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
