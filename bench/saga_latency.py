@@ -1,12 +1,13 @@
 """End-to-end latency of a 3-step saga against 3 chained plain Spark hops, in one run.
 
-    .venv/bin/python -m bench.saga_latency [--rate 20] [--seconds 45] [--trigger "1 second"] [--out DIR]
+    .venv/bin/python -m bench.saga_latency [--rate 20] [--seconds 45] [--trigger "1 second"] [--rounds 3] [--out DIR]
 
 Plain: three queries, each the safebunny source -> the safebunny sink (no inbox, no effects), chained
 through four quorum queues. Saga: ``safebunny.Saga`` with three steps, each one Delta append and one
 emit, its last emit bound to a measuring queue. Both get the same offered load (``rate`` messages per
 second for ``seconds``, each body carrying its publish time), the same trigger and the same Spark
-session; the plain chain runs first. A message's latency is its arrival in the last queue minus its
+session, in ``--rounds`` rounds whose order alternates; the case's ratios are the rounds' medians.
+A message's latency is its arrival in the last queue minus its
 publish time; the first ``--warmup`` seconds of each case are left out. The saga's per-hop breakdown
 is the median of its steps' ``BatchReport.phases`` and Spark's own ``durationMs`` phases per query.
 
@@ -200,18 +201,36 @@ def _summary(run: dict[str, Any], warmup: float) -> dict[str, Any]:
             "p50_ms": _pct(kept, 0.5), "p90_ms": _pct(kept, 0.9), "p99_ms": _pct(kept, 0.99)}
 
 
-def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path
-            ) -> dict[str, Any]:
-    plain = _plain(spark, uri, rate, seconds, trigger, work)
-    saga = _saga(spark, uri, rate, seconds, trigger, work)
-    p, s = _summary(plain, warmup), _summary(saga, warmup)
+def _round(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path,
+           saga_first: bool) -> dict[str, Any]:
+    """One plain chain and one saga, in the given order; their summaries and p50/p99 ratios."""
+    runs: dict[str, dict[str, Any]] = {}
+    for case in ("saga", "plain") if saga_first else ("plain", "saga"):
+        runs[case] = (_saga if case == "saga" else _plain)(spark, uri, rate, seconds, trigger, work)
+    p, s = _summary(runs["plain"], warmup), _summary(runs["saga"], warmup)
     ratio = round(s["p50_ms"] / p["p50_ms"], 2) if p["p50_ms"] and s["p50_ms"] else None
     p99 = round(s["p99_ms"] / p["p99_ms"], 2) if p["p99_ms"] and s["p99_ms"] else None
-    return {"case": "saga vs plain hops · e2e latency", "ratio": ratio, "p99_ratio": p99,
+    return {"ratio": ratio, "p99_ratio": p99, "plain": {**p, "spark_phases_ms": runs["plain"]["spark"]},
+            "saga": {**s, "step_phases_ms": runs["saga"]["step"], "spark_phases_ms": runs["saga"]["spark"]},
+            "series": {"plain": runs["plain"]["arrivals"], "saga": runs["saga"]["arrivals"]}}
+
+
+def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path,
+            rounds: int = 1) -> dict[str, Any]:
+    """``rounds`` rounds of plain and saga, the order alternating; the case's ratios are the medians of the
+    rounds' ratios (a hop's latency moves in steps of a trigger interval, so one round can be unlucky)."""
+    done = [_round(spark, uri, rate, seconds, trigger, warmup, work, saga_first=index % 2 == 1)
+            for index in range(rounds)]
+
+    def median(key: str) -> float | None:
+        values = [r[key] for r in done if r[key] is not None]
+        return round(statistics.median(values), 2) if values else None
+
+    last = done[-1]
+    return {"case": "saga vs plain hops · e2e latency", "ratio": median("ratio"), "p99_ratio": median("p99_ratio"),
             "goal": "p50 ratio <= 1.3, p99 ratio <= 1.5", "rate": rate, "seconds": seconds, "trigger": trigger,
-            "hops": HOPS, "plain": {**p, "spark_phases_ms": plain["spark"]},
-            "saga": {**s, "step_phases_ms": saga["step"], "spark_phases_ms": saga["spark"]},
-            "series": {"plain": plain["arrivals"], "saga": saga["arrivals"]}}
+            "hops": HOPS, "rounds": [{k: v for k, v in r.items() if k != "series"} for r in done],
+            "plain": last["plain"], "saga": last["saga"], "series": last["series"]}
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -245,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=45.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--trigger", default="1 second")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of plain and saga (order alternating)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -254,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="safebunny-saga-latency-"))
     spark = conn.start_spark(work)
     try:
-        result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work)
+        result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work, args.rounds)
     finally:
         spark.stop()
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
