@@ -34,7 +34,7 @@ def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> D
     options = parse_source_options(raw_options)
     kind = options["queueType"]
     if kind == "auto":
-        from safebunny.amqp.probe import detect_queue_type
+        from safebunny.streams.probe import detect_queue_type
 
         kind = detect_queue_type(options["uri"], options["queue"], options["streamPort"])
     if kind != "stream":

@@ -52,7 +52,7 @@ from safebunny.journal_owner import OFFSET_KEY, JournalOwner
 from safebunny.saga.breaker import paused_until
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_table",
-           "deliveries_to_batch", "read_journal_partition"]
+           "read_journal_partition"]
 
 log = logging.getLogger("safebunny.source")
 
@@ -122,10 +122,6 @@ def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers:
                    [d.redelivered for d in deliveries])
     batches = columns.to_batches(queue, max_chunk_bytes)
     return pa.Table.from_batches(batches, schema=arrow_schema(include_headers, include_offset=True))
-
-
-#: The former name: it returns a :class:`pyarrow.Table` now (several record batches when large).
-deliveries_to_batch = deliveries_to_table
 
 
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):

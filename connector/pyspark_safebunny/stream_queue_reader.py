@@ -32,14 +32,15 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from safebunny.errors import SafeBunnyBrokerError, SafeBunnyDataLossError, SafeBunnyOptionError
-from safebunny.streams.client import (
+from safebunny.errors import (
     BrokerAuthenticationError,
     QueueNotFoundError,
-    StreamQueueClient,
+    SafeBunnyBrokerError,
+    SafeBunnyDataLossError,
+    SafeBunnyOptionError,
     VhostNotFoundError,
-    open_stream_client,
 )
+from safebunny.streams.client import StreamQueueClient, open_stream_client
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
     RESET_KEY,

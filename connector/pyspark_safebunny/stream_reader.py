@@ -23,7 +23,7 @@ def resolve_queue_type(options: Mapping[str, Any]) -> str:
     """``classic``, ``quorum`` or ``stream``: the option when set, else the broker's answer."""
     if options["queueType"] != "auto":
         return str(options["queueType"])
-    from safebunny.amqp.probe import detect_queue_type
+    from safebunny.streams.probe import detect_queue_type
 
     return detect_queue_type(options["uri"], options["queue"], options["streamPort"])
 

@@ -17,7 +17,6 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     SafeBunnyDataLossError,
     SafeBunnyError,
-    SafeBunnyInboxConflictError,
     SafeBunnyOptionError,
     SafeBunnyPublishError,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "SafeBunnyBrokerError",
     "SafeBunnyPublishError",
     "SafeBunnyDataLossError",
-    "SafeBunnyInboxConflictError",
 ]
 
 __version__ = "0.1.0"

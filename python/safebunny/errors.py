@@ -17,8 +17,6 @@ __all__ = [
     "BrokerAuthenticationError",
     "VhostNotFoundError",
     "SafeBunnyDataLossError",
-    "SafeBunnyInboxConflictError",
-    "SafeBunnyNotImplementedError",
     "SafeBunnyMissingDependencyError",
 ]
 
@@ -65,14 +63,6 @@ class SafeBunnyPublishError(SafeBunnyBrokerError):
 
 class SafeBunnyDataLossError(SafeBunnyError):
     """Data that a logged batch needs is gone (a missing journal, an offset removed by retention)."""
-
-
-class SafeBunnyInboxConflictError(SafeBunnyError):
-    """The inbox table holds data that contradicts what is being written."""
-
-
-class SafeBunnyNotImplementedError(SafeBunnyError, NotImplementedError):
-    """A feature that is named but not built yet."""
 
 
 class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):

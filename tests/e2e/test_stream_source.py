@@ -10,7 +10,8 @@ import pika
 import pytest
 
 from conftest import use_stream_broker
-from safebunny.streams.client import StreamEndpoint, open_stream_client
+from safebunny.amqp.connection import StreamEndpoint
+from safebunny.streams.client import open_stream_client
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

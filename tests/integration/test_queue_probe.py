@@ -7,15 +7,14 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from conftest import use_stream_broker
-from safebunny.amqp.probe import (
+from safebunny.errors import (
     BrokerAuthenticationError,
     BrokerUnreachableError,
     QueueNotFoundError,
+    SafeBunnyBrokerError,
     VhostNotFoundError,
-    detect_queue_type,
-    parse_inequivalent_arg,
 )
-from safebunny.errors import SafeBunnyBrokerError
+from safebunny.streams.probe import detect_queue_type, parse_inequivalent_arg
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

@@ -11,8 +11,9 @@ from urllib.parse import urlsplit
 import pytest
 
 from conftest import use_stream_broker
+from safebunny.amqp.connection import StreamEndpoint
 from safebunny.errors import QueueNotFoundError, SafeBunnyDataLossError
-from safebunny.streams.client import AmqpStreamClient, RStreamClient, StreamEndpoint
+from safebunny.streams.client import AmqpStreamClient, RStreamClient
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

@@ -10,13 +10,9 @@ import pika
 import pytest
 
 from conftest import use_stream_broker
+from safebunny.amqp.connection import StreamEndpoint
 from safebunny.errors import SafeBunnyDataLossError
-from safebunny.streams.client import (
-    AmqpStreamClient,
-    RStreamClient,
-    StreamEndpoint,
-    open_stream_client,
-)
+from safebunny.streams.client import AmqpStreamClient, RStreamClient, open_stream_client
 from safebunny.streams.offsets import split_range
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)

@@ -60,7 +60,7 @@ def test_probe_of_a_classic_queue_with_the_stream_port_answering(broker, amqp_ur
         pytest.fail(f"the stream plugin does not answer on port {port}; this test needs it")
     classic, stream = make_queue("classic"), make_queue("stream")
     got = _without_rstream("""
-        from safebunny.amqp.probe import detect_queue_type
+        from safebunny.streams.probe import detect_queue_type
         from safebunny.streams.client import open_stream_client
         with open_stream_client(V["uri"], V["port"]) as client:
             protocol = client.protocol

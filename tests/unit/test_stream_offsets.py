@@ -7,13 +7,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
+from safebunny.options.source import parse_ending_offsets
 from safebunny.streams.offsets import (
     StreamBounds,
     capped_end,
     check_data_loss,
     from_spark_offset,
     lost_offsets,
-    parse_ending_offsets,
     resolve_end,
     resolve_start,
     split_range,

@@ -3,7 +3,6 @@
 - :mod:`.connection`: opening connections, translating broker errors;
 - :mod:`.consumer`: the manual-ack queue consumer behind the queue source;
 - :mod:`.publisher`: the confirming publisher behind the sink;
-- :mod:`.probe`: finding out what kind of queue a name refers to;
 - :mod:`.message_rows`: deliveries to Arrow columns (the source's row schema);
 - :mod:`.outgoing`: rows to outgoing messages (ids, properties, routing) for the sink.
 """

@@ -8,10 +8,21 @@ from typing import Any
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
 from safebunny.options.connection import CONNECTION_OPTIONS, apply_password
-from safebunny.streams.offsets import parse_ending_offsets
 
-__all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table"]
+__all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table", "parse_ending_offsets"]
 
+
+def parse_ending_offsets(name: str, raw: str) -> str | int:
+    """Parser of the batch-read option ``endingOffsets``: ``latest`` or an offset number (exclusive)."""
+    value = str(raw).strip()
+    if value.lower() == "latest":
+        return "latest"
+    if value.isdigit():
+        return int(value)
+    raise SafeBunnyOptionError(
+        f"Option '{name}' must be 'latest' or a non-negative offset number (exclusive end), but got {value!r}.",
+        name,
+    )
 
 
 def _starting_offsets(name: str, raw: str) -> str | int | dict[str, int]:

@@ -18,8 +18,8 @@ those entries are dropped. Differences, documented in docs/source.md: over AMQP 
 ``timestamp`` column is null for messages without a ``timestamp`` property (the stream
 protocol uses the chunk's time then); a ``timestamp:`` start is resolved to whole seconds.
 
-Connection helpers and error translation live in :mod:`safebunny.amqp.connection`; the names are
-re-exported here.
+Connection helpers and error translation live in :mod:`safebunny.amqp.connection`, the error classes in
+:mod:`safebunny.errors`; import them from there.
 """
 
 from __future__ import annotations
@@ -44,28 +44,17 @@ from safebunny.amqp.connection import (
 )
 from safebunny.amqp.message_rows import AmqpColumns, render_headers, rows_to_record_batch
 from safebunny.errors import (
-    BrokerAuthenticationError,
-    BrokerUnreachableError,
-    QueueNotFoundError,
     SafeBunnyBrokerError,
-    VhostNotFoundError,
 )
 from safebunny.optional import available, require
 from safebunny.streams.offsets import StreamBounds, check_data_loss
 
 __all__ = [
-    "StreamEndpoint",
     "StreamQueueClient",
     "RStreamClient",
     "AmqpStreamClient",
     "open_stream_client",
     "stream_protocol_answers",
-    "open_blocking",
-    "broker_error",
-    "QueueNotFoundError",
-    "BrokerUnreachableError",
-    "BrokerAuthenticationError",
-    "VhostNotFoundError",
 ]
 
 log = logging.getLogger("safebunny.stream")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
 
 __all__ = [
     "OFFSET_KEY",
@@ -38,7 +38,6 @@ __all__ = [
     "replaced_message",
     "reset_message",
     "batch_start",
-    "parse_ending_offsets",
     "resolve_end",
 ]
 
@@ -237,19 +236,6 @@ def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> int:
     if isinstance(reset, int) and not isinstance(reset, bool) and 0 <= reset <= from_spark_offset(end):
         return reset
     return from_spark_offset(start)
-
-
-def parse_ending_offsets(name: str, raw: str) -> str | int:
-    """Parser of the batch-read option ``endingOffsets``: ``latest`` or an offset number (exclusive)."""
-    value = str(raw).strip()
-    if value.lower() == "latest":
-        return "latest"
-    if value.isdigit():
-        return int(value)
-    raise SafeBunnyOptionError(
-        f"Option '{name}' must be 'latest' or a non-negative offset number (exclusive end), but got {value!r}.",
-        name,
-    )
 
 
 def resolve_end(spec: str | int | None, start: int, tail: int) -> int:

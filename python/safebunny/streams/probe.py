@@ -28,29 +28,16 @@ import logging
 import re
 from typing import Any
 
-from safebunny.errors import SafeBunnyBrokerError
-from safebunny.optional import available
-from safebunny.streams.client import (
+from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.errors import (
     BrokerAuthenticationError,
-    BrokerUnreachableError,
-    QueueNotFoundError,
-    RStreamClient,
-    StreamEndpoint,
+    SafeBunnyBrokerError,
     VhostNotFoundError,
-    broker_error,
-    open_blocking,
-    stream_protocol_answers,
 )
+from safebunny.optional import available
+from safebunny.streams.client import RStreamClient, stream_protocol_answers
 
-__all__ = [
-    "QUEUE_TYPES",
-    "detect_queue_type",
-    "parse_inequivalent_arg",
-    "QueueNotFoundError",
-    "BrokerUnreachableError",
-    "BrokerAuthenticationError",
-    "VhostNotFoundError",
-]
+__all__ = ["QUEUE_TYPES", "detect_queue_type", "parse_inequivalent_arg"]
 
 log = logging.getLogger("safebunny.source")
 QUEUE_TYPES = ("classic", "quorum", "stream")
