@@ -49,7 +49,7 @@ from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.journal import Journal
 from safebunny.journal_owner import OFFSET_KEY, JournalOwner
-from safebunny.saga.breaker import paused_until
+from safebunny.pause_file import paused_until
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "deliveries_to_table",
            "read_journal_partition"]

@@ -168,3 +168,15 @@ def _folder_graph() -> dict[str, set[str]]:
 def test_no_import_cycle_between_folders() -> None:
     cycle = find_cycle(_folder_graph())
     assert cycle is None, f"the core's folders import each other in a cycle: {' -> '.join(cycle or [])}"
+
+
+PLUGIN = REPO / "connector" / "pyspark_safebunny"
+#: the Spark plugin is the source and the sink: the layers above them are not its business
+PLUGIN_FORBIDDEN = {"exactly_once", "saga", "cli", "demo"}
+
+
+@pytest.mark.parametrize("path", sorted(PLUGIN.rglob("*.py")), ids=lambda p: p.name)
+def test_the_plugin_does_not_import_the_layers_above_the_source_and_sink(path: Path) -> None:
+    hits = sorted(n for n in _imports(path) for banned in PLUGIN_FORBIDDEN
+                  if n == f"safebunny.{banned}" or n.startswith(f"safebunny.{banned}."))
+    assert not hits, f"{path.name} imports {hits}; the plugin may use the source, sink and option layers only"

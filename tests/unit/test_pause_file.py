@@ -1,0 +1,34 @@
+"""The pause file read by the queue source (option ``pauseFile``) and written by a saga's breaker."""
+
+from __future__ import annotations
+
+import time
+
+from safebunny.pause_file import clear_pause, paused_until, write_pause
+from safebunny.saga import breaker
+
+
+def test_a_pause_is_read_until_it_ends_then_cleared(tmp_path) -> None:
+    path = str(tmp_path / "control" / "n.T.pause")
+    assert paused_until(path) is None
+    until = write_pause(path, 30)
+    assert paused_until(path) == until and until > time.time() + 29
+    assert paused_until(path, now=until + 1) is None  # over by itself
+    clear_pause(path)
+    clear_pause(path)  # nothing to clear: no error
+    assert paused_until(path) is None
+
+
+def test_a_file_that_is_not_a_time_pauses_nothing(tmp_path) -> None:
+    path = tmp_path / "p"
+    path.write_text("soon")
+    assert paused_until(str(path)) is None
+    path.write_text("")
+    assert paused_until(str(path)) is None
+
+
+def test_the_breaker_writes_where_the_saga_s_source_reads(tmp_path) -> None:
+    until = breaker.pause(str(tmp_path), "billing", "InvoiceRequested", 5)
+    assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) == until
+    breaker.resume(str(tmp_path), "billing", "InvoiceRequested")
+    assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) is None
