@@ -9,21 +9,29 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from pyarrow import fs as pafs
 
 __all__ = ["write_atomically"]
 
 
-def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` (its folder created) through a temporary file and a rename; ``durable=False``
-    skips the fsync, for records a power cut may lose (counters), never ones correctness rests on."""
+def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any], None],
+                     durable: bool = True) -> None:
+    """Write ``data`` to ``path`` (its folder created) through a temporary file and a rename; ``data`` is the
+    bytes, or a function that writes them to the output stream it is given (a large Arrow stream is written
+    without a copy in memory). ``durable=False`` skips the fsync, for records a power cut may lose
+    (counters), never ones correctness rests on."""
     folder = path.rsplit("/", 1)[0]
     if folder:
         filesystem.create_dir(folder, recursive=True)
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     with filesystem.open_output_stream(tmp) as f:
-        f.write(data)
+        if callable(data):
+            data(f)
+        else:
+            f.write(data)
     if durable and isinstance(filesystem, pafs.LocalFileSystem):
         fd = os.open(tmp, os.O_RDONLY)
         try:

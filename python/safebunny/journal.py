@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from safebunny.atomic import write_atomically
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 
 __all__ = ["Journal", "batch_file_name", "parse_batch_file_name", "resolve_location"]
@@ -88,18 +89,13 @@ class Journal:
                 raise ValueError("data must hold at least one record batch, but got none")
             schema = batches[0].schema
         path = self.path_of(start_seq, end_seq)
-        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-        with self.fs.open_output_stream(tmp) as sink:
+
+        def stream(sink: Any) -> None:
             with pa.ipc.new_stream(sink, schema) as writer:
                 for batch in batches:
                     writer.write_batch(batch)
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        self.fs.move(tmp, path)
+
+        write_atomically(self.fs, path, stream, durable=True)
         return path
 
     def exists(self, start_seq: int, end_seq: int) -> bool:

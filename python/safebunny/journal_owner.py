@@ -46,6 +46,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from safebunny.atomic import write_atomically
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.journal import Journal
 
@@ -189,12 +190,7 @@ class JournalOwner:
 
     def _replace(self, record: OwnerRecord) -> None:
         """Rewrite the owner file (this reader owns it already)."""
-        data = record.to_json()
-        if self._local:
-            os.replace(_write_synced(f"{self._path}.{uuid.uuid4().hex}.tmp", data), self._path)
-        else:
-            with self.journal.fs.open_output_stream(self._path) as f:
-                f.write(data)
+        write_atomically(self.journal.fs, self._path, record.to_json(), durable=True)
 
     def _take_over(self, stale: OwnerRecord) -> bool:
         """Replace the stale owner ``stale`` by a new claim of ours; False when another query was quicker."""
