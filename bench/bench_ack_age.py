@@ -1,4 +1,4 @@
-"""S4: how long a delivery waits for its ack under the queue source, against a broker's consumer_timeout.
+"""How long a delivery waits for its ack under the queue source, against a broker's consumer_timeout.
 
     python -m bench.bench_ack_age [--durations 0.3,0.6,0.9,1.2] [--batches 8] [--batch 20] [--timeout-ms 2000]
 

@@ -1,4 +1,4 @@
-"""The classic/quorum source against raw pika consume, interleaved in one run (issue 15).
+"""The classic/quorum source against raw pika consume, interleaved in one run.
 
     .venv/bin/python -m bench.bench_source [--n 50000] [--rounds 3] [--kinds classic,quorum] [--batch 10000]
         [--checkpoints both|local|spark-default] [--warmup-n 100000] [--warmup-s 90]

@@ -1,4 +1,4 @@
-"""An exactly-once step against the raw stage loop, in the same run (issue 11, item 6a).
+"""An exactly-once step against the raw stage loop, in the same run.
 
     .venv/bin/python -m bench.bench_step [--n 60000] [--batch 10000] [--rounds 3]
 

@@ -1,4 +1,4 @@
-"""The source and raw pika consume on messages of two shapes, interleaved (issue 15).
+"""The source and raw pika consume on messages of two shapes, interleaved.
 
     .venv/bin/python -m bench.message_shape [--n 50000] [--rounds 2] [--kinds quorum,classic] [--batch 10000]
 

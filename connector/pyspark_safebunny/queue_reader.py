@@ -9,7 +9,7 @@ The contract (shared/DESIGN.md, "The source"):
   tag, which is channel-scoped), ``tick`` only moves to make Spark plan an empty batch.
 * ``partitions``/``read`` serve a batch from its journal file, so a replay is exact.
 * Each offset after the first batch carries the journal's id (``"journal"``): one query per
-  ``journalLocation`` (F3, :mod:`safebunny.journal_owner`).
+  ``journalLocation`` (:mod:`safebunny.journal_owner`).
 * ``commit(end)`` acks with ``multiple=True`` through the last delivery of that batch and
   deletes its journal. The ack is written without waiting for the broker's answer; a round trip
   confirms the acks sent whenever ``latestOffset`` finds nothing more to read (before a query can
@@ -91,7 +91,7 @@ class JournalPartition(InputPartition):
 
 def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, end_seq: int) -> pa.RecordBatch:
     """A journaled batch in the query's current shape: ``includeHeaders`` may have changed since it was
-    written (S6). Headers the query no longer wants are dropped; headers it wants but the journal never
+    written. Headers the query no longer wants are dropped; headers it wants but the journal never
     kept cannot be made up, which is a clear error rather than an Arrow schema mismatch."""
     has = "headers" in batch.schema.names
     if has and not include_headers:
@@ -115,7 +115,7 @@ def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers:
                         max_chunk_bytes: int | None = None) -> pa.Table:
     """The source's rows for ``deliveries``, as a table whose record batches each hold at most
     ``max_chunk_bytes`` of bodies (default ``MAX_CHUNK_BYTES``): a batch of any total size can be
-    journaled, although one Arrow ``binary`` array holds less than 2 GiB (F5)."""
+    journaled, although one Arrow ``binary`` array holds less than 2 GiB."""
     columns = AmqpColumns(include_headers)
     columns.extend([d.body for d in deliveries], [d.properties for d in deliveries],
                    [d.exchange for d in deliveries], [d.routing_key for d in deliveries],
@@ -161,7 +161,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return min(65535, 2 * self._batch_cap())
 
     def _max_buffered_bytes(self) -> int:
-        # room for one uncommitted batch plus the next, as the prefetch has in messages (F6)
+        # room for one uncommitted batch plus the next, as the prefetch has in messages
         return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
 
     def _journal_(self) -> Journal:
@@ -177,7 +177,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def _check_owner(self, offset: dict) -> None:
         """``offset`` came from Spark's offset log (a start, a replayed end, a commit): the journal location
-        must belong to the query it names, or be free when it names none (F3)."""
+        must belong to the query it names, or be free when it names none."""
         journal_id = JournalOwner.id_of(offset)
         if journal_id is not None:
             self._owner_().adopt(journal_id)
@@ -247,7 +247,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         journal = self._journal_()
         if isinstance(limit, ReadAllAvailable) and self._target_count is None:
             # Spark passes "all available" without preparing availableNow only for trigger(once=True), which
-            # plans a batch and stops before committing it: every run would redeliver its messages (S1)
+            # plans a batch and stops before committing it: every run would redeliver its messages
             raise SafeBunnyOptionError(
                 f"trigger(once=True) cannot be used to read queue {self.queue!r}: Spark stops before committing the "
                 "batch it read, so its messages are never acked and come back at every run. Use "
@@ -257,7 +257,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         first_wait = self.options["pollTimeoutMs"] / 1000.0
         reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
         consumer.await_connection(reconnect_wait)
-        self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning (S4)
+        self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning
         if self._target_count is not None:
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
@@ -265,7 +265,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         # with a backlog at the broker, wait up to pollTimeoutMs for a full batch, not just the 50 ms linger
         deliveries = consumer.take(count, max_bytes, first_wait, fill_wait=first_wait) if count > 0 else []
         if not deliveries and count > 0 and not consumer.ready:
-            # the connection dropped while we waited: nothing new is not the same as nothing left (F7)
+            # the connection dropped while we waited: nothing new is not the same as nothing left
             consumer.await_connection(reconnect_wait)
             deliveries = consumer.take(count, max_bytes, first_wait)
         if not deliveries and count > 0 and self._target_seq is not None and not self._pending:
@@ -341,7 +341,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
             if not acked:
                 log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
                             "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
-            # messages of a lost channel come back: an availableNow run reads that many more (F7)
+            # messages of a lost channel come back: an availableNow run reads that many more
             lost = sum(s - self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
             if lost and self._target_seq is not None:
                 self._target_seq += lost

@@ -256,7 +256,7 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         reset_from = None
         message = self._replaced(start, begin, bounds)
         if message is not None:
-            # the stream was deleted and re-created since this offset was written (F4): data loss
+            # the stream was deleted and re-created since this offset was written: data loss
             if self.options["failOnDataLoss"]:
                 raise SafeBunnyDataLossError(message)
             log.warning("failOnDataLoss=false, SKIPPING LOST MESSAGES: %s Going on from offset %d.", message,

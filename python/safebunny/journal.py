@@ -76,7 +76,7 @@ class Journal:
 
         ``data`` is one record batch, a table, or a non-empty list of record batches of one schema; they
         are kept as separate record batches in the file (a batch of messages may exceed what one Arrow
-        ``binary`` array can hold, F5) and :meth:`read` yields them in order."""
+        ``binary`` array can hold) and :meth:`read` yields them in order."""
         if isinstance(data, pa.RecordBatch):
             batches: Sequence[pa.RecordBatch] = [data]
         elif isinstance(data, pa.Table):

@@ -1,4 +1,4 @@
-"""One query per journal: the owner of a ``journalLocation`` and its id in the offsets (F3).
+"""One query per journal: the owner of a ``journalLocation`` and its id in the offsets.
 
 Two queries writing to one location would name their batches alike (each counts from 0), serve each
 other's messages and ack messages they never served, silently. So the first query that journals a

@@ -1,4 +1,4 @@
-"""Random kills of a step's driver while messages flow through it, then a count (issue 11's acceptance check).
+"""Random kills of a step's driver while messages flow through it, then a count.
 
     .venv/bin/python tests/e2e/random_kills.py --n 20000 --kills 10 [--batch 500] [--seed 7]
 

@@ -133,7 +133,7 @@ def test_missing_queue_and_wrong_password_fail_clearly_without_the_password(spar
 
 
 def test_trigger_once_is_refused_with_advice(spark, amqp_uri, make_queue, tmp_path):
-    """S1: trigger(once=True) plans one batch and never commits it; the source refuses it and names availableNow."""
+    """`trigger(once=True)` plans one batch and never commits it; the source refuses it and names availableNow."""
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 5)
     df = (spark.readStream.format("safebunny").option("uri", amqp_uri).option("queue", queue)
@@ -145,7 +145,7 @@ def test_trigger_once_is_refused_with_advice(spark, amqp_uri, make_queue, tmp_pa
 
 def test_two_queries_sharing_a_journal_location_fail_clearly_and_a_restart_keeps_its_own(spark, broker, amqp_uri,
                                                                                          make_queue, tmp_path):
-    """F3: the journal's id travels through Spark's offset log; a second query (another checkpoint) on the same
+    """The journal's id travels through Spark's offset log; a second query (another checkpoint) on the same
     journalLocation fails naming the option, the first one restarts from its checkpoint and goes on."""
     import json
 

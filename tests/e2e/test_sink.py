@@ -371,7 +371,7 @@ def test_a_replayed_micro_batch_republishes_the_same_ids(spark, amqp_uri, admin,
     assert {p.message_id for _, p, _ in first} <= replayed  # every id of the failed run comes back, unchanged
 
 
-# -- S2: derived ids of several outputs of one cause -------------------------------------------------
+# -- Derived ids of several outputs of one cause -------------------------------------------------
 def test_s2_outputs_of_one_cause_keep_their_ids_across_a_shuffle_and_a_task_retry(spark, amqp_uri, admin,
                                                                                   make_queue):
     """Six causes with eight outputs each, spread over three partitions by a shuffle (repartition). The first

@@ -1,4 +1,4 @@
-"""Acks are written off the batch's path and confirmed before the reader says nothing is left (issue 15).
+"""Acks are written off the batch's path and confirmed before the reader says nothing is left.
 
 Spark may end the reader's process right after an availableNow run's last commit without calling ``stop``.
 The acks of the run must have reached the broker by then: this kills the process the moment ``latestOffset``

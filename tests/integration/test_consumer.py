@@ -142,7 +142,7 @@ def test_a_queue_deleted_while_consuming_is_a_clear_error(amqp_uri, admin, uniqu
 
 def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri, make_queue):
     """take(fill_wait=...): when the broker's count says the queue holds enough to fill the batch, wait for a full
-    batch (issue 15: fuller batches under a backlog); when it does not, hand out what came after the linger."""
+    batch (fuller batches under a backlog); when it does not, hand out what came after the linger."""
     queue = make_queue()
     _publish(amqp_uri, queue, 3000)
     consumer = QueueConsumer(amqp_uri, queue, prefetch=3000).start()

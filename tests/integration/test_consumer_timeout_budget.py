@@ -1,4 +1,4 @@
-"""S4: a delivery waits about two batch durations for its ack (the prefetch holds two batches). On a broker whose
+"""A delivery waits about two batch durations for its ack (the prefetch holds two batches). On a broker whose
 consumer_timeout is 2 s, batches of 1.2 s lose their acks to channel closures; the reader fails the query with a
 clear error instead of reading the same messages again and again. The reader is driven as Spark drives it."""
 

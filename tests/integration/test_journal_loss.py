@@ -1,4 +1,4 @@
-"""F2: a batch this reader still holds is never skipped, even with failOnDataLoss=false; a relative
+"""A batch this reader still holds is never skipped, even with failOnDataLoss=false; a relative
 journalLocation is resolved on the driver (executors would resolve it against their own directory)."""
 
 import os
@@ -33,7 +33,7 @@ def test_a_relative_journal_location_is_made_absolute(amqp_uri, make_queue, tmp_
 
 
 def test_a_batch_journaled_with_headers_replays_after_include_headers_is_turned_off(amqp_uri, make_queue, tmp_path):
-    """S6: the replay follows the query's current includeHeaders instead of failing on Arrow's schema."""
+    """The replay follows the query's current includeHeaders instead of failing on Arrow's schema."""
     from safebunny.errors import SafeBunnyOptionError
 
     queue = make_queue()

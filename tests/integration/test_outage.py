@@ -1,4 +1,4 @@
-"""F7: an outage longer than pollTimeoutMs never ends an availableNow run early; an outage longer than
+"""An outage longer than pollTimeoutMs never ends an availableNow run early; an outage longer than
 reconnectTimeoutMs fails the batch with a clear error. The reader is driven as Spark drives it (no JVM); the
 broker really closes the channel, and reconnecting is made to fail for a while, as a restarting broker would."""
 

@@ -86,7 +86,7 @@ def test_missing_exchange_is_a_clear_error(amqp_uri, unique_name):
 
 
 def test_missing_exchange_error_names_the_failing_message_not_the_last_one(amqp_uri, unique_name, make_queue):
-    """F12: publishing is pipelined; the 404 named the exchange and routing key of the last message sent."""
+    """Publishing is pipelined; the 404 named the exchange and routing key of the last message sent."""
     queue = make_queue()
     pub = ConfirmingPublisher(amqp_uri).open()
     with pytest.raises(SafeBunnyPublishError) as info:

@@ -1,4 +1,4 @@
-"""The classic/quorum reader with big messages, against the real broker (issue 9: F5 and F6)."""
+"""The classic/quorum reader with big messages, against the real broker."""
 
 import time
 
@@ -14,7 +14,7 @@ KIB = 1024
 
 def test_a_batch_larger_than_one_arrow_array_is_journaled_in_pieces_and_replayed_exactly(
         amqp_uri, make_queue, tmp_path, monkeypatch):
-    """F5: bodies beyond what one Arrow binary array holds (2 GiB; lowered here to 100 KiB) are journaled as
+    """Bodies beyond what one Arrow binary array holds (2 GiB; lowered here to 100 KiB) are journaled as
     several record batches, and a new reader (a replay after a restart) serves them all, in order, with the
     schema Spark expects."""
     monkeypatch.setattr(message_rows, "MAX_CHUNK_BYTES", 100 * KIB)
@@ -65,7 +65,7 @@ def _drain(reader, batches_at_most=200, start=None, committed=None):
 
 
 def test_max_bytes_per_trigger_bounds_the_bytes_the_reader_buffers(amqp_uri, make_queue, tmp_path, admin):
-    """F6: the prefetch counted messages only (2 x 10,000), so with big messages the reader buffered far more
+    """The prefetch counted messages only (2 x 10,000), so with big messages the reader buffered far more
     than maxBytesPerTrigger. Now the buffer stays within twice maxBytesPerTrigger (plus one message), nothing
     is requeued on the way (no message comes back redelivered), and every message is read exactly once."""
     queue = make_queue()

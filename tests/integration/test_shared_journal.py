@@ -1,4 +1,4 @@
-"""F3: two queries sharing a journalLocation are refused before either serves or acks the other's messages; the
+"""Two queries sharing a journalLocation are refused before either serves or acks the other's messages; the
 journal's id travels in the offsets, so restarts (before and after Spark logged batch 0) and checkpoints written
 before journal ids keep working. The reader is driven as Spark drives it (no JVM), against the real broker."""
 

@@ -1,5 +1,5 @@
-"""Stream-queue edges found by the core audit: subscription ids (F13), a re-created stream (F4), the
-tail over AMQP 0-9-1 when the newest chunk is bigger than a prefetch window (F9). Real broker with the
+"""Stream-queue edges found by the core audit: subscription ids, a re-created stream, the
+tail over AMQP 0-9-1 when the newest chunk is bigger than a prefetch window. Real broker with the
 stream plugin."""
 
 from __future__ import annotations

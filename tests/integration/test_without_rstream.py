@@ -1,4 +1,4 @@
-"""Without rstream importable, broker errors are still our clear errors and classic queues still read (F10).
+"""Without rstream importable, broker errors are still our clear errors and classic queues still read.
 
 Each case runs in a child process where ``sys.modules['rstream'] = None`` (as if safebunny were
 installed without it), against the real broker; the probe case needs the stream plugin to answer,

@@ -1,4 +1,4 @@
-"""S4: the ack-age budget's arithmetic (against a broker: tests/integration/test_consumer_timeout_budget.py)."""
+"""The ack-age budget's arithmetic (against a broker: tests/integration/test_consumer_timeout_budget.py)."""
 
 import logging
 

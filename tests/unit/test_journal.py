@@ -77,7 +77,7 @@ def test_unwritable_location_names_the_option(tmp_path):
 
 
 def test_a_batch_of_several_record_batches_is_written_and_read_back_in_order(tmp_path):
-    """F5: a journaled batch may hold several record batches (bodies over 2 GiB cannot be one)."""
+    """A journaled batch may hold several record batches (bodies over 2 GiB cannot be one)."""
     journal = Journal(str(tmp_path))
     parts = [_batch(3), _batch(2), _batch(4)]
     journal.write(0, 9, parts)

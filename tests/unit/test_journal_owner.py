@@ -1,4 +1,4 @@
-"""F3: one query per journal location; the owner's id travels in the offsets (no broker needed)."""
+"""One query per journal location; the owner's id travels in the offsets (no broker needed)."""
 
 import json
 import subprocess

@@ -175,7 +175,7 @@ def _props(i: int) -> SimpleNamespace:
 
 
 def test_batches_over_the_chunk_limit_are_split_in_order_with_the_spark_schema():
-    """F5: a batch whose bodies exceed what one Arrow binary array holds (2 GiB) is split into record
+    """A batch whose bodies exceed what one Arrow binary array holds (2 GiB) is split into record
     batches of bounded body bytes; here with the limit lowered to 100 bytes."""
     columns = message_rows.AmqpColumns(False)
     sizes = [30, 30, 30, 30, 250, 0, 10, 90, 5]

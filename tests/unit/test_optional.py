@@ -1,4 +1,4 @@
-"""Optional imports: what to install is said, and error translation never needs an optional package (F10)."""
+"""Optional imports: what to install is said, and error translation never needs an optional package."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def test_broker_error_translation_works_without_rstream():
 
 
 def test_a_broker_sent_close_is_not_reported_as_unreachable():
-    """F13: a connection.close from the broker (320 CONNECTION_FORCED) said 'Cannot reach RabbitMQ'."""
+    """A connection.close from the broker (320 CONNECTION_FORCED) said 'Cannot reach RabbitMQ'."""
     import pika.exceptions as pe
 
     from safebunny.amqp.connection import StreamEndpoint, broker_error

@@ -128,7 +128,7 @@ def test_ending_offsets():
     assert resolve_end(3, 5, 100) == 5
 
 
-# -- a re-created stream (F4) ----------------------------------------------------------------
+# -- a re-created stream ----------------------------------------------------------------
 def test_batch_start_is_the_start_offset_unless_the_end_resets():
     from safebunny.streams.offsets import batch_start
 

@@ -10,7 +10,7 @@ from safebunny.uri import connection_parameters, describe, redact, validate_uri,
         ("amqp://guest:secret@host:5672/%2F", "amqp://guest:***@host:5672/%2F"),
         ("failed amqps://u:p%40ss@h/v and amqp://a:b@c", "failed amqps://u:***@h/v and amqp://a:***@c"),
         ("amqp://host:5672/", "amqp://host:5672/"),
-        # F11: an unencoded '/' or '@' in the password ends the userinfo at the last '@'
+        # An unencoded '/' or '@' in the password ends the userinfo at the last '@'
         ("amqp://app:s3cr/et@rabbit:5672/%2F", "amqp://app:***@rabbit:5672/%2F"),
         ("got 'amqp://app:p@ss@rabbit:badport/%2F'.", "got 'amqp://app:***@rabbit:badport/%2F'."),
         ("amqp://app:s'cr\"t@h/ and amqp://b:c/d@e", "amqp://app:***@h/ and amqp://b:***@e"),
@@ -39,7 +39,7 @@ def test_validate_uri_errors_never_show_the_password(uri, words):
 
 @pytest.mark.parametrize(
     "uri, words",
-    [  # F11: passwords with unencoded '/' or '@' (the audit's e7_redact.py)
+    [  # Passwords with unencoded '/' or '@'
         ("amqp://app:s3cr/et@rabbit:5672/%2F", ["before its '@'", "'amqp://***@rabbit:5672/%2F'", "%2F", "'password'"]),
         ("amqp://app:s3cr/et@rabbit/%2F", ["before its '@'", "'amqp://***@rabbit/%2F'"]),
         ("http://app:s3cr/et@rabbit:5672/%2F", ["'amqp://' or 'amqps://'", "'http://***@rabbit:5672/%2F'"]),

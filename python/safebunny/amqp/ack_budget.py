@@ -1,4 +1,4 @@
-"""The consumer_timeout budget of the queue source (S4).
+"""The consumer_timeout budget of the queue source.
 
 RabbitMQ closes a channel whose oldest unacked delivery is older than its ``consumer_timeout``
 (30 minutes by default), and requeues everything the channel held. The source acks a batch when

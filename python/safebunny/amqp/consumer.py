@@ -11,7 +11,7 @@ Delivery tags are channel-scoped: every delivery carries the *generation* of the
 that delivered it, and an ack for an older generation is dropped (the broker has already
 requeued those messages; they come back flagged ``redelivered``).
 
-Memory is bounded twice (F6): the prefetch bounds the unacked deliveries in messages, and
+Memory is bounded twice: the prefetch bounds the unacked deliveries in messages, and
 ``max_buffered_bytes`` bounds the bodies waiting in the buffer. With a byte budget the consumer
 starts with a prefetch of 1; the first delivery tells the body size, and the consumer is
 restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget
@@ -112,7 +112,7 @@ class QueueConsumer:
         self._unconfirmed = False  # an ack was written that no round trip has confirmed yet (I/O thread)
         self._on_message: Callable[..., None] | None = None
         self._accept: Callable[..., None] | None = None
-        self._tap: FrameTap | None = None  # decodes deliveries from the socket's bytes (issue 15)
+        self._tap: FrameTap | None = None  # decodes deliveries from the socket's bytes
         self._depth_asked = False  # a passive declare for the queue depth is on its way
         self.generation = 0
         self._buffer: deque[Delivery] = deque()
@@ -128,7 +128,7 @@ class QueueConsumer:
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
         self.backlog: int = 0
-        #: channels the broker closed because a delivery outlived its consumer_timeout (S4)
+        #: channels the broker closed because a delivery outlived its consumer_timeout
         self.timeouts = 0
 
     # ----------------------------------------------------------------- lifecycle
@@ -339,7 +339,7 @@ class QueueConsumer:
                        "reconnecting.")
         self.last_error = message
         log.warning(message)
-        self._clear_buffer()  # deliveries of a dead channel can never be acked: never journal them (F8)
+        self._clear_buffer()  # deliveries of a dead channel can never be acked: never journal them
         self._ready.clear()
         self._close_quietly()
         self._connection = None
@@ -383,7 +383,7 @@ class QueueConsumer:
 
     def await_connection(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for a lost connection to come back; raise a clear error if it does
-        not (F7: an outage must fail the query, not end an availableNow run "successfully")."""
+        not (an outage must fail the query, not end an availableNow run "successfully")."""
         if self._ready.wait(timeout):
             return
         self._check()

@@ -1,7 +1,7 @@
 """Decoding a delivery (``basic.deliver``, its content header and body frames) straight from AMQP 0-9-1 bytes.
 
 The queue reader spends most of its CPU in pika's generic frame machinery: three frame objects, a
-method object, a :class:`pika.spec.BasicProperties` and a callback dispatch per message (issue 15's
+method object, a :class:`pika.spec.BasicProperties` and a callback dispatch per message (the
 profile: ~11 µs per message). A consumer only needs one shape fast, so :func:`parse_delivery` reads
 exactly that one with :mod:`struct` and leaves every other frame to pika (see
 :mod:`safebunny.amqp.frame_tap`). The values are pika's, bit for bit: short strings are UTF-8

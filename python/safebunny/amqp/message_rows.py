@@ -75,7 +75,7 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 #: Body bytes per Arrow record batch at most (a single larger body gets a batch of its own). Arrow's
 #: ``binary`` type has 32-bit offsets, so one array holds less than 2 GiB; a batch of messages is
-#: therefore journaled and served as several record batches (F5), each well under that limit and
+#: therefore journaled and served as several record batches, each well under that limit and
 #: small enough for Spark's JVM to take in one piece.
 MAX_CHUNK_BYTES = 256 * 1024 * 1024
 
