@@ -63,15 +63,23 @@ def test_operator_session(spark, cli_env: Path, capsys: pytest.CaptureFixture[st
     bad = parked[0]
     assert bad["correlationId"] == correlation_id_for("order-bad")
     assert "sku not in the catalogue" in bad["reason"] and bad["attempts"] >= 2
+    assert bad["state"] == "parked" and bad["poisonedAt"]
     rc, shown_one = _json(capsys, "poison", "show", SAGA_FILE, "--id", bad["messageId"])
     assert rc == 0 and shown_one["messageId"] == bad["messageId"]
+    assert "sku not in the catalogue" in shown_one["headers"]["x-safebunny-reason"]
     assert main(["poison", "show", SAGA_FILE, "--id", "no-such-id"]) == exits.NOT_FOUND
+    assert main(["poison", "discard", SAGA_FILE, "--id", "no-such-id", "--reason", "typo"]) == exits.NOT_FOUND
+    assert main(["poison", "redrive", SAGA_FILE, "--error-type", "NoSuchError"]) == exits.NOT_FOUND
     capsys.readouterr()
 
     (cli_env / "fixed").touch()                                    # the fix
     rc, redriven = _json(capsys, "poison", "redrive", SAGA_FILE, "--step", "stock", "--all")
     assert rc == 0 and redriven == [{"step": "stock.OrderPlaced", "redriven": 1}]
     load_saga(SAGA_FILE).drain(spark)
+    rc, after = _json(capsys, "poison", "list", SAGA_FILE)
+    assert rc == 0 and after == []                                  # resolved entries are hidden
+    rc, every = _json(capsys, "poison", "list", SAGA_FILE, "--all")
+    assert [r["state"] for r in every] == ["resolved"]
 
     from safebunny.demo.tables import read_table
 

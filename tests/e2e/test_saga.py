@@ -91,9 +91,20 @@ def test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_r
         parked = saga.poison_rows("payment", "StockReserved")
         assert [p.correlationId for p in parked] == [safebunny.correlation_id_for("o-poison")]
         assert "rejects this order" in parked[0].reason and parked[0].attempts == 3
+        assert parked[0].state == "parked" and parked[0].parkedAt and parked[0].parkedAt >= parked[0].firstFailure
+        assert parked[0].headers["x-safebunny-error-type"] == parked[0].errorType
         malformed = saga.poison_rows("stock", "OrderPlaced")
         assert [p.messageId for p in malformed] == ["malformed-1"] and "does not parse" in malformed[0].reason
         assert saga.poison("payment", "StockReserved", spark).count() == 1
+
+        # discarded on purpose: recorded with the reason, hidden from listings, never redriven
+        assert saga.discard("stock", "OrderPlaced", ["malformed-1", "not-parked"], "test data, not an order") == 1
+        assert saga.poison_rows("stock", "OrderPlaced") == []
+        [gone] = saga.poison_rows("stock", "OrderPlaced", all=True)
+        assert gone.state == "discarded" and gone.messageId == "malformed-1"
+        assert saga.redrive("stock", "OrderPlaced") == 0
+        with pytest.raises(safebunny.SafeBunnyOptionError, match="reason"):
+            saga.discard("stock", "OrderPlaced", ["malformed-1"], " ")
 
         status = {(s.node, s.type): s for s in saga.status()}
         assert status[("stock", "OrderPlaced")].duplicates == 10
@@ -101,9 +112,13 @@ def test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_r
         assert all(s.backlog == 0 and s.retrying == 0 for s in status.values())
 
         broken["on"] = False  # the fix
-        assert saga.redrive("payment", "StockReserved") == 1
+        assert saga.redrive("payment", "StockReserved", error_type="NoSuchError") == 0  # by error type
+        assert saga.redrive("payment", "StockReserved", error_type=parked[0].errorType) == 1
+        assert [p.state for p in saga.poison_rows("payment", "StockReserved")] == ["redriven"]
         saga.drain(spark, timeout=120)
         assert "o-poison" in [r["orderId"] for r in _rows(t["shipments"])]
+        assert saga.poison_rows("payment", "StockReserved") == []  # resolved: redriven, then processed
+        assert [p.state for p in saga.poison_rows("payment", "StockReserved", all=True)] == ["resolved"]
         assert saga.redrive("payment", "StockReserved") == 1  # again: the inbox drops it
         saga.drain(spark, timeout=120)
         assert sorted(r["orderId"] for r in _rows(t["shipments"])).count("o-poison") == 1

@@ -109,21 +109,31 @@ def instances(saga: Any, state: str | None) -> list[dict[str, Any]]:
     return to_rows(instances_table(saga, state))
 
 
-def poison(saga: Any, step: Any) -> list[dict[str, Any]]:
-    """The parked messages of one step, from ``saga.poison_rows(node, type)`` (no Spark needed)."""
-    rows = to_rows(saga.poison_rows(step.node, step.consumes))
+def poison(saga: Any, step: Any, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
+    """The parked messages of one step, from ``saga.poison_rows(node, type)`` (no Spark needed); ``all``:
+    also the resolved and discarded ones."""
+    rows = to_rows(saga.poison_rows(step.node, step.consumes, all=True) if all
+                   else saga.poison_rows(step.node, step.consumes))
     for row in rows:
         row["step"] = step_label(step)
         row.setdefault("poisonedAt", row.get("parkedAt"))
     return rows
 
 
-def redrive(saga: Any, step: Any, ids: list[str] | None, force: bool = False) -> int:
-    """Send parked messages of ``step`` back to its queue (all of them when ``ids`` is None); how many.
-    ``force``: also for a step with ``fails_as``, whose parked messages were compensated."""
+def redrive(saga: Any, step: Any, ids: list[str] | None, force: bool = False, error_type: str | None = None) -> int:
+    """Send parked messages of ``step`` back to its queue (all of them when ``ids`` and ``error_type`` are
+    None); how many. ``force``: also for a step with ``fails_as``, whose parked messages were compensated."""
+    extra: dict[str, Any] = {}
     if force:
-        return int(saga.redrive(step.node, step.consumes, ids=ids, force=True) or 0)
-    return int(saga.redrive(step.node, step.consumes, ids=ids) or 0)
+        extra["force"] = True
+    if error_type:
+        extra["error_type"] = error_type
+    return int(saga.redrive(step.node, step.consumes, ids=ids, **extra) or 0)
+
+
+def discard(saga: Any, step: Any, ids: list[str], reason: str) -> int:
+    """Record parked messages of ``step`` as discarded with ``reason``; how many were found."""
+    return int(saga.discard(step.node, step.consumes, ids, reason) or 0)
 
 
 def trace(saga: Any, correlation_id: str) -> list[dict[str, Any]]:

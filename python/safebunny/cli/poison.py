@@ -1,4 +1,4 @@
-"""``safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]``."""
+"""``safebunny poison list|show|redrive|discard <saga> [--step NODE[.TYPE]] ...``."""
 
 from __future__ import annotations
 
@@ -11,18 +11,19 @@ from safebunny.cli.output import print_record, print_rows
 
 __all__ = ["add_parsers", "COLUMNS"]
 
-COLUMNS = ["step", "messageId", "correlationId", "attempts", "reason", "poisonedAt"]
+COLUMNS = ["step", "messageId", "correlationId", "attempts", "state", "reason", "poisonedAt"]
 
 
 def _list(args: argparse.Namespace, saga: Any) -> int:
-    rows = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step)]
-    print_rows(args, rows, COLUMNS, empty="no parked messages")
+    rows = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step, args.all)]
+    print_rows(args, rows, COLUMNS, empty="no parked messages" + ("" if args.all else " (--all shows resolved and "
+                                                                                          "discarded ones)"))
     return 0
 
 
 def _show(args: argparse.Namespace, saga: Any) -> int:
     wanted = set(args.id)
-    found = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step)
+    found = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step, True)
              if row.get("messageId") in wanted]
     if not found:
         print(f"no parked message with id {', '.join(sorted(wanted))}: 'safebunny poison list' shows the ids")
@@ -33,25 +34,37 @@ def _show(args: argparse.Namespace, saga: Any) -> int:
 
 
 def _redrive(args: argparse.Namespace, saga: Any) -> int:
-    if not args.all and not args.id:
-        raise CliError("say what to redrive: --id ID (repeatable) or --all (with --step to limit it)", USAGE)
+    if not args.all and not args.id and not args.error_type:
+        raise CliError("say what to redrive: --id ID (repeatable), --error-type TYPE or --all (with --step to limit "
+                       "it)", USAGE)
     rows = []
     for step in access.select_steps(saga, args.step):
-        sent = access.redrive(saga, step, None if args.all else list(args.id), args.force)
+        sent = access.redrive(saga, step, list(args.id) if args.id else None, args.force, args.error_type)
         if sent:
             rows.append({"step": access.step_label(step), "redriven": sent})
     print_rows(args, rows, ["step", "redriven"], empty="nothing to redrive")
     return 0 if rows else NOT_FOUND
 
 
+def _discard(args: argparse.Namespace, saga: Any) -> int:
+    rows = []
+    for step in access.select_steps(saga, args.step):
+        found = access.discard(saga, step, list(args.id), args.reason)
+        if found:
+            rows.append({"step": access.step_label(step), "discarded": found})
+    print_rows(args, rows, ["step", "discarded"], empty="no parked message with those ids")
+    return 0 if rows else NOT_FOUND
+
+
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    """Add ``poison list``, ``poison show`` and ``poison redrive``."""
-    poison = sub.add_parser("poison", help="list, show or redrive parked (poisoned) messages")
+    """Add ``poison list``, ``poison show``, ``poison redrive`` and ``poison discard``."""
+    poison = sub.add_parser("poison", help="list, show, redrive or discard parked (poisoned) messages")
     actions = poison.add_subparsers(dest="action", required=True, metavar="action")
     step = argparse.ArgumentParser(add_help=False)
     step.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     step.add_argument("--step", help="only this step: NODE or NODE.TYPE (its queue's name)")
     lst = actions.add_parser("list", parents=[common, step], help="parked messages with reason and attempts")
+    lst.add_argument("--all", action="store_true", help="also resolved (redriven, then processed) and discarded ones")
     lst.set_defaults(run=_list)
     show = actions.add_parser("show", parents=[common, step], help="one parked message, headers and body")
     show.add_argument("--id", action="append", required=True, metavar="MESSAGE_ID", help="its message id")
@@ -61,6 +74,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     which = redrive.add_mutually_exclusive_group()
     which.add_argument("--id", action="append", default=[], metavar="MESSAGE_ID", help="this message (repeatable)")
     which.add_argument("--all", action="store_true", help="every parked message (of --step, if given)")
+    which.add_argument("--error-type", metavar="TYPE", help="the parked messages that failed with this error type "
+                       "(e.g. MalformedMessage; 'poison list' shows each one's)")
     redrive.add_argument("--force", action="store_true",
                          help="redrive even for a step with fails_as, whose parked messages were compensated")
     redrive.set_defaults(run=_redrive)
+    discard = actions.add_parser("discard", parents=[common, step],
+                                 help="give up on parked messages on purpose (recorded with who, when and why)")
+    discard.add_argument("--id", action="append", required=True, metavar="MESSAGE_ID", help="this message (repeatable)")
+    discard.add_argument("--reason", required=True, help="what was decided and why (recorded)")
+    discard.set_defaults(run=_discard)

@@ -1,8 +1,9 @@
-"""Reading and redriving the messages parked in a step's poison queue (a stream queue).
+"""Reading, redriving and discarding the messages parked in a step's poison queue (a stream queue).
 
 A message can be parked more than once: a batch replayed after a crash republishes its failed rows,
 and a copy left in a retry tier by such a replay fails again. The listing keeps one entry per
-message id, the latest copy.
+message id, the latest copy, with its state from the step's poison ledger
+(:mod:`safebunny.saga.poison_ledger`): resolved and discarded entries are left out unless asked for.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 from safebunny.amqp import topology
 from safebunny.amqp.connection import open_blocking
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
-from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, REASON, STEP
+from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 
-__all__ = ["Parked", "read_parked", "redrive", "latest_per_id"]
+__all__ = ["Parked", "read_parked", "redrive", "discard", "latest_per_id"]
 
 _IDLE_S = 0.5
 
@@ -37,6 +39,8 @@ class Parked:
     firstFailure: str | None  # noqa: N815
     parkedAt: str | None  # noqa: N815
     body: str
+    state: str = "parked"  # parked, redriven, resolved or discarded (see safebunny.saga.poison_ledger)
+    headers: dict[str, str] | None = None  # the message's headers as text
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,34 +75,69 @@ def latest_per_id(entries: list[tuple[Any, bytes, int]]) -> list[tuple[Any, byte
     return sorted(latest.values(), key=lambda e: e[2])
 
 
-def read_parked(saga: Any, node: str, message_type: str) -> list[Parked]:
-    """The messages parked in the poison queue of step ``node.message_type``, one per message id
-    (its latest copy), oldest first."""
-    queue = topology.poison_queue_name(saga, node, message_type)
+def _entries(saga: Any, node: str, message_type: str) -> list[tuple[Any, bytes, int]]:
+    return latest_per_id(_consume_all(saga.connection_uri, topology.poison_queue_name(saga, node, message_type)))
+
+
+def _parked_at(props: Any) -> str | None:
+    """When a copy was parked: our header, else the message's timestamp (older copies), else None."""
+    stamp = _text((props.headers or {}).get(PARKED_AT))
+    if stamp:
+        return stamp
+    return dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
+
+
+def _done_ids(saga: Any, node: str, ids: list[str]) -> set[str]:
+    """The ids among ``ids`` the step's inbox has ``done`` (a redriven message processed since)."""
+    if not ids:
+        return set()
+    from safebunny.exactly_once import Inbox
+
+    return Inbox(saga.inbox_path, node).seen(ids, "", -1)
+
+
+def read_parked(saga: Any, node: str, message_type: str, all: bool = False) -> list[Parked]:  # noqa: A002
+    """The messages parked in the poison queue of step ``node.message_type``, one per message id (its
+    latest copy), oldest first; resolved and discarded ones only with ``all``."""
+    entries = _entries(saga, node, message_type)
+    ledger = PoisonLedger(saga.root, f"{node}.{message_type}").read()
+    redriven = [str(p.message_id) for p, _, _ in entries
+                if ledger.get(str(p.message_id), {}).get("state") == "redriven"]
+    done = _done_ids(saga, node, redriven)
     parked = []
-    for props, body, offset in latest_per_id(_consume_all(saga.connection_uri, queue)):
+    for props, body, offset in entries:
         h = props.headers or {}
-        stamp = dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
+        at = _parked_at(props)
+        state = state_of(ledger.get(str(props.message_id)), at, str(props.message_id) in done)
+        if state in HIDDEN_STATES and not all:
+            continue
         parked.append(Parked(str(h.get(STEP, f"{node}.{message_type}")), offset, props.message_id,
                              props.correlation_id, props.type, _text(h.get(REASON) or h.get(ERROR)),
                              _text(h.get(ERROR_TYPE)), int(h.get(ATTEMPT, 0) or 0), _text(h.get(FIRST_FAILURE)),
-                             stamp, body.decode("utf-8", "replace")))
+                             at, body.decode("utf-8", "replace"), state,
+                             {str(k): _text(v) or "" for k, v in h.items() if k != "x-stream-offset"}))
     return parked
 
 
-def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = None, force: bool = False) -> int:
-    """Republish parked messages (all, or those with the given ids) to the step's queue with their attempt
-    count reset; the inbox drops any that succeeded meanwhile. Returns how many were republished.
+def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = None, force: bool = False,
+            error_type: str | None = None) -> int:
+    """Republish parked messages (all, those with the given ids, or those that failed with ``error_type``) to
+    the step's queue with their attempt count reset; the inbox drops any that succeeded meanwhile. A
+    discarded message is never redriven. Returns how many were republished; each is recorded as
+    ``redriven`` in the step's poison ledger.
 
     A step with ``fails_as`` published a failure message when it parked each of these, and compensation
     may have undone the instance's earlier steps: redriving would then complete a compensated instance.
     That is refused unless ``force`` is true."""
     step = saga.step_of(node, message_type)
-    queue = topology.poison_queue_name(saga, node, message_type)
     target = topology.queue_name(saga, node, message_type)
     wanted = set(ids) if ids is not None else None
-    chosen = [(props, body) for props, body, _ in latest_per_id(_consume_all(saga.connection_uri, queue))
-              if wanted is None or props.message_id in wanted]
+    ledger = PoisonLedger(saga.root, f"{node}.{message_type}")
+    recorded = ledger.read()
+    chosen = [(props, body) for props, body, _ in _entries(saga, node, message_type)
+              if (wanted is None or props.message_id in wanted)
+              and (error_type is None or _text((props.headers or {}).get(ERROR_TYPE)) == error_type)
+              and state_of(recorded.get(str(props.message_id)), _parked_at(props), False) != "discarded"]
     if chosen and step.fails_as and not force:
         sample = ", ".join(str(p.message_id) for p, _ in chosen[:5]) + (", ..." if len(chosen) > 5 else "")
         raise SafeBunnyOptionError(
@@ -116,7 +155,23 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))
     publish_copies(saga.connection_uri, copies, f"saga:redrive/{node}.{message_type}")
+    if copies:
+        ledger.record([str(c.message_id) for c in copies], "redriven")
     return len(copies)
+
+
+def discard(saga: Any, node: str, message_type: str, ids: list[str], reason: str, by: str | None = None) -> int:
+    """Give up on parked messages on purpose: each id found in the poison queue is recorded as
+    ``discarded`` with ``reason`` and who did it (``by``, default user@host), hidden from listings and
+    never redriven. Returns how many were found and recorded."""
+    if not reason or not reason.strip():
+        raise SafeBunnyOptionError("discard needs a reason (what was decided and why); it is recorded with the "
+                                   "message.", "reason")
+    present = {str(p.message_id) for p, _, _ in _entries(saga, node, message_type)}
+    found = [mid for mid in ids if mid in present]
+    if found:
+        PoisonLedger(saga.root, f"{node}.{message_type}").record(found, "discarded", reason.strip(), by)
+    return len(found)
 
 
 def _text(value: Any) -> str | None:

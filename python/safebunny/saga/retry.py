@@ -17,7 +17,7 @@ from typing import Any
 from safebunny.errors import SafeBunnyOptionError
 
 __all__ = ["Retry", "Decision", "parse_duration_ms", "decide", "failure_headers", "ATTEMPT", "FIRST_FAILURE",
-           "STEP", "ERROR", "ERROR_TYPE", "REASON"]
+           "STEP", "ERROR", "ERROR_TYPE", "REASON", "PARKED_AT"]
 
 ATTEMPT = "x-safebunny-attempt"
 FIRST_FAILURE = "x-safebunny-first-failure"
@@ -25,6 +25,7 @@ STEP = "x-safebunny-step"
 ERROR = "x-safebunny-error"
 ERROR_TYPE = "x-safebunny-error-type"
 REASON = "x-safebunny-reason"
+PARKED_AT = "x-safebunny-parked-at"
 _DROP = ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-last-death-exchange",
          "x-last-death-queue", "x-last-death-reason", "x-delivery-count")
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
@@ -105,4 +106,5 @@ def failure_headers(headers: Mapping[str, Any] | None, *, step: str, error_type:
     out[ERROR_TYPE] = error_type or "Exception"
     if poisoned:
         out[REASON] = reason[:2000]
+        out[PARKED_AT] = stamp
     return out

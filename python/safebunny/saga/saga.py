@@ -308,29 +308,40 @@ class Saga:
         ``parked``, ``compensated`` or ``completed`` (see :mod:`safebunny.saga.instance_state`)."""
         return instances.instances_frame(self, spark, state)
 
-    def poison_rows(self, node: str, type: str) -> list[parked.Parked]:  # noqa: A002
-        """The messages parked in step ``node.type``'s poison queue (no Spark needed)."""
+    def poison_rows(self, node: str, type: str, all: bool = False) -> list[parked.Parked]:  # noqa: A002
+        """The messages parked in step ``node.type``'s poison queue (no Spark needed), each with its
+        ``state``; resolved (redriven, then processed) and discarded ones only with ``all=True``."""
         self.step_of(node, type)
-        return parked.read_parked(self, node, type)
+        return parked.read_parked(self, node, type, all)
 
-    def poison(self, node: str, type: str, spark: Any = None) -> Any:  # noqa: A002
-        """The parked messages of step ``node.type`` as a DataFrame in the active (or given) session."""
+    def poison(self, node: str, type: str, spark: Any = None, all: bool = False) -> Any:  # noqa: A002
+        """The parked messages of step ``node.type`` as a DataFrame in the active (or given) session
+        (``all``: also the resolved and discarded ones)."""
         from pyspark.sql import SparkSession
 
         session = spark or SparkSession.getActiveSession()
         if session is None:
             raise SafeBunnyOptionError("saga.poison(...) needs a SparkSession; use saga.poison_rows(...) "
                                        "without Spark.", "spark")
-        rows = [p.to_dict() for p in self.poison_rows(node, type)]
+        rows = [p.to_dict() for p in self.poison_rows(node, type, all)]
         schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
-                  "errorType string, attempts int, firstFailure string, parkedAt string, body string")
+                  "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
+                  "state string, headers map<string,string>")
         return session.createDataFrame(rows, schema)
 
     def redrive(self, node: str, type: str, ids: Sequence[str] | None = None,  # noqa: A002
-                force: bool = False) -> int:
-        """Republish parked messages of step ``node.type`` (all, or ``ids``) to its queue after a fix;
-        idempotent, as the inbox drops what already succeeded. Returns how many were republished.
+                force: bool = False, error_type: str | None = None) -> int:
+        """Republish parked messages of step ``node.type`` (all, ``ids``, or those that failed with
+        ``error_type``, e.g. ``"MalformedMessage"``) to its queue after a fix; idempotent, as the inbox
+        drops what already succeeded; discarded messages are skipped. Returns how many were republished.
         A step with ``fails_as`` already compensated its parked messages' instances: redriving them is
         refused unless ``force=True``."""
         self.step_of(node, type)
-        return parked.redrive(self, node, type, list(ids) if ids is not None else None, force)
+        return parked.redrive(self, node, type, list(ids) if ids is not None else None, force, error_type)
+
+    def discard(self, node: str, type: str, ids: Sequence[str], reason: str) -> int:  # noqa: A002
+        """Give up on parked messages of step ``node.type`` on purpose: recorded with ``reason``, who and
+        when (the step's poison ledger under ``root``), hidden from ``poison_rows`` and never redriven.
+        Returns how many of ``ids`` were found parked."""
+        self.step_of(node, type)
+        return parked.discard(self, node, type, list(ids), reason)

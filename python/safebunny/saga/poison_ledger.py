@@ -1,0 +1,83 @@
+"""What operators did with a step's parked messages: redriven or discarded, by whom, when and why.
+
+The poison queue is a stream: entries cannot be removed from it one by one. The ledger, a small JSON file
+``<root>/poison/<node>.<type>.json`` written whole (:func:`safebunny.atomic.write_atomically`), records
+per message id the last action taken. :func:`state_of` combines it with the entry itself and the inbox:
+
+- ``parked``: in the poison queue, nothing done yet (or parked again after its last redrive);
+- ``redriven``: sent back to the step, not processed yet;
+- ``resolved``: redriven, then processed by the step (the inbox has it ``done``);
+- ``discarded``: given up on purpose, with the reason recorded; never redriven.
+
+Listings hide ``resolved`` and ``discarded`` unless asked for all. Two operators writing at the same
+instant may lose one record (the last write wins); the message itself is never lost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import getpass
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from safebunny.atomic import write_atomically
+from safebunny.journal import resolve_location
+
+__all__ = ["PoisonLedger", "state_of", "HIDDEN_STATES", "STATES"]
+
+STATES = ("parked", "redriven", "resolved", "discarded")
+#: states a default listing leaves out (``all=True`` / ``--all`` shows them)
+HIDDEN_STATES = frozenset({"resolved", "discarded"})
+
+
+def _operator() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class PoisonLedger:
+    """The ledger of step ``label``'s parked messages under the saga root ``root``."""
+
+    def __init__(self, root: str, label: str) -> None:
+        self.filesystem, base = resolve_location(root, "root")
+        self.path = f"{base.rstrip('/')}/poison/{label}.json"
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        """Message id -> its last recorded action (``state``, ``at``, ``by``, ``reason``)."""
+        try:
+            with self.filesystem.open_input_stream(self.path) as f:
+                data = f.read()
+        except FileNotFoundError:
+            return {}
+        return orjson.loads(data) if data else {}
+
+    def record(self, ids: Iterable[str], state: str, reason: str | None = None, by: str | None = None,
+               now: dt.datetime | None = None) -> dict[str, Any]:
+        """Record ``state`` (``redriven`` or ``discarded``) for ``ids``; returns the entry written."""
+        if state not in ("redriven", "discarded"):
+            raise ValueError(f"a ledger records 'redriven' or 'discarded', not {state!r}")
+        entry = {"state": state, "at": (now or dt.datetime.now(dt.timezone.utc)).isoformat(),
+                 "by": by or _operator(), "reason": reason}
+        ledger = self.read()
+        for mid in ids:
+            ledger[mid] = entry
+        write_atomically(self.filesystem, self.path, orjson.dumps(ledger, option=orjson.OPT_INDENT_2))
+        return entry
+
+
+def state_of(entry: dict[str, Any] | None, parked_at: str | None, done: bool) -> str:
+    """The state of a parked message: its ledger ``entry`` (or None), when its latest copy was parked
+    (ISO time, or None when unknown) and whether the step's inbox has it ``done``."""
+    if entry is None:
+        return "parked"
+    if parked_at is not None and parked_at > entry["at"]:
+        return "parked"  # parked again after the action (a redrive that failed again)
+    if entry["state"] == "discarded":
+        return "discarded"
+    return "resolved" if done else "redriven"
