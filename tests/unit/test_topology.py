@@ -13,7 +13,7 @@ def _saga(quorum=True):
     steps = [SimpleNamespace(node="stock", consumes="OrderPlaced", from_node="orders"),
              SimpleNamespace(node="payment", consumes="StockReserved", from_node="stock")]
     return SimpleNamespace(name="fulfilment", steps=steps, retry=Retry(delays=("10s", "1m")), quorum=quorum,
-                           delivery_limit=50)
+                           delivery_limit=50, poison_max_age="30D")
 
 
 def test_names_follow_node_and_type():
@@ -40,7 +40,8 @@ def test_plan_declares_consumer_retry_and_poison_queues_with_explicit_arguments(
     tier = by_name["fulfilment.payment.StockReserved.retry.1"]
     assert tier.arguments == {"x-queue-type": "classic", "x-message-ttl": 60_000, "x-dead-letter-exchange": "",
                               "x-dead-letter-routing-key": "fulfilment.payment.StockReserved"}
-    assert by_name["fulfilment.payment.StockReserved.poison"].arguments == {"x-queue-type": "stream"}
+    assert by_name["fulfilment.payment.StockReserved.poison"].arguments == {"x-queue-type": "stream",
+                                                                             "x-max-age": "30D"}
     assert topology.Binding("fulfilment", "fulfilment.payment.StockReserved", "stock.StockReserved") in topo.bindings
     assert "x-delivery-limit" not in {q.name: q for q in topology.plan(_saga(quorum=False)).queues}[
         "fulfilment.stock.OrderPlaced"].arguments
@@ -55,3 +56,16 @@ def test_inequivalent_argument_replies_are_parsed():
             "'quorum' of type 'longstr' but current is none")
     assert topology.parse_inequivalent(none)["theirs"] == "none"
     assert topology.parse_inequivalent("something else") is None
+
+
+def test_an_existing_poison_stream_keeps_its_own_retention():
+    spec = topology.QueueSpec("s.n.T.poison", "poison", {"x-queue-type": "stream", "x-max-age": "30D"}, "n.T")
+    reply = ("PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's.n.T.poison' in vhost '/': received the "
+             "value '30D' of type 'longstr' but current is none")
+    kept = topology._kept_retention(spec, reply)
+    assert kept is not None and kept.arguments == {"x-queue-type": "stream"}
+    other = reply.replace("current is none", "current is the value '7D' of type 'longstr'")
+    assert topology._kept_retention(spec, other).arguments["x-max-age"] == "7D"
+    consumer = topology.QueueSpec("s.n.T", "consumer", {"x-queue-type": "quorum"}, "n.T")
+    assert topology._kept_retention(consumer, reply.replace("s.n.T.poison", "s.n.T")) is None
+    assert topology._kept_retention(spec, reply.replace("x-max-age", "x-queue-type")) is None

@@ -35,6 +35,7 @@ __all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_
            "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "plan", "declare", "show",
            "delete", "depths", "unrouted_name", "parse_inequivalent"]
 
+log = logging.getLogger("safebunny.saga")
 _FORBIDDEN = re.compile(r"[.*#\s/]")
 
 
@@ -137,7 +138,10 @@ def plan(saga: Any) -> Topology:
             queues.append(QueueSpec(retry_queue_name(saga, step.node, step.consumes, tier), "retry", {
                 "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
                 "x-dead-letter-routing-key": consumer}, label))
-        queues.append(QueueSpec(poison, "poison", {"x-queue-type": "stream"}, label))
+        poison_args: dict[str, Any] = {"x-queue-type": "stream"}
+        if getattr(saga, "poison_max_age", None):
+            poison_args["x-max-age"] = saga.poison_max_age
+        queues.append(QueueSpec(poison, "poison", poison_args, label))
     return Topology(exchange, unrouted, queues, bindings)
 
 
@@ -205,6 +209,24 @@ def _exists(conn: Any, kind: str, name: str) -> bool:
         raise
 
 
+def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
+    """A poison stream that exists with another ``x-max-age`` (or none, as before retention was declared)
+    keeps it: a stream's arguments cannot change after it is created, and refusing would stop the saga
+    for a setting. Warned, with what to do; None for any other mismatch."""
+    found = parse_inequivalent(reply)
+    if queue.role != "poison" or found is None or found["arg"] != "x-max-age":
+        return None
+    log.warning("poison queue %r exists with x-max-age = %s, not %s as the saga declares; it keeps its own "
+                "retention (a stream's arguments are fixed when it is created). To change it, set a policy "
+                "(rabbitmqctl set_policy --apply-to queues <name> '^%s$' '{\"max-age\":\"%s\"}') or drain, "
+                "delete and declare it again.", queue.name, found["theirs"], found["ours"], re.escape(queue.name),
+                found["ours"])
+    arguments = {k: v for k, v in queue.arguments.items() if k != "x-max-age"}
+    if found["theirs"] != "none":
+        arguments["x-max-age"] = found["theirs"]
+    return QueueSpec(queue.name, queue.role, arguments, queue.step)
+
+
 def declare(saga: Any) -> Topology:
     """Check what exists, then declare the saga's exchange, queues and bindings (idempotent)."""
     import pika.exceptions
@@ -214,7 +236,7 @@ def declare(saga: Any) -> Topology:
     try:
         # 1. check every existing queue with a declare of our arguments on a throwaway channel: the broker
         #    answers 406 (changing nothing) when they differ; nothing new is created until all agree
-        for q in topo.queues:
+        for index, q in enumerate(topo.queues):
             with _quiet_pika():
                 if not _exists(conn, "queue", q.name):
                     continue
@@ -223,7 +245,10 @@ def declare(saga: Any) -> Topology:
                 ch.queue_declare(q.name, durable=True, arguments=q.arguments)
                 ch.close()
             except pika.exceptions.ChannelClosedByBroker as exc:
-                raise _mismatch(str(exc.reply_text), q.name) from None
+                kept = _kept_retention(q, str(exc.reply_text))
+                if kept is None:
+                    raise _mismatch(str(exc.reply_text), q.name) from None
+                topo.queues[index] = kept
         # 2. declare
         ch = conn.channel()
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -80,12 +81,20 @@ class Saga:
     ``password``), so the queries' plans never show it. ``strict=True`` turns the definition checks'
     warnings (a route no step feeds, an emit outside a step's ``produces``) into errors.
     ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
-    host, port 15672)."""
+    host, port 15672). ``poison_max_age``: how long the poison streams keep parked messages (RabbitMQ's
+    ``x-max-age``: a number and a unit of ``Y``, ``M``, ``D``, ``h``, ``m``, ``s``; default ``"30D"``;
+    ``None`` keeps them for ever); set when a poison stream is created."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
-                 management_url: str | None = None) -> None:
+                 management_url: str | None = None, poison_max_age: str | None = "30D") -> None:
         self.management_url = management_url
+        if poison_max_age is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(poison_max_age)):
+            raise SafeBunnyOptionError(
+                f"poison_max_age must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
+                f"'30D' or '12h', or None to keep parked messages for ever; got {poison_max_age!r}.",
+                "poison_max_age")
+        self.poison_max_age = poison_max_age
         self.name = topology.check_name("saga", name)
         self.password = password
         self.uri = uri

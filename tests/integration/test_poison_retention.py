@@ -1,0 +1,65 @@
+"""Poison streams are declared with a retention (x-max-age, default 30 days); one that already exists
+without it (as earlier versions declared them) keeps working, with a warning. Real broker, no Spark."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import pika
+import pytest
+
+import safebunny
+
+
+def _saga(uri, tmp_path, **kwargs):  # type: ignore[no-untyped-def]
+    saga = safebunny.Saga(f"sbr-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp_path / "saga"), **kwargs)
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")
+    def reserve(orders, ctx):  # type: ignore[no-untyped-def]
+        return None
+
+    return saga
+
+
+def _declares(admin, queue: str, arguments: dict) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the broker accepts a declare of ``queue`` with ``arguments`` (it compares them with its own)."""
+    try:
+        admin._ch().queue_declare(queue, durable=True, arguments=arguments)
+        return True
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        assert exc.reply_code == 406
+        return False
+
+
+def test_a_new_poison_stream_keeps_parked_messages_30_days(amqp_uri, tmp_path, admin) -> None:
+    saga = _saga(amqp_uri, tmp_path)
+    try:
+        saga.declare()
+        poison = safebunny.topology.poison_queue_name(saga, "stock", "OrderPlaced")
+        assert _declares(admin, poison, {"x-queue-type": "stream", "x-max-age": "30D"})
+        assert not _declares(admin, poison, {"x-queue-type": "stream", "x-max-age": "7D"})
+    finally:
+        safebunny.topology.delete(saga)
+
+
+def test_an_existing_poison_stream_without_retention_keeps_working(amqp_uri, tmp_path, admin, caplog) -> None:
+    saga = _saga(amqp_uri, tmp_path, poison_max_age="12h")
+    poison = safebunny.topology.poison_queue_name(saga, "stock", "OrderPlaced")
+    admin.declare_queue(poison, "stream")  # as an earlier version declared it
+    try:
+        with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+            saga.declare()
+            saga.declare()  # idempotent
+        assert "keeps its own retention" in caplog.text and "set_policy" in caplog.text
+        assert _declares(admin, poison, {"x-queue-type": "stream"})  # unchanged: still no x-max-age
+    finally:
+        safebunny.topology.delete(saga)
+        admin.delete_queue(poison)
+
+
+def test_a_retention_that_rabbitmq_would_not_read_is_refused_before_anything_is_declared(amqp_uri, tmp_path) -> None:
+    for bad in ("30 days", "0D", "30d", ""):
+        with pytest.raises(safebunny.SafeBunnyOptionError, match="poison_max_age"):
+            _saga(amqp_uri, tmp_path, poison_max_age=bad)
+    assert _saga(amqp_uri, tmp_path, poison_max_age=None).poison_max_age is None
