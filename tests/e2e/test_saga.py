@@ -123,6 +123,10 @@ def test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_r
         saga.drain(spark, timeout=120)
         assert sorted(r["orderId"] for r in _rows(t["shipments"])).count("o-poison") == 1
 
+        paid = [e for e in saga.trace("o-poison") if e.node == "payment"]  # two retry tiers, poison, a redrive
+        assert [(e.delivery, e.status) for e in paid] == [(1, "failed"), (2, "failed"), (3, "failed"), (4, "done")]
+        assert paid[0].attempts == 3  # the in-place tries of one delivery
+
         path = saga.trace("o1")  # a business key works as well as a correlation id
         assert [e.node for e in path] == ["stock", "payment", "shipping"]
         assert path[1].causationId == path[0].messageId and path[1].messageId in path[0].emitted

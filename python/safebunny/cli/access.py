@@ -138,6 +138,6 @@ def discard(saga: Any, step: Any, ids: list[str], reason: str) -> int:
 
 def trace(saga: Any, correlation_id: str) -> list[dict[str, Any]]:
     """The messages of one saga instance, in order, from ``saga.trace(correlation_id)``."""
-    return [{"time": row["processedAt"], "step": f"{row['node']}.{row['type']}", "attempt": row["attempts"],
+    return [{"time": row["processedAt"], "step": f"{row['node']}.{row['type']}", "attempt": row.get("delivery", 1),
              "outcome": row["status"] if not row.get("reason") else f"{row['status']}: {row['reason']}", **row}
             for row in to_rows(saga.trace(correlation_id))]

@@ -69,6 +69,9 @@ class TraceEntry:
     emitted: list[str]
     batchId: int  # noqa: N815
     processedAt: str  # noqa: N815
+    #: the how-manieth time this step processed this message (1, then 2 after a retry tier, ...); ``attempts``
+    #: counts the tries within one delivery (a row handler's in-place retries)
+    delivery: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -306,9 +309,14 @@ class Saga:
         if not rows:
             rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
         rows.sort(key=lambda r: (r["processedAt"], r["node"]))
-        return [TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"], r["reason"],
-                           r["attempts"], list(r["emitted"] or []), r["batchId"], r["processedAt"].isoformat())
-                for r in rows]
+        deliveries: Counter[tuple[str, str]] = Counter()
+        out = []
+        for r in rows:
+            deliveries[(r["node"], r["messageId"])] += 1  # a retry tier's attempt is a new delivery and a new row
+            out.append(TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"],
+                                  r["reason"], r["attempts"], list(r["emitted"] or []), r["batchId"],
+                                  r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])]))
+        return out
 
     def instances(self, spark: Any = None, state: str | None = None) -> Any:
         """One row per saga instance (business key, correlation id, state, current or last step, started,
