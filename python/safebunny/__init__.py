@@ -12,7 +12,6 @@ import typing as _typing
 
 from safebunny import _lazy
 from safebunny import logs as _logs
-from safebunny.amqp import topology
 from safebunny.errors import (
     SafeBunnyBrokerError,
     SafeBunnyDataLossError,
@@ -20,6 +19,7 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     SafeBunnyPublishError,
 )
+from safebunny.saga import topology
 
 # imported on first use (see safebunny._lazy): a process that needs one module does not load them all
 _LAZY = {
@@ -79,7 +79,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 _logs.install()
-# `import safebunny.topology` works too: the saga topology lives beside the AMQP client
+# `import safebunny.topology` works too (the saga's topology, safebunny.saga.topology)
 _sys.modules.setdefault("safebunny.topology", topology)
 FORMAT = "safebunny"
 

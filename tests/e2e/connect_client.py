@@ -115,7 +115,7 @@ def saga_scenario():
             "trace": [t.to_dict()["node"] for t in saga.trace("o7")],
             "poison": saga.poison("stock", "OrderPlaced", spark).count(),
             "redrive": saga.redrive("stock", "OrderPlaced"),
-            "waiting": saga.waiting(),
+            "waiting": saga._waiting(),
         }
     finally:
         safebunny.topology.delete(saga)

@@ -47,6 +47,6 @@ def test_a_saga_on_a_cluster_killed_mid_drain_applies_each_effect_once(amqp_uri,
         for table in ("reservations", "shipments"):
             got = DeltaPath(str(tmp_path / table)).read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
-        assert saga.waiting() == 0
+        assert saga._waiting() == 0
     finally:
         safebunny.topology.delete(saga)

@@ -59,6 +59,6 @@ def test_a_saga_killed_mid_drain_applies_each_effect_once(amqp_uri, tmp_path, cr
         for table in ("reservations", "shipments"):
             got = DeltaPath(str(tmp_path / table)).read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
-        assert _shape(amqp_uri, name, tmp_path).waiting() == 0
+        assert _shape(amqp_uri, name, tmp_path)._waiting() == 0
     finally:
         safebunny.topology.delete(_shape(amqp_uri, name, tmp_path))

@@ -11,8 +11,8 @@ import pytest
 import safebunny
 from brokers import ThrowawayBroker, free_port
 from conftest import wait_until
-from safebunny.amqp import topology
 from safebunny.amqp.management import queue_counts
+from safebunny.saga import topology
 
 
 @pytest.fixture(scope="module")

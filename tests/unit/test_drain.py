@@ -22,12 +22,12 @@ class _Saga:
         self.scripts = scripts  # label -> per start: an exception (the query fails) or messages moved
         self.started: list[str] = []
         self.events: list[str] = []  # "start <label>" and "end <label>", in order
-        self._moved = 0
+        self.moved_so_far = 0
 
-    def moved(self) -> int:
-        return self._moved
+    def _moved(self) -> int:
+        return self.moved_so_far
 
-    def waiting(self) -> int:
+    def _waiting(self) -> int:
         return sum(1 for script in self.scripts.values() if script)
 
     def start(self, spark, saga, step, trigger):  # type: ignore[no-untyped-def]
@@ -37,7 +37,7 @@ class _Saga:
         outcome = self.scripts[step.label].pop(0) if self.scripts[step.label] else 0
         error = outcome if isinstance(outcome, BaseException) else None
         if error is None:
-            self._moved += outcome
+            self.moved_so_far += outcome
         def await_termination() -> None:
             self.events.append(f"end {step.label}")
             if error is not None:

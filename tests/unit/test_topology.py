@@ -5,8 +5,8 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny import Retry
-from safebunny.amqp import topology
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.saga import topology
 
 
 def _saga(quorum=True):

@@ -1,8 +1,10 @@
 """Sagas as chained streaming queries: saga definition, retry tiers, breaker, runner, status and trace.
 
 - :mod:`.saga`: :class:`Saga` (define steps, start instances, run, drain, watch);
+- :mod:`.topology`: the saga's exchange, queues, retry tiers and poison streams, declared idempotently;
 - :mod:`.definition`: a step's definition and body parsing; :mod:`.retry`: retry tiers and headers;
-- :mod:`.failures`: routing failed rows to retry or poison; :mod:`.parked`: reading and redriving poison;
+- :mod:`.failures`: routing failed rows to retry or poison;
+- :mod:`.parked`, :mod:`.poison_ledger`: reading, redriving and discarding poison;
 - :mod:`.breaker`: pausing a step; :mod:`.runner`: the queries and their supervisor;
 - :mod:`.status_log`, :mod:`.recorder`, :mod:`.status`: per-step counters recorded per batch, and status;
 - :mod:`.instances`, :mod:`.instance_state`: saga instances as a table; :mod:`.metrics`: Prometheus metrics.

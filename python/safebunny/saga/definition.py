@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from safebunny.amqp.topology import check_name
 from safebunny.exactly_once import FailedRow, Outcome
 from safebunny.saga.body_schema import mismatch, parse_schema
+from safebunny.saga.topology import check_name
 
 __all__ = ["SagaStep", "MalformedMessage", "parse_frames", "parse_row", "wrap", "CORRUPT"]
 

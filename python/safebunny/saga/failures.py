@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from safebunny.amqp import topology
 from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
+from safebunny.saga import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
 from safebunny.saga.retry import REASON, decide, failure_headers

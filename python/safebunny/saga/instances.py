@@ -16,11 +16,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp import topology
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.exactly_once.delta_rs import DeltaPath
 from safebunny.ids import correlation_id_for
+from safebunny.saga import topology
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
 
 __all__ = ["instances_table", "instances_frame", "view_name", "record_started", "started_path", "STARTED_SCHEMA"]

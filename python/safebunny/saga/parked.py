@@ -12,9 +12,9 @@ import datetime as dt
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from safebunny.amqp import topology
 from safebunny.amqp.connection import open_blocking
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.saga import topology
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP

@@ -64,7 +64,7 @@ def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
     recorder = _RECORDERS.get(runtime)
     if recorder is None:
         recorder = _RECORDERS[runtime] = StepRecorder(saga, step, runtime)
-    handler = saga.handler_of(step)
+    handler = saga._handler_of(step)
 
     def run(batch_df: Any, batch_id: int) -> None:
         recorder.process(batch_df, batch_id, handler, step.rows)

@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any
 
-from safebunny.amqp import topology
 from safebunny.exactly_once.connect_epoch import is_connect
+from safebunny.saga import topology
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.recorder import batch_function
 from safebunny.saga.reports import ReportLog
@@ -187,7 +187,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
     errors: list[tuple[Any, BaseException]] = []
     while True:
         rounds += 1
-        before = saga.moved()
+        before = saga._moved()
         # the steps' queries run side by side; after a failure, one after another: the failures seen in CI
         # (Spark's task serialisation, "Illegal size N of collection") came with two queries replaying at once
         alone = bool(errors)
@@ -217,8 +217,8 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.name, step.label, message_of(error), failed[step.label], restarts)
-        moved = saga.moved() - before
-        waiting = saga.waiting()
+        moved = saga._moved() - before
+        waiting = saga._waiting()
         if on_round is not None:
             on_round(rounds, moved, waiting)
         if moved == 0 and waiting == 0 and not errors:

@@ -10,12 +10,11 @@ from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
-from safebunny.amqp import topology
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Inbox, Step
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, checks, instances, parked
+from safebunny.saga import breaker, checks, instances, parked, topology
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -198,7 +197,7 @@ class Saga:
             return list(runtime.reports), Counter(self._failures[step.label].counts)
         return ReportLog(self.root, step.label).read()
 
-    def handler_of(self, step: SagaStep) -> Callable[..., Any]:
+    def _handler_of(self, step: SagaStep) -> Callable[..., Any]:
         return wrap(step, self._check_emits)
 
     def check(self) -> list[str]:
@@ -215,11 +214,11 @@ class Saga:
         exchange = topology.exchange_name(self)
         return lambda item: (exchange, topology.routing_key(node, item.type))
 
-    def moved(self) -> int:
+    def _moved(self) -> int:
         """Messages received by this process's steps so far (drain's progress measure)."""
         return sum(r.received for s in self.steps for r in self.reports_of(s)[0])
 
-    def waiting(self) -> int:
+    def _waiting(self) -> int:
         """Messages ready in the step queues and retry tiers."""
         topo = topology.plan(self)
         names = [q.name for q in topo.queues if q.role in ("consumer", "retry")]

@@ -7,9 +7,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from safebunny.amqp import topology
 from safebunny.amqp.management import queue_counts
-from safebunny.saga import breaker
+from safebunny.saga import breaker, topology
 from safebunny.saga.status_log import StatusLog
 
 __all__ = ["status_fields"]

@@ -15,9 +15,8 @@ For a saga named ``S`` (see docs/sagas.md):
 
 Before anything is created, every queue that already exists is checked against the arguments we
 would declare; a difference raises :class:`SafeBunnyTopologyError` naming the queue, the argument,
-both values and what to do. The naming and argument functions are pure; a saga is duck-typed
-(``name``, ``steps`` with ``node``/``consumes``/``from_node``, ``retry.delays_ms``, ``quorum``,
-``delivery_limit``), so this module does not depend on :mod:`safebunny.saga`.
+both values and what to do. The naming and argument functions are pure. What this module needs of
+a saga is :class:`SagaShape` (a :class:`safebunny.Saga` is one; tests pass a plain namespace).
 """
 
 from __future__ import annotations
@@ -25,17 +24,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
-__all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
+__all__ = ["SagaShape", "QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
            "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "plan", "declare", "show",
            "delete", "depths", "unrouted_name", "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
+
+
+class SagaShape(Protocol):
+    """What the topology reads of a saga: its name, its steps (each with ``node``, ``consumes`` and
+    ``from_node``), ``retry.delays_ms``, ``quorum``, ``delivery_limit``, ``poison_max_age`` and, to talk to
+    the broker, ``connection_uri``."""
+
+    name: str
+    steps: Sequence[Any]
+    retry: Any
+    quorum: bool
+    delivery_limit: int
 _FORBIDDEN = re.compile(r"[.*#\s/]")
 
 
@@ -52,7 +63,7 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
-def exchange_name(saga: Any) -> str:
+def exchange_name(saga: SagaShape) -> str:
     return check_name("saga", saga.name)
 
 
@@ -60,19 +71,19 @@ def routing_key(node: str, message_type: str) -> str:
     return f"{check_name('node', node)}.{check_name('type', message_type)}"
 
 
-def queue_name(saga: Any, node: str, message_type: str) -> str:
+def queue_name(saga: SagaShape, node: str, message_type: str) -> str:
     return f"{exchange_name(saga)}.{routing_key(node, message_type)}"
 
 
-def retry_queue_name(saga: Any, node: str, message_type: str, tier: int) -> str:
+def retry_queue_name(saga: SagaShape, node: str, message_type: str, tier: int) -> str:
     return f"{queue_name(saga, node, message_type)}.retry.{tier}"
 
 
-def poison_queue_name(saga: Any, node: str, message_type: str) -> str:
+def poison_queue_name(saga: SagaShape, node: str, message_type: str) -> str:
     return f"{queue_name(saga, node, message_type)}.poison"
 
 
-def unrouted_name(saga: Any) -> str:
+def unrouted_name(saga: SagaShape) -> str:
     return f"{exchange_name(saga)}.unrouted"
 
 
@@ -117,7 +128,7 @@ class Topology:
         return out
 
 
-def plan(saga: Any) -> Topology:
+def plan(saga: SagaShape) -> Topology:
     """The saga's topology, computed without a broker."""
     exchange = exchange_name(saga)
     unrouted = unrouted_name(saga)
@@ -227,7 +238,7 @@ def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
     return QueueSpec(queue.name, queue.role, arguments, queue.step)
 
 
-def declare(saga: Any) -> Topology:
+def declare(saga: SagaShape) -> Topology:
     """Check what exists, then declare the saga's exchange, queues and bindings (idempotent)."""
     import pika.exceptions
 
@@ -266,7 +277,7 @@ def declare(saga: Any) -> Topology:
     return topo
 
 
-def depths(saga: Any, names: list[str] | None = None) -> dict[str, tuple[int, int] | None]:
+def depths(saga: SagaShape, names: list[str] | None = None) -> dict[str, tuple[int, int] | None]:
     """``{queue: (messages ready, consumers)}`` by passive declares (``None`` for a missing queue)."""
     import pika.exceptions
 
@@ -288,13 +299,13 @@ def depths(saga: Any, names: list[str] | None = None) -> dict[str, tuple[int, in
     return out
 
 
-def show(saga: Any) -> list[dict[str, Any]]:
+def show(saga: SagaShape) -> list[dict[str, Any]]:
     """The topology as rows, with each queue's depth on the broker (``None`` when not declared)."""
     topo = plan(saga)
     return topo.rows(depths(saga, [q.name for q in topo.queues]))
 
 
-def delete(saga: Any) -> list[str]:
+def delete(saga: SagaShape) -> list[str]:
     """Delete the saga's queues and exchanges (what a demo or a test left behind); the deleted names."""
     topo = plan(saga)
     conn, ch = _channel(saga.connection_uri, f"delete the topology of saga {saga.name!r}")
