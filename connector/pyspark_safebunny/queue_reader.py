@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from pyspark_safebunny.available_now import take_the_rest
 from safebunny.amqp.ack_budget import AckBudget
 from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
+from safebunny.amqp.poll_window import PollWindow
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.journal import Journal
@@ -151,6 +153,9 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         self._target_seq: int | None = None
         self._target_count: int | None = None
         self._last_seq = 0
+        interval = options["triggerIntervalMs"]
+        self._window = PollWindow(interval, options["pollTimeoutMs"]) if interval > 0 else None
+        self._found_nothing = False
 
     # ------------------------------------------------------------------ helpers
     def _batch_cap(self) -> int:
@@ -228,6 +233,18 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         log.info("availableNow: reading the %d messages in queue %r now", self._target_count, self.queue)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        now, window = time.time(), self._window
+        if window is not None:
+            window.started(now)
+        self._found_nothing = False
+        first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
+        try:
+            return self._latest_offset(start, limit, first_wait)
+        finally:
+            if window is not None:
+                window.ended(self._found_nothing)
+
+    def _latest_offset(self, start: dict, limit: ReadLimit, first_wait: float) -> dict:
         seq, tick = int(start["seq"]), int(start.get("tick", 0))
         self._last_seq = seq
         self._check_owner(start)  # before consuming anything: a refused query must not hold messages
@@ -254,7 +271,6 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
                 ".trigger(availableNow=True), which commits (and acks) every batch before the query ends.",
                 "trigger")
         count, max_bytes = self._limits(limit)
-        first_wait = self.options["pollTimeoutMs"] / 1000.0
         reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
         consumer.await_connection(reconnect_wait)
         self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning
@@ -290,6 +306,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         # may end this process without calling stop(). Commits send their acks without waiting for the broker
         # (off the batch's path); make sure it has processed them before saying there is nothing to do.
         consumer.confirm_acks()
+        self._found_nothing = True
         return start
 
     def reportLatestOffset(self) -> dict | None:

@@ -8,7 +8,6 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny import spark_logs
-from safebunny.saga.runner import poll_timeout_ms
 
 
 class _Logger:
@@ -70,13 +69,3 @@ def test_a_session_without_a_jvm_is_left_alone(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     with spark_logs.quiet_task_failures(SimpleNamespace()):  # Spark Connect: no _jvm, no sparkContext
         pass
-
-
-def test_poll_timeout_is_four_fifths_of_the_trigger_within_bounds() -> None:
-    assert poll_timeout_ms("1 second") == 800
-    assert poll_timeout_ms("400 ms") == 320
-    assert poll_timeout_ms("10 seconds") == 1000
-    assert poll_timeout_ms("100 milliseconds") == 80
-    assert poll_timeout_ms("50 ms") == 50
-    assert poll_timeout_ms("2 minutes") == 1000
-    assert poll_timeout_ms("whenever") == 1000

@@ -91,6 +91,11 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                doc="Add the `headers` column (map<string,string>; nested values as JSON)."),
     OptionSpec("pollTimeoutMs", parse_int(0), default=1000, values="milliseconds",
                doc="How long one micro-batch waits for the first message when the queue is empty."),
+    OptionSpec("triggerIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for unknown",
+               doc="Classic and quorum queues: the query's processing-time trigger interval. When set, a poll "
+                   "that finds nothing stops waiting in time for its trigger to end within the interval (Spark "
+                   "starts such triggers at multiples of it), keeping a reserve for the rest of the trigger that "
+                   "it learns from late idle triggers; `pollTimeoutMs` stays the longest wait. `saga.run` sets it."),
     OptionSpec("consumerTimeoutMs", parse_int(0), default=1_800_000, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the broker's `consumer_timeout` (RabbitMQ's default is 30 minutes). "
                    "A message waits for its ack about two batch durations (the prefetch holds two batches); the "

@@ -23,7 +23,7 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "poll_timeout_ms", "interval_ms"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -37,8 +37,9 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
                "journalLocation": os.path.join(saga.root, "journal", step.label),
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
-    if trigger is not None:
-        options["pollTimeoutMs"] = str(poll_timeout_ms(trigger))
+    interval = None if trigger is None else interval_ms(trigger)
+    if interval is not None:  # an idle poll then ends in time for its trigger (safebunny.amqp.poll_window)
+        options["triggerIntervalMs"] = str(max(1, int(interval)))
     if saga.password is not None:
         options["password"] = saga.password
     return read_stream(spark, **options)
@@ -63,20 +64,6 @@ _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|mi
 _INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
                 "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
                 "hours": 3_600_000}
-
-
-def poll_timeout_ms(trigger: str, default_ms: int = 1000) -> int:
-    """The source's ``pollTimeoutMs`` for a processing-time ``trigger``: four fifths of the interval (at most the
-    option's default, at least 50 ms). A trigger with nothing to read waits that long for a first message, so a
-    message the previous step sends is taken within milliseconds instead of at the next trigger (otherwise
-    the largest part of a hop's latency: the steps' triggers fire together, so a step that misses its
-    input's arrival waits a whole interval). The last fifth is for the idle trigger's own cost (about 0.15 s
-    here), so that it ends within its interval: waiting the whole interval, as the default does for a
-    1-second trigger, makes every idle trigger late and Spark warn "Current batch is falling behind"."""
-    interval = interval_ms(trigger)
-    if interval is None:
-        return default_ms
-    return int(max(50, min(default_ms, interval * 4 // 5)))
 
 
 def interval_ms(trigger: str) -> float | None:
