@@ -18,11 +18,14 @@ class _Saga:
     name = "orders"
 
     def __init__(self, scripts: dict[str, list]) -> None:  # type: ignore[type-arg]
-        self.steps = [SimpleNamespace(label=label) for label in scripts]
+        self.steps = [SimpleNamespace(label=label, unit_label=label) for label in scripts]
         self.scripts = scripts  # label -> per start: an exception (the query fails) or messages moved
         self.started: list[str] = []
         self.events: list[str] = []  # "start <label>" and "end <label>", in order
         self.moved_so_far = 0
+
+    def units(self) -> list:  # type: ignore[type-arg]
+        return self.steps
 
     def _moved(self) -> int:
         return self.moved_so_far
@@ -130,7 +133,8 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
 
     monkeypatch.setattr(runner, "start_query", start_query)
     monkeypatch.setattr(runner, "activate", lambda spark: spark)
-    saga = SimpleNamespace(name="orders", steps=[SimpleNamespace(label="stock.OrderPlaced")])
+    steps = [SimpleNamespace(label="stock.OrderPlaced", unit_label="stock.OrderPlaced")]
+    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps)
     running = runner.RunningSaga(None, saga, "1 second")
     try:
         assert started.wait(20), "the supervisor started the query again"

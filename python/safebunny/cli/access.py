@@ -61,7 +61,7 @@ def _topology_rows(topo: Any, depths: Mapping[str, Any] | None) -> list[dict[str
          "arguments": {"alternate-exchange": topo.unrouted_exchange}, "ready": None},
         {"kind": "exchange", "name": topo.unrouted_exchange, "step": "", "routing": "fanout", "arguments": {},
          "ready": None}]
-    bound = {b.queue: b.routing_key for b in topo.bindings}
+    bound = topo.bound_to()
     for q in topo.queues:
         depth = (depths or {}).get(q.name)
         rows.append({"kind": "queue", "name": q.name, "step": q.step, "role": q.role,

@@ -10,7 +10,7 @@ them gives the same set of ids).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -47,12 +47,14 @@ def body_of(row: Mapping[str, Any]) -> tuple[bytes, str]:
     return orjson.dumps(fields, default=str, option=orjson.OPT_SORT_KEYS), "application/json"
 
 
-def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchange: str, routing_key: str,
-                       correlation_of: Mapping[str, str | None], what: str) -> tuple[pa.Table, dict[str, list[str]]]:
+def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchange: str,
+                       routing_key: str | Callable[[str], str], correlation_of: Mapping[str, str | None],
+                       what: str) -> tuple[pa.Table, dict[str, list[str]]]:
     """Rows for the sink, and the ids emitted per cause.
 
-    ``correlation_of`` maps each cause (input message id) to its correlation id; ``what`` names
-    the emit in errors.
+    ``correlation_of`` maps each cause (input message id) to its correlation id; ``routing_key`` is one
+    key, or a function of an output's correlation id (a saga routes each instance to its bucket); ``what``
+    names the emit in errors.
     """
     if "messageId" not in table.column_names:
         raise SafeBunnyOptionError(
@@ -80,9 +82,10 @@ def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchang
             mid = message_id(cause, node, message_type, index if index is not None else rank)
             ids.append(mid)
             correlation = correlation_of.get(cause) or cause
+            key = routing_key(correlation) if callable(routing_key) else routing_key
             for name, value in (("value", body), ("messageId", mid), ("correlationId", correlation),
                                 ("causationId", cause), ("type", message_type), ("exchange", exchange),
-                                ("routingKey", routing_key), ("contentType", content_type)):
+                                ("routingKey", key), ("contentType", content_type)):
                 out[name].append(value)
         if len(set(ids)) != len(ids):
             raise SafeBunnyOptionError(f"{what}: two outputs of cause {cause} share an outputIndex.", "outputIndex")

@@ -59,7 +59,7 @@ log = logging.getLogger("safebunny.step")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
-Router = Callable[[Emit], "tuple[str, str]"]
+Router = Callable[[Emit], "tuple[str, str | Callable[[str], str]]"]
 FailedCallback = Callable[[list[FailedRow], StepContext], None]
 #: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
 #: the rows as they are
@@ -299,7 +299,7 @@ class Step:
                 emitted[cause].extend(cause_ids)
         return (pa.concat_tables(tables) if tables else PUBLISH_SCHEMA.empty_table()), emitted
 
-    def _route(self, item: Emit) -> tuple[str, str]:
+    def _route(self, item: Emit) -> tuple[str, Any]:
         if item.routing_key is not None:
             return item.exchange or "", item.routing_key
         if self.router is not None:

@@ -10,14 +10,14 @@ handlers the body as it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from safebunny.exactly_once import FailedRow, Outcome
 from safebunny.saga.body_schema import mismatch, parse_schema
-from safebunny.saga.topology import check_name
+from safebunny.saga.topology import check_name, check_shards
 
 __all__ = ["SagaStep", "MalformedMessage", "parse_frames", "parse_row", "wrap", "CORRUPT"]
 
@@ -43,6 +43,10 @@ class SagaStep:
     fails_as: str | None = None
     batch_size: int = 1000
     strict_schema: bool = True
+    #: how many queues (and queries) the step's input is split into, by saga instance
+    shards: int = 1
+    #: which of them this is, for the per-shard copies ``units()`` makes (None: the step as defined)
+    shard: int | None = None
     struct: Any = field(init=False, repr=False, compare=False)  # the parsed schema
 
     def __post_init__(self) -> None:
@@ -52,11 +56,25 @@ class SagaStep:
             check_name("type", t)
         if self.fails_as:
             check_name("type", self.fails_as)
+        check_shards(self.shards, self.label)
         self.struct = parse_schema(self.schema, self.label)
 
     @property
     def label(self) -> str:
+        """The step's name, ``node.type`` (its poison queue, ledger and status row)."""
         return f"{self.node}.{self.consumes}"
+
+    @property
+    def unit_label(self) -> str:
+        """What one query runs: the step, or one shard of it (``node.type.shard.<i>``); its checkpoint, journal,
+        query name and counters are named by it."""
+        return self.label if self.shard is None else f"{self.label}.shard.{self.shard}"
+
+    def units(self) -> list[SagaStep]:
+        """One per query the step runs: itself, or a copy per shard."""
+        if self.shards == 1:
+            return [self]
+        return [replace(self, shard=i) for i in range(self.shards)]
 
 
 def parse_frames(step: SagaStep, batch: Any) -> tuple[Any, list[FailedRow]]:

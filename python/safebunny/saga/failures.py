@@ -43,7 +43,8 @@ class FailureRouter:
             if poisoned:
                 target = topology.poison_queue_name(self.saga, self.step.node, self.step.consumes)
             else:
-                target = topology.retry_queue_name(self.saga, self.step.node, self.step.consumes, decision.tier)
+                target = topology.retry_queue_name(self.saga, self.step.node, self.step.consumes, decision.tier,
+                                                   self.step.shard)
             out = failure_headers(headers, step=self.step.label, error_type=row.error_type, reason=row.reason,
                                   attempt=decision.attempt, poisoned=poisoned)
             out[COPY_ID] = copy_id(row.message_id, target, decision.attempt)
@@ -59,7 +60,7 @@ class FailureRouter:
             log.info("saga %s step %s: message %s %s (attempt %d): %s", self.saga.name, self.step.label,
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
-        publish_copies(self.saga.connection_uri, copies, f"saga:{self.step.label}/{ctx.batch_id}")
+        publish_copies(self.saga.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():
             mid, reason = example[(what, error_type)]
@@ -69,9 +70,10 @@ class FailureRouter:
     def _failure_message(self, row: FailedRow, source: Mapping[str, Any], body: bytes) -> Copy:
         """The ``fails_as`` message of a poisoned row: an output of it, with an id derived as emits' are."""
         failure_type = self.step.fails_as or ""
+        correlation = source.get("correlationId") or row.correlation_id
         return Copy(message_id(row.message_id, self.step.node, failure_type, 0), body,
-                    topology.exchange_name(self.saga), topology.routing_key(self.step.node, failure_type),
-                    source.get("correlationId") or row.correlation_id, failure_type,
+                    topology.exchange_name(self.saga),
+                    topology.instance_routing_key(self.step.node, failure_type, correlation), correlation, failure_type,
                     source.get("contentType") or "application/json",
                     {CAUSATION_HEADER: row.message_id, REASON: row.reason[:2000]})
 

@@ -123,7 +123,7 @@ class SagaMetrics:
         if not query_name or not query_name.startswith(prefix):
             return None  # another query of the session
         label = query_name[len(prefix):]
-        return label if any(s.label == label for s in self.saga.steps) else None
+        return label if any(s.unit_label == label for s in self.saga.units()) else None
 
     def on_progress(self, progress: Any) -> None:
         label = self._label_of(progress.name)
@@ -152,7 +152,7 @@ class SagaMetrics:
         out = []
         for fields in status_fields(self.saga, poison=False):
             label = f"{fields['node']}.{fields['type']}"
-            out.append({"step": label, **fields, **progress.get(label, {"active": 0})})
+            out.append({"step": label, **fields, **_step_progress(progress, label)})
         return out
 
     def text(self) -> str:
@@ -185,6 +185,23 @@ class SagaMetrics:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str, Any]:
+    """A step's last progress: its query's, or its shards' queries' together (rates and rows added, the
+    longest batch, active when any is)."""
+    parts = [v for k, v in progress.items() if k == label or k.startswith(f"{label}.shard.")]
+    if len(parts) <= 1:
+        return parts[0] if parts else {"active": 0}
+    out: dict[str, Any] = {"active": max(p.get("active", 0) for p in parts)}
+    for name in ("inputRowsPerSecond", "processedRowsPerSecond", "numInputRows"):
+        values = [p[name] for p in parts if p.get(name) is not None]
+        if values:
+            out[name] = sum(values)
+    seconds = [p["batchSeconds"] for p in parts if p.get("batchSeconds") is not None]
+    if seconds:
+        out["batchSeconds"] = max(seconds)
+    return out
 
 
 def _listener(metrics: SagaMetrics) -> Any:

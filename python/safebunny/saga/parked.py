@@ -130,7 +130,6 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
     may have undone the instance's earlier steps: redriving would then complete a compensated instance.
     That is refused unless ``force`` is true."""
     step = saga.step_of(node, message_type)
-    target = topology.queue_name(saga, node, message_type)
     wanted = set(ids) if ids is not None else None
     ledger = PoisonLedger(saga.root, f"{node}.{message_type}")
     recorded = ledger.read()
@@ -152,6 +151,9 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
         headers = {k: v for k, v in (props.headers or {}).items()
                    if not k.startswith("x-safebunny-") and k not in ("x-stream-offset", "x-death")}
         headers["x-safebunny-redriven"] = stamp
+        # back to the queue (of a sharded step: the shard) that the message's instance routes to
+        shard = None if step.shards == 1 else topology.shard_of(props.correlation_id, step.shards)
+        target = topology.consumer_queue(saga, node, message_type, shard)
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))
     publish_copies(saga.connection_uri, copies, f"saga:redrive/{node}.{message_type}")

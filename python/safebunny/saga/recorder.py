@@ -34,7 +34,7 @@ class StepRecorder:
     """Counts one saga step's batches into its status log; ``runtime`` is the step's exactly-once Step."""
 
     def __init__(self, saga: Any, step: SagaStep, runtime: Any) -> None:
-        self.log = StatusLog(saga.root, step.label)
+        self.log = StatusLog(saga.root, step.unit_label)
         self.retry = saga.retry
         self.runtime = runtime
         self._route = runtime.on_failed

@@ -32,9 +32,9 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
     """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
     (``saga.uri`` holds none), which Spark redacts in query plans."""
     activate(spark)
-    options = {"uri": saga.uri, "queue": topology.queue_name(saga, step.node, step.consumes),
+    options = {"uri": saga.uri, "queue": topology.consumer_queue(saga, step.node, step.consumes, step.shard),
                "queueType": "quorum" if saga.quorum else "classic", "includeHeaders": "true",
-               "journalLocation": os.path.join(saga.root, "journal", step.label),
+               "journalLocation": os.path.join(saga.root, "journal", step.unit_label),
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)
@@ -53,7 +53,7 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
     writer = (source_frame(spark, saga, step, trigger).writeStream
               .foreachBatch(function)
               .option("checkpointLocation", saga.checkpoint_of(step))
-              .queryName(f"{saga.name}.{step.label}"))
+              .queryName(f"{saga.name}.{step.unit_label}"))
     writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
     query = writer.start()
     note_streaming_started(spark)
@@ -75,7 +75,7 @@ def interval_ms(trigger: str) -> float | None:
 def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
     """``function`` that also stores each batch's report and routed failures (:mod:`safebunny.saga.reports`)."""
     runtime, failures = saga.runtime(step), saga.failures_of(step)
-    log_ = ReportLog(saga.root, step.label)
+    log_ = ReportLog(saga.root, step.unit_label)
     seen: dict[str, int] = {}
 
     def run(batch_df: Any, batch_id: int) -> None:
@@ -98,7 +98,7 @@ class RunningSaga:
         self.saga = saga
         self.trigger = trigger
         self.max_backoff_s = max_backoff_s
-        self.queries: dict[str, Any] = {s.label: self._first_start(s) for s in saga.steps}
+        self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
         self.errors: dict[str, BaseException] = {}
@@ -118,27 +118,27 @@ class RunningSaga:
         activate(self.spark)
         retry_at: dict[str, float] = {}
         while not self._stop.wait(1.0):
-            for step in self.saga.steps:
-                query = self.queries[step.label]
+            for step in self.saga.units():
+                query = self.queries[step.unit_label]
                 if query.isActive or self._stop.is_set():
                     continue
                 now = time.monotonic()
-                if step.label not in retry_at:
-                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.label])
-                    retry_at[step.label] = now + backoff
+                if step.unit_label not in retry_at:
+                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
+                    retry_at[step.unit_label] = now + backoff
                     failure = query.exception()
                     if failure is not None:
-                        self.errors[step.label] = error_of(failure) or failure
+                        self.errors[step.unit_label] = error_of(failure) or failure
                     # one line: safebunny's message, not the query's Python and Java traces
-                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.label,
+                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
                               message_of(failure) if failure is not None else "no error", backoff)
-                if now >= retry_at[step.label]:
-                    del retry_at[step.label]
-                    self.restarts[step.label] += 1
+                if now >= retry_at[step.unit_label]:
+                    del retry_at[step.unit_label]
+                    self.restarts[step.unit_label] += 1
                     try:
-                        self.queries[step.label] = start_query(self.spark, self.saga, step, self.trigger)
+                        self.queries[step.unit_label] = start_query(self.spark, self.saga, step, self.trigger)
                     except Exception as exc:  # noqa: BLE001 - logged, retried with a longer backoff
-                        log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.label, exc)
+                        log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.unit_label, exc)
 
     def stop(self) -> None:
         """Stop every step's query (each finishes its running batch) and the supervisor."""
@@ -179,7 +179,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         # (Spark's task serialisation, "Illegal size N of collection") came with two queries replaying at once
         alone = bool(errors)
         queries = []
-        for s in saga.steps:
+        for s in saga.units():
             try:
                 query = start(spark, saga, s, None)
             except Exception as exc:  # noqa: BLE001 - a query that did not start counts as a failed step
@@ -194,16 +194,16 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
             _wait(query)
             error = query.exception()
             if error is None:
-                failed.pop(step.label, None)
+                failed.pop(step.unit_label, None)
             else:
-                failed[step.label] = failed.get(step.label, 0) + 1
+                failed[step.unit_label] = failed.get(step.unit_label, 0) + 1
                 errors.append((step, error))
         for step, error in errors:
-            if failed[step.label] > restarts:
+            if failed[step.unit_label] > restarts:
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
-                        saga.name, step.label, message_of(error), failed[step.label], restarts)
+                        saga.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
         moved = saga._moved() - before
         waiting = saga._waiting()
         if on_round is not None:

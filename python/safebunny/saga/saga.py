@@ -133,22 +133,29 @@ class Saga:
     # -- definition ------------------------------------------------------------------------------
     def step(self, node: str, consumes: str, from_node: str, schema: Any, produces: Sequence[str] = (),
              rows: bool = False, compensates: str | None = None, fails_as: str | None = None,
-             batch_size: int | None = None, strict_schema: bool = True,
+             batch_size: int | None = None, strict_schema: bool = True, shards: int = 1,
              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``handler`` runs for messages of type ``consumes`` that ``from_node`` sends to ``node``.
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
         ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
         ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
-        ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them."""
+        ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them.
+        ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
+        own query with a single active consumer; one instance's messages, and every duplicate of one, always
+        reach the same shard (docs/sagas.md, "Sharded steps")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
-                                  fails_as, batch_size or self.batch_size, strict_schema)
+                                  fails_as, batch_size or self.batch_size, strict_schema, shards)
             if any(s.label == definition.label for s in self.steps):
                 raise SafeBunnyOptionError(f"Saga {self.name!r} already has a step {definition.label!r}.", "node")
             self.steps.append(definition)
             return handler
 
         return register
+
+    def units(self) -> list[SagaStep]:
+        """What runs as one query each: every step, a sharded step once per shard."""
+        return [unit for s in self.steps for unit in s.units()]
 
     def step_of(self, node: str, message_type: str) -> SagaStep:
         for s in self.steps:
@@ -171,31 +178,43 @@ class Saga:
         return breaker.pause_path(self.root, node, message_type)
 
     def checkpoint_of(self, step: SagaStep) -> str:
-        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect)."""
-        return os.path.join(self.root, "checkpoints", step.label)
+        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
+        query has its own."""
+        return os.path.join(self.root, "checkpoints", step.unit_label)
 
     def runtime(self, step: SagaStep) -> Step:
-        """The exactly-once :class:`Step` behind a saga step (one per step, kept for status)."""
-        if step.label not in self._runtimes:
-            self._failures[step.label] = FailureRouter(self, step)
-            self._runtimes[step.label] = Step(step.node, self.inbox_path, self.uri, self.password,
-                                              on_failed=self._failures[step.label], router=self._route(step.node),
-                                              checkpoint=self.checkpoint_of(step),
-                                              prepare=None if step.rows else partial(prepare_bodies, step))
-        return self._runtimes[step.label]
+        """The exactly-once :class:`Step` behind a saga step's query (one per step or shard, kept for status);
+        the shards of a step share its inbox (one node's)."""
+        label = step.unit_label
+        if label not in self._runtimes:
+            self._failures[label] = FailureRouter(self, step)
+            self._runtimes[label] = Step(step.node, self.inbox_path, self.uri, self.password,
+                                         on_failed=self._failures[label], router=self._route(step.node),
+                                         checkpoint=self.checkpoint_of(step),
+                                         prepare=None if step.rows else partial(prepare_bodies, step))
+        return self._runtimes[label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:
         """The failure router (retry or poison) of step ``step``, with its counters."""
         self.runtime(step)
-        return self._failures[step.label]
+        return self._failures[step.unit_label]
 
     def reports_of(self, step: SagaStep) -> tuple[list[BatchReport], Counter[str]]:
-        """Step ``step``'s recent batch reports and failure counts: this process's, or, when its queries run
-        over Spark Connect (their batches run on the server), the ones stored under ``root``."""
-        runtime = self._runtimes.get(step.label)
-        if runtime is not None and runtime.reports:
-            return list(runtime.reports), Counter(self._failures[step.label].counts)
-        return ReportLog(self.root, step.label).read()
+        """Step ``step``'s recent batch reports and failure counts (of all its shards, or of one shard's
+        query): this process's, or, when its queries run over Spark Connect (their batches run on the server),
+        the ones stored under ``root``."""
+        reports: list[BatchReport] = []
+        counts: Counter[str] = Counter()
+        for unit in step.units() if step.shard is None else [step]:
+            runtime = self._runtimes.get(unit.unit_label)
+            if runtime is not None and runtime.reports:
+                reports.extend(runtime.reports)
+                counts.update(self._failures[unit.unit_label].counts)
+            else:
+                stored, stored_counts = ReportLog(self.root, unit.unit_label).read()
+                reports.extend(stored)
+                counts.update(stored_counts)
+        return reports, counts
 
     def _handler_of(self, step: SagaStep) -> Callable[..., Any]:
         return wrap(step, self._check_emits)
@@ -210,9 +229,10 @@ class Saga:
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
         checks.report(self.name, checks.undeclared_emits(step, types), self.strict, self._warned)
 
-    def _route(self, node: str) -> Callable[[Emit], tuple[str, str]]:
+    def _route(self, node: str) -> Callable[[Emit], tuple[str, Callable[[str | None], str]]]:
+        """A step's emits go to the saga's exchange, each with its instance's routing key (its bucket)."""
         exchange = topology.exchange_name(self)
-        return lambda item: (exchange, topology.routing_key(node, item.type))
+        return lambda item: (exchange, partial(topology.instance_routing_key, node, item.type))
 
     def _moved(self) -> int:
         """Messages received by this process's steps so far (drain's progress measure)."""
@@ -257,12 +277,13 @@ class Saga:
                           self.strict, self._warned)
         self.declare()
         corr = F.udf(lambda k: correlation_id_for(str(k)), StringType())
+        route = F.udf(lambda k: topology.instance_routing_key(node, type, correlation_id_for(str(k))), StringType())
         mid = F.udf(lambda k: message_id(correlation_id_for(str(k)), node, type, 0), StringType())
         out = df.select(F.to_json(F.struct(*df.columns)).alias("value"),
                         mid(F.col(business_key)).alias("messageId"), corr(F.col(business_key)).alias("correlationId"),
-                        F.lit(type).alias("type"), F.lit("application/json").alias("contentType"))
-        options = {"uri": self.uri, "exchange": topology.exchange_name(self),
-                   "routingKey": topology.routing_key(node, type)}
+                        F.lit(type).alias("type"), F.lit("application/json").alias("contentType"),
+                        route(F.col(business_key)).alias("routingKey"))
+        options = {"uri": self.uri, "exchange": topology.exchange_name(self)}
         if self.password is not None:
             options["password"] = self.password
         publish(out, **options)

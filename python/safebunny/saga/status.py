@@ -9,9 +9,9 @@ from typing import Any
 
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import breaker, topology
-from safebunny.saga.status_log import StatusLog
+from safebunny.saga.status_log import StatusLog, StepCounters
 
-__all__ = ["status_fields"]
+__all__ = ["status_fields", "combined"]
 
 
 def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
@@ -19,20 +19,23 @@ def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
     instead of reading each poison queue (a stream read, about half a second per step)."""
     topo = topology.plan(saga)
     depth = topology.depths(saga, [q.name for q in topo.queues])
-    consumers = [topology.queue_name(saga, s.node, s.consumes) for s in saga.steps]
+    queues_of = {s.label: [q.name for q in topo.queues if q.role == "consumer" and q.step == s.label]
+                 for s in saga.steps}
+    consumers = [name for names in queues_of.values() for name in names]
     counts, note = queue_counts(saga.uri, consumers, saga.password, getattr(saga, "management_url", None))
     out = []
     for s in saga.steps:
-        queue = topology.queue_name(saga, s.node, s.consumes)
-        backlog = depth.get(queue)
+        queues = queues_of[s.label]  # one, or one per shard: a step's row sums its shards
+        backlogs = [depth.get(q) for q in queues]
         retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
         parked = depth.get(topology.poison_queue_name(saga, s.node, s.consumes)) is not None
-        c = StatusLog(saga.root, s.label).counters()
+        c = combined([StatusLog(saga.root, unit.unit_label).counters() for unit in s.units()])
         until = breaker.paused_until(saga.pause_file(s.node, s.consumes))
-        unacked = None if counts is None or queue not in counts else counts[queue].unacked
+        unacked = (None if counts is None or any(q not in counts for q in queues)
+                   else sum(counts[q].unacked for q in queues))
         out.append({
-            "node": s.node, "type": s.consumes, "query": f"{saga.name}.{s.label}",
-            "backlog": None if backlog is None else backlog[0],
+            "node": s.node, "type": s.consumes, "query": ", ".join(f"{saga.name}.{u.unit_label}" for u in s.units()),
+            "backlog": None if any(b is None for b in backlogs) else sum(b[0] for b in backlogs),
             "retrying": None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
             "poisoned": None if not poison else len(saga.poison_rows(s.node, s.consumes)) if parked else 0,
             "batches": c.batches, "received": c.received, "processed": c.processed, "duplicates": c.duplicates,
@@ -42,3 +45,16 @@ def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
             f"open until {dt.datetime.fromtimestamp(until, dt.timezone.utc).isoformat(timespec='seconds')}",
             "unacked": unacked, "note": note})
     return out
+
+
+def combined(counters: list[StepCounters]) -> StepCounters:
+    """The counters of a step's shards as one (sums; the latest last batch; rates added)."""
+    if len(counters) == 1:
+        return counters[0]
+    rates = [c.rate for c in counters if c.rate is not None]
+    last = max(counters, key=lambda c: c.last_batch or "")
+    return StepCounters(
+        counters[0].step.split(".shard.")[0], *(sum(getattr(c, f) for c in counters) for f in
+                                                ("batches", "received", "processed", "duplicates", "failed",
+                                                 "retried", "parked", "emitted")),
+        sum(rates) if rates else None, last.last_batch, last.last_batch_id)

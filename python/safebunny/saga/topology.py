@@ -7,9 +7,14 @@ For a saga named ``S`` (see docs/sagas.md):
   queue ``S.unrouted``, so a publish never fails for lack of a consumer;
 - per step (node ``C`` consuming ``T`` from node ``F``) the consumer queue ``S.C.T`` (quorum by
   default, ``x-delivery-limit`` set explicitly, dead-lettering past it to the poison queue) bound
-  to ``F.T``;
-- per consumer queue a ladder of retry queues ``S.C.T.retry.<i>`` (one per delay, per-queue TTL,
-  dead-lettering back to ``S.C.T`` through the default exchange, so no other node sees a copy);
+  to ``F.T.#``; every message's routing key ends in its saga instance's bucket (``F.T.<b>``, ``b`` in
+  0..63 from a hash of its correlation id, :func:`bucket_of`), so that
+- a step with ``shards=N`` has N consumer queues ``S.C.T.shard.<i>`` instead, each with a single active
+  consumer and bound to the buckets ``b`` with ``b % N == i``: one instance's messages, and every
+  duplicate of one of them, always reach the same shard;
+- per consumer queue a ladder of retry queues ``<consumer queue>.retry.<i>`` (one per delay, per-queue
+  TTL, dead-lettering back to its consumer queue through the default exchange, so no other node or
+  shard sees a copy);
 - per consumer queue a poison queue ``S.C.T.poison``, a stream queue (browsable by offset with
   ``spark.read``).
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,7 +37,8 @@ from typing import Any, Protocol
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 __all__ = ["SagaShape", "QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
-           "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "plan", "declare", "show",
+           "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
+           "instance_routing_key", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
            "delete", "depths", "unrouted_name", "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
@@ -71,12 +78,47 @@ def routing_key(node: str, message_type: str) -> str:
     return f"{check_name('node', node)}.{check_name('type', message_type)}"
 
 
+#: a saga message's routing key ends in one of this many buckets; a sharded step's shards split them
+BUCKETS = 64
+MAX_SHARDS = BUCKETS
+
+
+def bucket_of(correlation_id: str | None) -> int:
+    """The bucket of a saga instance: a stable hash of its correlation id (CRC-32, the same in every process
+    and release; changing it would send an instance's later messages to another shard)."""
+    return zlib.crc32((correlation_id or "").encode("utf-8")) % BUCKETS
+
+
+def instance_routing_key(node: str, message_type: str, correlation_id: str | None) -> str:
+    """The routing key of a saga message: ``node.type.<bucket of its instance>``."""
+    return f"{routing_key(node, message_type)}.{bucket_of(correlation_id)}"
+
+
+def check_shards(shards: Any, label: str) -> int:
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise SafeBunnyOptionError(
+            f"Step {label}: shards must be an integer from 1 to {MAX_SHARDS} (a saga's messages are routed into "
+            f"{BUCKETS} buckets, which the shards split); got {shards!r}.", "shards")
+    return shards
+
+
+def shard_of(correlation_id: str | None, shards: int) -> int:
+    """The shard of a step with ``shards`` shards that a saga instance's messages reach."""
+    return bucket_of(correlation_id) % shards
+
+
+def consumer_queue(saga: SagaShape, node: str, message_type: str, shard: int | None = None) -> str:
+    """A step's consumer queue: ``S.C.T``, or shard ``shard``'s ``S.C.T.shard.<i>``."""
+    base = queue_name(saga, node, message_type)
+    return base if shard is None else f"{base}.shard.{shard}"
+
+
 def queue_name(saga: SagaShape, node: str, message_type: str) -> str:
     return f"{exchange_name(saga)}.{routing_key(node, message_type)}"
 
 
-def retry_queue_name(saga: SagaShape, node: str, message_type: str, tier: int) -> str:
-    return f"{queue_name(saga, node, message_type)}.retry.{tier}"
+def retry_queue_name(saga: SagaShape, node: str, message_type: str, tier: int, shard: int | None = None) -> str:
+    return f"{consumer_queue(saga, node, message_type, shard)}.retry.{tier}"
 
 
 def poison_queue_name(saga: SagaShape, node: str, message_type: str) -> str:
@@ -113,9 +155,23 @@ class Topology:
     queues: list[QueueSpec]
     bindings: list[Binding]
 
+    def bound_to(self) -> dict[str, str]:
+        """Each queue's binding keys as one text; a shard queue's buckets as ``F.T.{0,4,8}``."""
+        keys: dict[str, list[str]] = {}
+        for b in self.bindings:
+            keys.setdefault(b.queue, []).append(b.routing_key)
+        out = {}
+        for queue, found in keys.items():
+            prefixes = {k.rsplit(".", 1)[0] for k in found}
+            if len(found) > 1 and len(prefixes) == 1:
+                out[queue] = f"{prefixes.pop()}.{{{','.join(k.rsplit('.', 1)[1] for k in found)}}}"
+            else:
+                out[queue] = " ".join(found)
+        return out
+
     def rows(self, depths: dict[str, tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
         """One row per queue (name, role, step, bound to, arguments, ready/unacked when known)."""
-        bound = {b.queue: b.routing_key for b in self.bindings}
+        bound = self.bound_to()
         out = []
         for q in self.queues:
             row = {"queue": q.name, "role": q.role, "step": q.step, "bound_to": bound.get(q.name, ""),
@@ -136,19 +192,28 @@ def plan(saga: SagaShape) -> Topology:
     bindings = [Binding(unrouted, unrouted, "")]
     for step in saga.steps:
         label = f"{step.node}.{step.consumes}"
-        consumer = queue_name(saga, step.node, step.consumes)
         poison = poison_queue_name(saga, step.node, step.consumes)
         args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": poison}
         if saga.quorum:
             args.update({"x-queue-type": "quorum", "x-delivery-limit": int(saga.delivery_limit)})
         else:
             args["x-queue-type"] = "classic"
-        queues.append(QueueSpec(consumer, "consumer", args, label))
-        bindings.append(Binding(exchange, consumer, routing_key(step.from_node, step.consumes)))
-        for tier, delay_ms in enumerate(saga.retry.delays_ms):
-            queues.append(QueueSpec(retry_queue_name(saga, step.node, step.consumes, tier), "retry", {
-                "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
-                "x-dead-letter-routing-key": consumer}, label))
+        key = routing_key(step.from_node, step.consumes)
+        shards = getattr(step, "shards", 1)
+        for shard in ([None] if shards == 1 else range(shards)):
+            consumer = consumer_queue(saga, step.node, step.consumes, shard)
+            if shard is None:
+                queues.append(QueueSpec(consumer, "consumer", args, label))
+                bindings.append(Binding(exchange, consumer, f"{key}.#"))  # a bucket's key, or one without
+            else:
+                # one consumer at a time per shard: the broker hands the shard to a standby when its holder goes
+                queues.append(QueueSpec(consumer, "consumer", {**args, "x-single-active-consumer": True}, label))
+                bindings.extend(Binding(exchange, consumer, f"{key}.{b}")
+                                for b in range(BUCKETS) if b % shards == shard)
+            for tier, delay_ms in enumerate(saga.retry.delays_ms):
+                queues.append(QueueSpec(retry_queue_name(saga, step.node, step.consumes, tier, shard), "retry", {
+                    "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": consumer}, label))
         poison_args: dict[str, Any] = {"x-queue-type": "stream"}
         if getattr(saga, "poison_max_age", None):
             poison_args["x-max-age"] = saga.poison_max_age

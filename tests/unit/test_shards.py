@@ -1,0 +1,92 @@
+"""Sharded saga steps without a broker: routing keys by instance bucket, the shard queues and their
+bindings, per-shard names, and the status of a step summed over its shards."""
+
+from __future__ import annotations
+
+import zlib
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pytest
+
+from safebunny import Retry
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.emits import build_publish_rows
+from safebunny.saga import topology
+from safebunny.saga.definition import SagaStep
+from safebunny.saga.status import combined
+from safebunny.saga.status_log import StepCounters
+
+
+def _step(shards: int = 1) -> SagaStep:
+    return SagaStep("payment", "StockReserved", "stock", "orderId string", lambda df, ctx: None, shards=shards)
+
+
+def _saga(shards: int) -> SimpleNamespace:
+    return SimpleNamespace(name="fulfilment", steps=[_step(shards)], retry=Retry(delays=("10s",)), quorum=True,
+                           delivery_limit=50, poison_max_age="30D")
+
+
+def test_an_instance_always_has_the_same_bucket_and_key() -> None:
+    assert topology.bucket_of("order-7") == zlib.crc32(b"order-7") % 64  # stable across processes and releases
+    assert topology.instance_routing_key("stock", "StockReserved", "order-7") == (
+        f"stock.StockReserved.{topology.bucket_of('order-7')}")
+    assert {topology.bucket_of(f"c{i}") for i in range(2000)} == set(range(64))  # every bucket is used
+    assert topology.shard_of("order-7", 4) == topology.bucket_of("order-7") % 4
+
+
+def test_shard_queues_split_the_buckets_and_have_one_active_consumer_each() -> None:
+    topo = topology.plan(_saga(4))
+    consumers = [q for q in topo.queues if q.role == "consumer"]
+    assert [q.name for q in consumers] == [f"fulfilment.payment.StockReserved.shard.{i}" for i in range(4)]
+    assert all(q.arguments["x-single-active-consumer"] is True and q.arguments["x-queue-type"] == "quorum"
+               for q in consumers)
+    keys = [b.routing_key for b in topo.bindings if b.exchange == "fulfilment"]
+    assert sorted(keys) == sorted(f"stock.StockReserved.{b}" for b in range(64))  # each bucket bound once
+    for b in topo.bindings:
+        if b.exchange == "fulfilment":
+            assert b.queue.endswith(f".shard.{int(b.routing_key.rsplit('.', 1)[1]) % 4}")
+    retry = {q.name: q.arguments for q in topo.queues if q.role == "retry"}
+    assert retry["fulfilment.payment.StockReserved.shard.2.retry.0"]["x-dead-letter-routing-key"] == (
+        "fulfilment.payment.StockReserved.shard.2")
+    poison = [q.name for q in topo.queues if q.role == "poison"]
+    assert poison == ["fulfilment.payment.StockReserved.poison"]  # one per step, for every shard
+    assert topo.bound_to()["fulfilment.payment.StockReserved.shard.1"].startswith("stock.StockReserved.{1,5,9,")
+
+
+def test_an_unsharded_step_takes_every_bucket_and_the_bare_key() -> None:
+    topo = topology.plan(_saga(1))
+    [binding] = [b for b in topo.bindings if b.exchange == "fulfilment"]
+    assert (binding.queue, binding.routing_key) == ("fulfilment.payment.StockReserved", "stock.StockReserved.#")
+    assert "x-single-active-consumer" not in next(q for q in topo.queues if q.role == "consumer").arguments
+
+
+def test_a_sharded_step_runs_one_unit_per_shard_with_its_own_names() -> None:
+    step = _step(3)
+    units = step.units()
+    assert [u.unit_label for u in units] == [f"payment.StockReserved.shard.{i}" for i in range(3)]
+    assert {u.label for u in units} == {"payment.StockReserved"}
+    assert _step().units()[0].unit_label == "payment.StockReserved"
+
+
+@pytest.mark.parametrize("bad", [0, 65, "2", 2.0, True])
+def test_shards_out_of_range_are_refused_naming_the_step(bad: object) -> None:
+    with pytest.raises(SafeBunnyOptionError, match=r"Step payment.StockReserved: shards must be .*got"):
+        _step(bad)  # type: ignore[arg-type]
+
+
+def test_emits_route_each_row_by_its_instance() -> None:
+    table = pa.table({"messageId": ["m1", "m2"], "orderId": ["a", "b"]})
+    rows, _ = build_publish_rows(table, node="stock", message_type="StockReserved", exchange="fulfilment",
+                                 routing_key=lambda c: f"k.{c}", correlation_of={"m1": "c1", "m2": "c2"}, what="t")
+    assert rows.column("routingKey").to_pylist() == ["k.c1", "k.c2"]
+
+
+def test_a_steps_counters_are_its_shards_summed() -> None:
+    def counters(step: str, received: int, rate: float | None, last: str | None) -> StepCounters:
+        return StepCounters(step, 1, received, received, 0, 0, 0, 0, received, rate, last, 1)
+
+    total = combined([counters("p.T.shard.0", 5, 1.5, "2026-11-24T10:00:00"),
+                      counters("p.T.shard.1", 7, None, "2026-11-24T11:00:00")])
+    assert (total.step, total.batches, total.received, total.rate, total.last_batch) == (
+        "p.T", 2, 12, 1.5, "2026-11-24T11:00:00")
