@@ -59,13 +59,15 @@ def test_a_step_killed_at_any_point_ends_exactly_once(broker, amqp_uri, make_que
 # after the claim nothing of that batch is applied; after one effect (the append: effects apply in key order)
 # only the merge is left; after both effects, only the third batch is the new epoch's
 @pytest.mark.parametrize("crash_at,merged_by_new_epoch", [
-    ("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50)])
+    ("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50),
+    # after the marker: the batch's outputs must already be out (the new epoch finds its messages done)
+    ("step.after_inbox:2", 50)])
 def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, amqp_uri, make_queue, admin, tmp_path,
                                                                crash_at, merged_by_new_epoch):
-    """The driver dies inside its second batch (50 messages) before the inbox marker; a new checkpoint (a new epoch)
-    over the same queue and journal gets those messages again. Each effect table must hold each message
-    once: the append by its rows, the merge by which epoch wrote each row (the old one, unless its batch
-    had not reached that table)."""
+    """The driver dies inside its second batch (50 messages), before or just after its inbox marker; a new
+    checkpoint (a new epoch) over the same queue and journal gets those messages again. Each effect table must
+    hold each message once (the append by its rows, the merge by which epoch wrote each row: the old one, unless
+    its batch had not reached that table), and every output must be published."""
     queue, out = make_queue(), make_queue(suffix="-out")
     publish_numbered(amqp_uri, queue, N)
     crashed = _run(amqp_uri, queue, out, tmp_path, crash_at, journal="journal", effects="both")

@@ -9,11 +9,14 @@ checkpoint), following DESIGN.md's inbox protocol:
 3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated);
 4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
    each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
-   epoch already applied (:mod:`~safebunny.exactly_once.claims`), then append new(N) to the inbox
-   as the batch's marker and remove the claim;
+   epoch already applied (:mod:`~safebunny.exactly_once.claims`);
 5. publish every emit with ids derived from the causes, on every attempt (the next inbox drops
    copies), and hand failed rows to ``on_failed``;
-6. return: Spark commits the batch and the source acks it.
+6. unless (E, N) is recorded already: append new(N) to the inbox as the batch's marker and remove the
+   claim. The marker comes after the publish: a crash between the two, then a redelivery to another
+   epoch (a new checkpoint, another driver) finds the messages not done and publishes again; the other
+   order found them done and never published their outputs;
+7. return: Spark commits the batch and the source acks it.
 """
 
 from __future__ import annotations
@@ -192,21 +195,24 @@ class Step:
                 crash_point("step.after_one_effect")
             clock.lap("effects")
             crash_point("step.after_effects")
-            self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
-            if effects:
-                self.claims.remove(epoch, batch_id)
-            self._retire(orphans)
-            clock.lap("inbox")
-        crash_point("step.after_inbox")
+        # the batch's messages go out before its inbox marker: once the marker is in, a copy of these messages
+        # redelivered to another epoch (a new checkpoint, another driver) is a duplicate there and sends nothing
         if publish.num_rows:
             self._publish(publish, f"step:{self.node}/{epoch}/{batch_id}")
         clock.lap("publish")
         crash_point("step.after_publish")
         if result.failed and self.on_failed is not None:
             self.on_failed([replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()], ctx)
+        clock.lap("failed")
+        if not replayed:
+            self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
+            if effects:
+                self.claims.remove(epoch, batch_id)
+            self._retire(orphans)
+            clock.lap("inbox")
+        crash_point("step.after_inbox")
         if rows:
             self.outcomes.forget_before(epoch, batch_id)
-        clock.lap("failed")
         report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct + len(seen),
                              len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
                              replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps)
