@@ -18,11 +18,11 @@ from safebunny.saga.status import combined
 from safebunny.saga.status_log import StepCounters
 
 
-def _step(shards: int = 1) -> SagaStep:
+def _step(shards: int | None = None) -> SagaStep:
     return SagaStep("payment", "StockReserved", "stock", "orderId string", lambda df, ctx: None, shards=shards)
 
 
-def _saga(shards: int) -> SimpleNamespace:
+def _saga(shards: int | None) -> SimpleNamespace:
     return SimpleNamespace(name="fulfilment", steps=[_step(shards)], retry=Retry(delays=("10s",)), quorum=True,
                            delivery_limit=50, poison_max_age="30D")
 
@@ -55,7 +55,7 @@ def test_shard_queues_split_the_buckets_and_have_one_active_consumer_each() -> N
 
 
 def test_an_unsharded_step_takes_every_bucket_and_the_bare_key() -> None:
-    topo = topology.plan(_saga(1))
+    topo = topology.plan(_saga(None))
     [binding] = [b for b in topo.bindings if b.exchange == "fulfilment"]
     assert (binding.queue, binding.routing_key) == ("fulfilment.payment.StockReserved", "stock.StockReserved.#")
     assert "x-single-active-consumer" not in next(q for q in topo.queues if q.role == "consumer").arguments
@@ -67,6 +67,7 @@ def test_a_sharded_step_runs_one_unit_per_shard_with_its_own_names() -> None:
     assert [u.unit_label for u in units] == [f"payment.StockReserved.shard.{i}" for i in range(3)]
     assert {u.label for u in units} == {"payment.StockReserved"}
     assert _step().units()[0].unit_label == "payment.StockReserved"
+    assert [u.unit_label for u in _step(1).units()] == ["payment.StockReserved.shard.0"]  # one shard, held by one
 
 
 @pytest.mark.parametrize("bad", [0, 65, "2", 2.0, True])
@@ -90,3 +91,34 @@ def test_a_steps_counters_are_its_shards_summed() -> None:
                       counters("p.T.shard.1", 7, None, "2026-11-24T11:00:00")])
     assert (total.step, total.batches, total.received, total.rate, total.last_batch) == (
         "p.T", 2, 12, 1.5, "2026-11-24T11:00:00")
+
+
+def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import safebunny
+
+    saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path),
+                          driver="host-a")
+    saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=2)(
+        lambda df, ctx: None)
+    unit = saga.units()[1]
+    assert saga.checkpoint_of(unit) == str(tmp_path / "drivers" / "host-a" / "checkpoints" /
+                                           "stock.OrderPlaced.shard.1")
+    assert saga.journal_of(unit) == str(tmp_path / "drivers" / "host-a" / "journal" / "stock.OrderPlaced.shard.1")
+    assert saga.inbox_path == str(tmp_path / "inbox")  # shared by every driver
+    alone = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
+    assert alone.checkpoint_of(unit) == str(tmp_path / "checkpoints" / "stock.OrderPlaced.shard.1")
+
+
+def test_among_several_drivers_every_step_must_be_sharded() -> None:
+    from safebunny.saga.checks import require_shards
+
+    require_shards("fulfilment", "host-a", [_step(1), _step(4)])
+    with pytest.raises(SafeBunnyOptionError, match=r"driver 'host-a'.*payment.StockReserved.*shards=N"):
+        require_shards("fulfilment", "host-a", [_step(2), _step()])
+
+
+def test_a_driver_name_follows_the_naming_rules() -> None:
+    import safebunny
+
+    with pytest.raises(SafeBunnyOptionError, match="driver name"):
+        safebunny.Saga("s", uri="amqp://127.0.0.1", root="/tmp/x", driver="a/b")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga.definition import SagaStep
 
-__all__ = ["unfed_routes", "undeclared_emits", "report"]
+__all__ = ["unfed_routes", "undeclared_emits", "report", "require_shards"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -67,3 +67,14 @@ def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str]
                 continue
             seen.add(problem)
         log.warning("saga %s: %s", saga_name, problem)
+
+
+def require_shards(saga_name: str, driver: str, steps: Sequence[SagaStep]) -> None:
+    """Among several drivers, every step must be sharded: an unsharded queue has competing consumers, so two
+    copies of one message could be processed by two drivers at once, each before the other's inbox marker."""
+    plain = [s.label for s in steps if s.shards is None]
+    if plain:
+        raise SafeBunnyOptionError(
+            f"Saga {saga_name!r} runs as driver {driver!r} (one of several), but step(s) {', '.join(plain)} read one "
+            "queue that every driver would consume from at once. Give each step shards=N (1 or more): each shard "
+            "is held by one driver at a time and handed to another when its holder goes.", "shards")

@@ -43,8 +43,9 @@ class SagaStep:
     fails_as: str | None = None
     batch_size: int = 1000
     strict_schema: bool = True
-    #: how many queues (and queries) the step's input is split into, by saga instance
-    shards: int = 1
+    #: how many queues (and queries) the step's input is split into, by saga instance; None: one queue
+    #: without a single active consumer (several drivers would compete for it)
+    shards: int | None = None
     #: which of them this is, for the per-shard copies ``units()`` makes (None: the step as defined)
     shard: int | None = None
     struct: Any = field(init=False, repr=False, compare=False)  # the parsed schema
@@ -56,7 +57,8 @@ class SagaStep:
             check_name("type", t)
         if self.fails_as:
             check_name("type", self.fails_as)
-        check_shards(self.shards, self.label)
+        if self.shards is not None:
+            check_shards(self.shards, self.label)
         self.struct = parse_schema(self.schema, self.label)
 
     @property
@@ -72,7 +74,7 @@ class SagaStep:
 
     def units(self) -> list[SagaStep]:
         """One per query the step runs: itself, or a copy per shard."""
-        if self.shards == 1:
+        if self.shards is None:
             return [self]
         return [replace(self, shard=i) for i in range(self.shards)]
 

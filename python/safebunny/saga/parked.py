@@ -152,7 +152,7 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
                    if not k.startswith("x-safebunny-") and k not in ("x-stream-offset", "x-death")}
         headers["x-safebunny-redriven"] = stamp
         # back to the queue (of a sharded step: the shard) that the message's instance routes to
-        shard = None if step.shards == 1 else topology.shard_of(props.correlation_id, step.shards)
+        shard = None if step.shards is None else topology.shard_of(props.correlation_id, step.shards)
         target = topology.consumer_queue(saga, node, message_type, shard)
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))

@@ -8,7 +8,6 @@ saga's root (``checkpoints/<node>.<type>``, ``journal/<node>.<type>``), so a res
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 import time
@@ -34,7 +33,7 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
     activate(spark)
     options = {"uri": saga.uri, "queue": topology.consumer_queue(saga, step.node, step.consumes, step.shard),
                "queueType": "quorum" if saga.quorum else "classic", "includeHeaders": "true",
-               "journalLocation": os.path.join(saga.root, "journal", step.unit_label),
+               "journalLocation": saga.journal_of(step),
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)

@@ -85,11 +85,15 @@ class Saga:
     ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
     host, port 15672). ``poison_max_age``: how long the poison streams keep parked messages (RabbitMQ's
     ``x-max-age``: a number and a unit of ``Y``, ``M``, ``D``, ``h``, ``m``, ``s``; default ``"30D"``;
-    ``None`` keeps them for ever); set when a poison stream is created."""
+    ``None`` keeps them for ever); set when a poison stream is created. ``driver``: this process's name
+    when several drivers run the saga together (each with its own name, the same ``name`` and ``root``):
+    its checkpoints and journals then live under ``root/drivers/<driver>``, and every step must be
+    sharded (``shards=``) so that one driver at a time holds each shard."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
-                 management_url: str | None = None, poison_max_age: str | None = "30D") -> None:
+                 management_url: str | None = None, poison_max_age: str | None = "30D",
+                 driver: str | None = None) -> None:
         self.management_url = management_url
         if poison_max_age is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(poison_max_age)):
             raise SafeBunnyOptionError(
@@ -98,6 +102,7 @@ class Saga:
                 "poison_max_age")
         self.poison_max_age = poison_max_age
         self.name = topology.check_name("saga", name)
+        self.driver = None if driver is None else topology.check_name("driver", driver)
         self.password = password
         self.uri = uri
         self.root = root if "://" in root else os.path.abspath(root)
@@ -133,7 +138,7 @@ class Saga:
     # -- definition ------------------------------------------------------------------------------
     def step(self, node: str, consumes: str, from_node: str, schema: Any, produces: Sequence[str] = (),
              rows: bool = False, compensates: str | None = None, fails_as: str | None = None,
-             batch_size: int | None = None, strict_schema: bool = True, shards: int = 1,
+             batch_size: int | None = None, strict_schema: bool = True, shards: int | None = None,
              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``handler`` runs for messages of type ``consumes`` that ``from_node`` sends to ``node``.
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
@@ -142,7 +147,8 @@ class Saga:
         ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them.
         ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
         own query with a single active consumer; one instance's messages, and every duplicate of one, always
-        reach the same shard (docs/sagas.md, "Sharded steps")."""
+        reach the same shard, and several drivers (``Saga(instance=...)``) share the shards
+        (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
                                   fails_as, batch_size or self.batch_size, strict_schema, shards)
@@ -180,7 +186,16 @@ class Saga:
     def checkpoint_of(self, step: SagaStep) -> str:
         """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
         query has its own."""
-        return os.path.join(self.root, "checkpoints", step.unit_label)
+        return os.path.join(self._own_root, "checkpoints", step.unit_label)
+
+    def journal_of(self, step: SagaStep) -> str:
+        """Where step ``step``'s query journals its batches (a shard's query has its own)."""
+        return os.path.join(self._own_root, "journal", step.unit_label)
+
+    @property
+    def _own_root(self) -> str:
+        """What belongs to this driver alone: the root, or ``root/drivers/<driver>`` among several."""
+        return self.root if self.driver is None else os.path.join(self.root, "drivers", self.driver)
 
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step's query (one per step or shard, kept for status);
@@ -224,6 +239,8 @@ class Saga:
         ``declare``, ``run`` and ``drain`` call it."""
         problems = checks.unfed_routes(self.steps, self._started)
         checks.report(self.name, problems, self.strict, self._warned)
+        if self.driver is not None:
+            checks.require_shards(self.name, self.driver, self.steps)
         return problems
 
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:

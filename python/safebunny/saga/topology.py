@@ -199,13 +199,14 @@ def plan(saga: SagaShape) -> Topology:
         else:
             args["x-queue-type"] = "classic"
         key = routing_key(step.from_node, step.consumes)
-        shards = getattr(step, "shards", 1)
-        for shard in ([None] if shards == 1 else range(shards)):
+        shards = getattr(step, "shards", None)
+        for shard in ([None] if shards is None else range(shards)):
             consumer = consumer_queue(saga, step.node, step.consumes, shard)
             if shard is None:
                 queues.append(QueueSpec(consumer, "consumer", args, label))
                 bindings.append(Binding(exchange, consumer, f"{key}.#"))  # a bucket's key, or one without
             else:
+                assert shards is not None
                 # one consumer at a time per shard: the broker hands the shard to a standby when its holder goes
                 queues.append(QueueSpec(consumer, "consumer", {**args, "x-single-active-consumer": True}, label))
                 bindings.extend(Binding(exchange, consumer, f"{key}.{b}")

@@ -1,0 +1,50 @@
+"""One of several drivers of a sharded saga: ``python shard_driver.py URI NAME WORKDIR DRIVER``.
+
+Two sharded steps (stock reserves with a Delta append and emits, shipping ships with a Delta append),
+run continuously as driver ``DRIVER`` until the file ``WORKDIR/stop-DRIVER`` appears. The test sets
+``SAFEBUNNY_CRASH_AT`` to kill one driver mid-batch.
+"""
+
+import os
+import sys
+import time
+
+from driver_session import driver_session  # tests/e2e, the script's own folder
+
+import safebunny
+
+STOCK_SHARDS, SHIPPING_SHARDS = 4, 2
+
+
+def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
+                          batch_size=15, driver=driver)
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
+               produces=["StockReserved"], shards=STOCK_SHARDS)
+    def reserve(orders, ctx):
+        ok = orders.select("messageId", "orderId")
+        return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
+                                 emits=[safebunny.emit(ok, type="StockReserved")])
+
+    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string",
+               shards=SHIPPING_SHARDS)
+    def ship(reserved, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
+                                                           os.path.join(workdir, "shipments"))])
+
+    return saga
+
+
+if __name__ == "__main__":
+    uri, name, workdir, driver = sys.argv[1:5]
+    spark = driver_session(f"safebunny-driver-{driver}")
+    saga = define(uri, name, workdir, driver)
+    running = saga.run(spark, trigger="500 milliseconds")
+    print("RUNNING", flush=True)
+    stop = os.path.join(workdir, f"stop-{driver}")
+    while not os.path.exists(stop):
+        time.sleep(0.5)
+    running.stop()
+    print("DRIVER-DONE", flush=True)
+    spark.stop()

@@ -1,0 +1,97 @@
+"""Two driver processes run one sharded saga (same name and root); the one holding every shard is killed
+in the middle of a batch, after its Delta effects and before its inbox marker. The other takes the shards
+over (the broker's single active consumer) and every effect ends exactly once, with no shard unheld."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from conftest import wait_until
+from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.saga import topology
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
+
+ORDERS = 150
+
+
+def _driver(uri, name, workdir, driver, crash_at=None):
+    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    if crash_at:
+        env["SAFEBUNNY_CRASH_AT"] = crash_at
+    out = open(workdir / f"driver-{driver}.log", "w")  # noqa: SIM115 - the process writes it until it ends
+    return subprocess.Popen([sys.executable, str(HERE / "shard_driver.py"), uri, name, str(workdir), driver],
+                            env=env, cwd=str(HERE), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _log(workdir, driver):
+    text = (workdir / f"driver-{driver}.log").read_text(errors="replace")
+    return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("at "))[-4000:]
+
+
+def _order_ids(path):
+    table = DeltaPath(str(path)).read()
+    return [] if table is None else table.column("orderId").to_pylist()
+
+
+def _consumers(saga, queues):
+    return [d[1] if d else 0 for d in topology.depths(saga, queues).values()]
+
+
+def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spark, amqp_uri, tmp_path):
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)  # the shape, to publish and inspect
+    shards = ([topology.consumer_queue(saga, "stock", "OrderPlaced", i) for i in range(STOCK_SHARDS)]
+              + [topology.consumer_queue(saga, "shipping", "StockReserved", i) for i in range(SHIPPING_SHARDS)])
+    first = second = None
+    try:
+        # a: attached first, so the broker makes it every shard's active consumer; killed after the effects of
+        # its third batch with effects, before that batch's inbox marker
+        first = _driver(amqp_uri, name, tmp_path, "a", crash_at="step.after_one_effect:3")
+        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
+                   what="driver a attached to every shard")
+        second = _driver(amqp_uri, name, tmp_path, "b")
+        # a waiting consumer of a single-active-consumer queue is not in the queue's consumer count: b's queries
+        # have started, and their consumers attach at their first trigger
+        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
+        time.sleep(5)
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        first.wait(timeout=240)
+        died = time.monotonic()
+        assert first.returncode == -signal.SIGKILL, _log(tmp_path, "a")
+        assert _order_ids(tmp_path / "reservations"), "driver a applied effects before it died"
+        want = sorted(f"o{i}" for i in range(ORDERS))
+        try:
+            wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= ORDERS, timeout=240, every=1,
+                       what="driver b to finish the saga")
+        except AssertionError as exc:
+            queues = [*shards, topology.unrouted_name(saga)]
+            raise AssertionError(f"{exc}: {len(_order_ids(tmp_path / 'shipments'))} shipped; queues (ready, "
+                                 f"consumers): {topology.depths(saga, queues)}; driver b's log:\n"
+                                 f"{_log(tmp_path, 'b')}") from None
+        print(f"driver b finished the orders {time.monotonic() - died:.1f} s after driver a died")
+        time.sleep(3)  # a second copy would land within a few triggers
+        assert sorted(_order_ids(tmp_path / "reservations")) == want  # a's effects were not applied again
+        assert sorted(_order_ids(tmp_path / "shipments")) == want
+        depths = topology.depths(saga, shards)
+        assert [d[0] for d in depths.values()] == [0] * len(shards)
+        assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by driver b"
+        assert second.poll() is None, _log(tmp_path, "b")
+    finally:
+        (tmp_path / "stop-b").touch()
+        for process in (first, second):
+            if process is not None:
+                try:
+                    process.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+        topology.delete(saga)
