@@ -86,6 +86,11 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spa
         assert [d[0] for d in depths.values()] == [0] * len(shards)
         assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by driver b"
         assert second.poll() is None, _log(tmp_path, "b")
+        held = saga.shards()  # from this process: the counters each driver's batches recorded under the root
+        assert [(s.step, s.shard, s.held, s.backlog) for s in held] == (
+            [("stock.OrderPlaced", i, True, 0) for i in range(STOCK_SHARDS)]
+            + [("shipping.StockReserved", i, True, 0) for i in range(SHIPPING_SHARDS)])
+        assert {s.last_driver for s in held} <= {"a", "b"} and "b" in {s.last_driver for s in held}
     finally:
         (tmp_path / "stop-b").touch()
         for process in (first, second):

@@ -122,3 +122,14 @@ def test_a_driver_name_follows_the_naming_rules() -> None:
 
     with pytest.raises(SafeBunnyOptionError, match="driver name"):
         safebunny.Saga("s", uri="amqp://127.0.0.1", root="/tmp/x", driver="a/b")
+
+
+def test_the_command_line_shows_one_row_per_shard() -> None:
+    from safebunny.cli import access
+    from safebunny.saga.status import ShardStatus
+
+    saga = SimpleNamespace(shards=lambda: [ShardStatus("stock.OrderPlaced", 0, "s.stock.OrderPlaced.shard.0", 3, True,
+                                                       "host-b", "2026-11-24T10:00:00+00:00", 1.5)])
+    assert access.shards(saga) == [{"step": "stock.OrderPlaced", "shard": 0, "queue": "s.stock.OrderPlaced.shard.0",
+                                    "backlog": 3, "held": "yes", "lastDriver": "host-b",
+                                    "lastBatch": "2026-11-24T10:00:00+00:00", "idleSeconds": 1.5}]

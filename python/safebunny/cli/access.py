@@ -92,6 +92,13 @@ def topology(saga: Any) -> list[dict[str, Any]]:
     return _topology_rows(topo, _topology.depths(saga, [q.name for q in topo.queues]))
 
 
+def shards(saga: Any) -> list[dict[str, Any]]:
+    """One row per shard of each sharded step (``saga.shards()``)."""
+    return [{"step": s.step, "shard": s.shard, "queue": s.queue, "backlog": s.backlog,
+             "held": "" if s.held is None else "yes" if s.held else "no", "lastDriver": s.last_driver,
+             "lastBatch": s.last_batch, "idleSeconds": s.idle_seconds} for s in saga.shards()]
+
+
 def status(saga: Any) -> list[dict[str, Any]]:
     """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked``: from
     the management API, empty when it does not answer, with ``note`` saying why)."""

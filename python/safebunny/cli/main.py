@@ -3,7 +3,7 @@
 Commands (``safebunny <command> --help`` for each)::
 
     safebunny topology declare|show|delete <saga>
-    safebunny status <saga> [--watch [SECONDS]]
+    safebunny status <saga> [--shards] [--watch [SECONDS]]
     safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
     safebunny trace <saga> <correlation id or business key>
     safebunny instances <saga> [--state running|retrying|parked|compensated|completed] [--limit N]

@@ -1,4 +1,4 @@
-"""``safebunny status <saga> [--watch [SECONDS]]``: one line per step."""
+"""``safebunny status <saga> [--shards] [--watch [SECONDS]]``: one line per step, or per shard."""
 
 from __future__ import annotations
 
@@ -10,13 +10,23 @@ from typing import Any
 from safebunny.cli import access
 from safebunny.cli.output import print_rows, wants_json
 
-__all__ = ["add_parsers", "COLUMNS", "positive_seconds"]
+__all__ = ["add_parsers", "COLUMNS", "SHARD_COLUMNS", "positive_seconds"]
 
 COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "received", "processed",
            "duplicates", "failed", "retried", "parked", "rate", "lastBatch", "breaker"]
 
 
+SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "lastDriver", "lastBatch", "idleSeconds"]
+
+
+def _rows(args: argparse.Namespace, saga: Any) -> list[dict[str, Any]]:
+    return access.shards(saga) if args.shards else access.status(saga)
+
+
 def _print(args: argparse.Namespace, rows: list[dict[str, Any]], empty: str = "(none)") -> None:
+    if args.shards:
+        print_rows(args, rows, SHARD_COLUMNS, empty="(no step is sharded)")
+        return
     print_rows(args, rows, COLUMNS, empty=empty)
     notes = sorted({r["note"] for r in rows if r.get("note")})
     if notes and not wants_json(args):
@@ -36,11 +46,11 @@ def positive_seconds(text: str) -> float:
 
 def _status(args: argparse.Namespace, saga: Any) -> int:
     if args.watch is None:
-        _print(args, access.status(saga), empty="(the saga has no steps)")
+        _print(args, _rows(args, saga), empty="(the saga has no steps)")
         return 0
     try:
         while True:
-            rows = access.status(saga)
+            rows = _rows(args, saga)
             if not wants_json(args) and sys.stdout.isatty():
                 sys.stdout.write("\x1b[H\x1b[2J")
             print(f"{access.saga_name(saga)}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
@@ -56,6 +66,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     status = sub.add_parser("status", parents=[common],
                             help="per step: depths, unacked, counters (from any process), rate, last batch, breaker")
     status.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
+    status.add_argument("--shards", action="store_true",
+                        help="one line per shard of each sharded step: backlog, held, driver of its last batch")
     status.add_argument("--watch", nargs="?", const=2.0, default=None, type=positive_seconds, metavar="SECONDS",
                         help="refresh every SECONDS (default 2) until Ctrl-C")
     status.set_defaults(run=_status)

@@ -35,6 +35,7 @@ class StepRecorder:
 
     def __init__(self, saga: Any, step: SagaStep, runtime: Any) -> None:
         self.log = StatusLog(saga.root, step.unit_label)
+        self.driver = getattr(saga, "driver", None)
         self.retry = saga.retry
         self.runtime = runtime
         self._route = runtime.on_failed
@@ -54,7 +55,7 @@ class StepRecorder:
         report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
         if report.received:
             self.log.record(report.epoch, report.batch_id,
-                            counts_of(report, self._tally["retried"], self._tally["parked"]))
+                            counts_of(report, self._tally["retried"], self._tally["parked"]), self.driver)
         return report
 
 

@@ -338,6 +338,13 @@ class Saga:
 
         return [StepStatus(**fields) for fields in status_fields(self)]
 
+    def shards(self) -> list[Any]:
+        """One :class:`~safebunny.saga.status.ShardStatus` per shard of each sharded step: backlog, whether a
+        driver holds it, the driver of its last batch and how long ago (from any process)."""
+        from safebunny.saga.status import shard_status
+
+        return shard_status(self)
+
     def trace(self, correlation_id: str) -> list[TraceEntry]:
         """The path of one saga instance through the steps' inboxes, in processing order. Takes a
         correlation id or a business key (the key's derived correlation id is tried too)."""

@@ -5,13 +5,14 @@ step's counters (its :class:`~safebunny.saga.status_log.StatusLog`) and its brea
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import breaker, topology
 from safebunny.saga.status_log import StatusLog, StepCounters
 
-__all__ = ["status_fields", "combined"]
+__all__ = ["status_fields", "combined", "ShardStatus", "shard_status"]
 
 
 def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
@@ -57,4 +58,41 @@ def combined(counters: list[StepCounters]) -> StepCounters:
         counters[0].step.split(".shard.")[0], *(sum(getattr(c, f) for c in counters) for f in
                                                 ("batches", "received", "processed", "duplicates", "failed",
                                                  "retried", "parked", "emitted")),
-        sum(rates) if rates else None, last.last_batch, last.last_batch_id)
+        sum(rates) if rates else None, last.last_batch, last.last_batch_id, last.last_driver)
+
+
+@dataclass(frozen=True)
+class ShardStatus:
+    """One shard of a sharded step (``saga.shards()``): its queue's depth, whether a consumer holds it, and
+    which driver ran its last batch and how long ago (among several drivers: the holder, as far as batches
+    tell; an idle holder's age grows)."""
+
+    step: str
+    shard: int
+    queue: str
+    backlog: int | None
+    held: bool | None
+    last_driver: str | None
+    last_batch: str | None
+    idle_seconds: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def shard_status(saga: Any, now: dt.datetime | None = None) -> list[ShardStatus]:
+    """One :class:`ShardStatus` per shard of every sharded step (none when no step is sharded)."""
+    units = [u for u in saga.units() if u.shard is not None]
+    queues = {u.unit_label: topology.consumer_queue(saga, u.node, u.consumes, u.shard) for u in units}
+    depth = topology.depths(saga, list(queues.values())) if units else {}
+    now = now or dt.datetime.now(dt.timezone.utc)
+    out = []
+    for u in units:
+        found = depth.get(queues[u.unit_label])
+        c = StatusLog(saga.root, u.unit_label).counters()
+        idle = None if c.last_batch is None else (now - dt.datetime.fromisoformat(c.last_batch)).total_seconds()
+        # a single-active-consumer queue counts its active consumer only: 1 when a driver holds the shard
+        out.append(ShardStatus(u.label, u.shard, queues[u.unit_label], None if found is None else found[0],
+                               None if found is None else found[1] > 0, c.last_driver, c.last_batch,
+                               None if idle is None else round(idle, 1)))
+    return out

@@ -66,14 +66,17 @@ class StepCounters:
     rate: float | None
     last_batch: str | None
     last_batch_id: int | None
+    #: the saga driver that ran the last batch (``Saga(driver=...)``; None for a single driver)
+    last_driver: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def add_batch(record: Mapping[str, Any] | None, epoch: str, batch_id: int, counts: BatchCounts
-              ) -> dict[str, Any] | None:
-    """The record with batch ``(epoch, batch_id)`` added, or None when it is counted already."""
+def add_batch(record: Mapping[str, Any] | None, epoch: str, batch_id: int, counts: BatchCounts,
+              driver: str | None = None) -> dict[str, Any] | None:
+    """The record with batch ``(epoch, batch_id)`` added, or None when it is counted already; ``driver``: the
+    saga driver that ran it (among several, the holder of a shard)."""
     out: dict[str, Any] = {"epochs": {}, "recent": [], **{c: 0 for c in COUNTERS}, **dict(record or {})}
     epochs = dict(out["epochs"])
     last = epochs.get(epoch)
@@ -89,6 +92,7 @@ def add_batch(record: Mapping[str, Any] | None, epoch: str, batch_id: int, count
     out["recent"] = [*out["recent"], [stamp, counts.received, round(counts.seconds, 4)]][-_RECENT:]
     out["last_batch"] = stamp
     out["last_batch_id"] = batch_id
+    out["last_driver"] = driver
     return out
 
 
@@ -102,7 +106,7 @@ def summary(step: str, record: Mapping[str, Any] | None, now: dt.datetime | None
         since = now - dt.timedelta(seconds=RATE_WINDOW_S)
         rate = sum(r[1] for r in recent if dt.datetime.fromisoformat(r[0]) > since) / RATE_WINDOW_S
     return StepCounters(step, *(int(record.get(c, 0)) for c in COUNTERS), rate, record.get("last_batch"),
-                        record.get("last_batch_id"))
+                        record.get("last_batch_id"), record.get("last_driver"))
 
 
 class StatusLog:
@@ -125,9 +129,9 @@ class StatusLog:
     def counters(self, now: dt.datetime | None = None) -> StepCounters:
         return summary(self.label, self.read(), now)
 
-    def record(self, epoch: str, batch_id: int, counts: BatchCounts) -> bool:
+    def record(self, epoch: str, batch_id: int, counts: BatchCounts, driver: str | None = None) -> bool:
         """Count batch ``(epoch, batch_id)`` once; False when it was counted before (a replay)."""
-        updated = add_batch(self.read(), epoch, batch_id, counts)
+        updated = add_batch(self.read(), epoch, batch_id, counts, driver)
         if updated is None:
             return False
         # readers see the old record or the new one, never a part; counters need no fsync

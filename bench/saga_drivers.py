@@ -1,0 +1,203 @@
+"""One sharded saga step run by one driver process and by two, and the takeover time after ``kill -9``.
+
+    .venv/bin/python -m bench.saga_drivers [--messages 4000] [--shards 4] [--out DIR]
+
+The step (``shards=4``, one Delta append per batch, batches of up to 500) drains a backlog of
+``--messages`` orders published before the drivers start. Throughput is the messages over the time from
+the first batch to the last effect row, per case: one driver, two drivers started together (the broker
+makes the first consumer of each shard queue its active one, so the split between them is whatever their
+start order gives; reported). Then takeover: two drivers, the backlog trickling in, the one holding the
+most shards killed with SIGKILL; the time until the other runs a batch on one of those shards. The ratio
+is two drivers' throughput over one's (on a 2-core machine expect little gain: the drivers share the
+cores, and the broker too).
+
+A driver is this module run with ``--driver NAME`` (what the orchestrator starts). Writes
+``saga_drivers.json`` to ``bench/results`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _saga(uri: str, name: str, workdir: str, shards: int, driver: str | None) -> Any:
+    import safebunny
+
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), batch_size=500, driver=driver)
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=shards)
+    def reserve(orders: Any, ctx: Any) -> Any:
+        return safebunny.Outcome(effects=[safebunny.append(orders.select("messageId", "orderId"),
+                                                           os.path.join(workdir, "reservations"))])
+
+    return saga
+
+
+def _run_driver(uri: str, name: str, workdir: str, shards: int, driver: str) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName(f"bench-driver-{driver}")
+             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    running = _saga(uri, name, workdir, shards, driver).run(spark, trigger="500 milliseconds")
+    print("RUNNING", flush=True)
+    stop = Path(workdir) / f"stop-{driver}"
+    while not stop.exists():
+        time.sleep(0.2)
+    running.stop()
+    spark.stop()
+
+
+def _start(uri: str, name: str, workdir: str, shards: int, driver: str) -> subprocess.Popen:  # type: ignore[type-arg]
+    log = open(Path(workdir) / f"driver-{driver}.log", "w")  # noqa: SIM115 - the driver writes it until it ends
+    return subprocess.Popen([sys.executable, "-m", "bench.saga_drivers", "--driver", driver, "--uri", uri,
+                             "--name", name, "--workdir", workdir, "--shards", str(shards)],
+                            cwd=str(Path(__file__).resolve().parents[1]), stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _rows(workdir: str) -> int:
+    from safebunny.exactly_once.delta_rs import DeltaPath
+
+    table = DeltaPath(os.path.join(workdir, "reservations")).read()
+    return 0 if table is None else table.num_rows
+
+
+def _publish(spark: Any, saga: Any, first: int, count: int) -> None:
+    orders = spark.createDataFrame([(f"o{i}",) for i in range(first, first + count)], "orderId string")
+    saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+
+
+def _stop(workdir: str, processes: dict[str, subprocess.Popen]) -> None:  # type: ignore[type-arg]
+    for driver in processes:
+        (Path(workdir) / f"stop-{driver}").touch()
+    for process in processes.values():
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[str]) -> dict[str, Any]:
+    from safebunny.saga import topology
+
+    workdir = tempfile.mkdtemp(prefix="sb-drivers-")
+    name = f"bench-drivers-{uuid.uuid4().hex[:6]}"
+    saga = _saga(uri, name, workdir, shards, None)
+    try:
+        saga.declare()
+        _publish(spark, saga, 0, messages)
+        processes = {d: _start(uri, name, workdir, shards, d) for d in drivers}
+        deadline = time.monotonic() + 600
+        first = None
+        while _rows(workdir) < messages and time.monotonic() < deadline:
+            if first is None and _rows(workdir) > 0:
+                first = time.monotonic()
+            time.sleep(0.1)
+        done = time.monotonic()
+        held = [s.last_driver for s in saga.shards()]
+        _stop(workdir, processes)
+        rows = _rows(workdir)
+        seconds = done - (first or done)
+        return {"drivers": len(drivers), "messages": messages, "rows": rows, "seconds": round(seconds, 2),
+                "msg_per_s": round(messages / seconds, 1) if seconds > 0 else None,
+                "shards_by_driver": {d: held.count(d) for d in drivers}}
+    finally:
+        topology.delete(saga)
+
+
+def _takeover_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
+    from safebunny.saga import topology
+
+    workdir = tempfile.mkdtemp(prefix="sb-takeover-")
+    name = f"bench-takeover-{uuid.uuid4().hex[:6]}"
+    saga = _saga(uri, name, workdir, shards, None)
+    try:
+        saga.declare()
+        processes = {"a": _start(uri, name, workdir, shards, "a")}
+        deadline = time.monotonic() + 300
+        while min((d[1] if d else 0) for d in topology.depths(saga, [s.queue for s in saga.shards()]).values()) < 1:
+            if time.monotonic() > deadline:
+                raise TimeoutError("driver a did not attach to every shard")
+            time.sleep(1)
+        processes["b"] = _start(uri, name, workdir, shards, "b")
+        while "RUNNING" not in (Path(workdir) / "driver-b.log").read_text(errors="replace"):
+            time.sleep(1)
+        time.sleep(5)  # b's consumers attach at their first trigger, as standbys
+        sent = 0
+        while sent < 200:  # a trickle, so a holds every shard busy when it dies
+            _publish(spark, saga, sent, 50)
+            sent += 50
+            time.sleep(0.5)
+        os.killpg(processes["a"].pid, signal.SIGKILL)
+        killed = time.time()
+        processes["a"].wait()
+        _publish(spark, saga, sent, 200)
+        sent += 200
+        takeover = None
+        while time.monotonic() < deadline:
+            times = [dt.datetime.fromisoformat(s.last_batch).timestamp() for s in saga.shards()
+                     if s.last_driver == "b" and s.last_batch]
+            later = [t for t in times if t >= killed - 1]
+            if later:
+                takeover = min(later) - killed
+                break
+            time.sleep(0.2)
+        while _rows(workdir) < sent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        finished = time.time() - killed
+        _stop(workdir, {"b": processes["b"]})
+        return {"takeover_s": None if takeover is None else round(max(0.0, takeover), 2),
+                "all_done_after_kill_s": round(finished, 2), "rows": _rows(workdir), "sent": sent}
+    finally:
+        topology.delete(saga)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=4000)
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--uri", default=os.environ.get("SAFEBUNNY_URI", "amqp://guest:guest@127.0.0.1:5672/%2F"))
+    parser.add_argument("--driver")
+    parser.add_argument("--name")
+    parser.add_argument("--workdir")
+    args = parser.parse_args(argv)
+    if args.driver:
+        _run_driver(args.uri, args.name, args.workdir, args.shards, args.driver)
+        return 0
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("bench-drivers-publisher")
+             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    one = _drain_case(spark, args.uri, args.shards, args.messages, ["a"])
+    two = _drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
+    takeover = _takeover_case(spark, args.uri, args.shards)
+    result = {"case": "sharded step · one driver vs two · takeover", "shards": args.shards,
+              "ratio": round(two["msg_per_s"] / one["msg_per_s"], 2) if one["msg_per_s"] and two["msg_per_s"] else None,
+              "one_driver": one, "two_drivers": two, "takeover": takeover, "load_average_at_end": os.getloadavg()}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "saga_drivers.json").write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
