@@ -4,47 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    IntegerType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
 
+from safebunny.amqp.message_rows import arrow_schema
 from safebunny.options.source import parse_source_options
 
-__all__ = ["BASE_FIELDS", "source_schema", "schema_for"]
-
-BASE_FIELDS: tuple[StructField, ...] = (
-    StructField("value", BinaryType(), nullable=True),
-    StructField("messageId", StringType(), nullable=True),
-    StructField("correlationId", StringType(), nullable=True),
-    StructField("routingKey", StringType(), nullable=True),
-    StructField("exchange", StringType(), nullable=True),
-    StructField("queue", StringType(), nullable=False),
-    StructField("redelivered", BooleanType(), nullable=False),
-    StructField("deliveryCount", IntegerType(), nullable=True),
-    StructField("timestamp", TimestampType(), nullable=True),
-    StructField("contentType", StringType(), nullable=True),
-    StructField("type", StringType(), nullable=True),
-)
-HEADERS_FIELD = StructField("headers", MapType(StringType(), StringType()), nullable=True)
-OFFSET_FIELD = StructField("offset", LongType(), nullable=True)
+__all__ = ["source_schema", "schema_for"]
 
 
 def schema_for(include_headers: bool, include_offset: bool) -> StructType:
-    """The schema for a given choice of optional columns."""
-    fields = list(BASE_FIELDS)
-    if include_headers:
-        fields.append(HEADERS_FIELD)
-    if include_offset:
-        fields.append(OFFSET_FIELD)
-    return StructType(fields)
+    """The schema for a given choice of optional columns: Spark's types of the one message schema,
+    :func:`safebunny.amqp.message_rows.arrow_schema` (what the readers write), nullability included."""
+    return from_arrow_schema(arrow_schema(include_headers, include_offset))
 
 
 def source_schema(raw_options: Mapping[str, str]) -> StructType:

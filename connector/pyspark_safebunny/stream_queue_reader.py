@@ -40,7 +40,7 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     VhostNotFoundError,
 )
-from safebunny.streams.client import StreamQueueClient, open_stream_client
+from safebunny.streams.client import StreamQueueClient
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
     RESET_KEY,
@@ -56,6 +56,7 @@ from safebunny.streams.offsets import (
     split_range,
     to_spark_offset,
 )
+from safebunny.streams.protocol import open_stream_client
 
 __all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition",
            "check_schema", "stream_bounds", "starting_offset"]

@@ -13,7 +13,8 @@ import pytest
 from conftest import use_stream_broker
 from safebunny.amqp.connection import StreamEndpoint
 from safebunny.errors import QueueNotFoundError, SafeBunnyDataLossError
-from safebunny.streams.client import AmqpStreamClient, RStreamClient
+from safebunny.streams.amqp091_client import AmqpStreamClient
+from safebunny.streams.rstream_client import RStreamClient
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

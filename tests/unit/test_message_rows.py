@@ -41,6 +41,17 @@ def test_arrow_schema_is_exactly_what_spark_expects(include_headers):
     assert rows_to_record_batch([], include_headers).schema.equals(expected)
 
 
+def test_the_spark_schema_is_the_documented_one():
+    """Spark's schema is derived from the one Arrow message schema; this is what users see (docs/source.md)."""
+    schema = schema_for(True, include_offset=True)
+    assert schema.simpleString() == (
+        "struct<value:binary,messageId:string,correlationId:string,routingKey:string,exchange:string,queue:string,"
+        "redelivered:boolean,deliveryCount:int,timestamp:timestamp,contentType:string,type:string,"
+        "headers:map<string,string>,offset:bigint>")
+    assert [f.name for f in schema.fields if not f.nullable] == ["queue", "redelivered"]
+    assert schema_for(False, include_offset=False).fieldNames() == schema.fieldNames()[:-2]
+
+
 def test_amqp_timestamp_forms():
     when = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
     seconds = int(when.timestamp())

@@ -35,7 +35,8 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.optional import available
-from safebunny.streams.client import RStreamClient, stream_protocol_answers
+from safebunny.streams.protocol import stream_protocol_answers
+from safebunny.streams.rstream_client import RStreamClient
 
 __all__ = ["QUEUE_TYPES", "detect_queue_type", "parse_inequivalent_arg"]
 
