@@ -83,7 +83,7 @@ class _Publishing:
     def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
         from pyspark import TaskContext
 
-        from safebunny.amqp.publisher import release
+        from safebunny.amqp.publisher_pool import release
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0

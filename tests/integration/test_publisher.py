@@ -3,8 +3,9 @@
 import pika
 import pytest
 
-from safebunny.amqp import publisher as pubmod
-from safebunny.amqp.publisher import ConfirmingPublisher, acquire, release
+from safebunny.amqp import publisher_pool as pubmod
+from safebunny.amqp.publisher import ConfirmingPublisher
+from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 
 

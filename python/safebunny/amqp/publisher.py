@@ -14,18 +14,15 @@ leaves the publisher closed. Without Spark::
         pub.flush()  # raises unless every message was confirmed and routed
         print(pub.counts)
 
-:func:`acquire` / :func:`release` keep one open publisher per URI and settings in the
-process, so the tasks that a reused Spark Python worker runs share a connection.
+:mod:`safebunny.amqp.publisher_pool` keeps one open publisher per URI and settings in the process, so
+the tasks that a reused Spark Python worker runs share a connection.
 """
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,7 +30,7 @@ from safebunny.amqp.connection import StreamEndpoint, broker_error
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 from safebunny.uri import connection_parameters, describe
 
-__all__ = ["ConfirmingPublisher", "PublishCounts", "acquire", "release", "close_all"]
+__all__ = ["ConfirmingPublisher", "PublishCounts"]
 
 # Send buffered frames to the socket after this many publishes even if the window has room.
 _PUMP_EVERY = 128
@@ -390,63 +387,3 @@ def _coalesce(conn: Any) -> None:
         joined = b"".join(buffers)
         buffers.clear()
         buffers.append(joined)
-
-
-_POOL: dict[tuple[Any, ...], list[ConfirmingPublisher]] = {}
-_LOCK = threading.Lock()
-
-
-def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
-            connect_timeout: float = 10.0,
-            factory: Callable[..., ConfirmingPublisher] = ConfirmingPublisher) -> ConfirmingPublisher:
-    """An open publisher for these settings: a cached one that is still healthy, or a new one.
-
-    A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
-    (nobody serviced its heartbeats meanwhile). Give it back with :func:`release`.
-    """
-    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout)
-    while True:
-        with _LOCK:
-            cached = _POOL.get(key)
-            publisher = cached.pop() if cached else None
-        if publisher is None:
-            break
-        idle = time.monotonic() - publisher.last_used
-        if heartbeat and idle > heartbeat:
-            publisher.close()
-            continue
-        try:
-            publisher.service()
-        except Exception:  # noqa: BLE001 - a dead cached connection is replaced
-            publisher.close()
-            continue
-        if publisher.is_open:
-            publisher.reset_counts()
-            return publisher
-        publisher.close()
-    return factory(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
-                   connect_timeout=connect_timeout).open()
-
-
-def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
-    """Return ``publisher`` to the cache, or close it when ``healthy`` is false or it failed."""
-    if not healthy or not publisher.is_open or publisher._pending:
-        publisher.close()
-        return
-    publisher.last_used = time.monotonic()
-    key = (publisher.uri, publisher.max_in_flight, publisher.confirm_timeout, publisher.heartbeat,
-           publisher.connect_timeout)
-    with _LOCK:
-        _POOL.setdefault(key, []).append(publisher)
-
-
-def close_all() -> None:
-    """Close every cached publisher (runs at interpreter exit)."""
-    with _LOCK:
-        publishers = [p for ps in _POOL.values() for p in ps]
-        _POOL.clear()
-    for publisher in publishers:
-        publisher.close()
-
-
-atexit.register(close_all)

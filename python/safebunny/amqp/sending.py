@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.amqp.outgoing import MessageBuilder, plan_sink
-from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts, acquire, release
+from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
 from safebunny.options.sink import parse_sink_options
 
@@ -34,7 +35,8 @@ def arrow_columns(schema: pa.Schema) -> dict[str, str]:
 
 
 def acquire_for(opts: Mapping[str, Any]) -> ConfirmingPublisher:
-    """A (cached) publisher for parsed sink options; give it back with :func:`~safebunny.amqp.publisher.release`."""
+    """A (cached) publisher for parsed sink options; give it back with
+    :func:`~safebunny.amqp.publisher_pool.release`."""
     return acquire(opts["uri"], max_in_flight=opts["maxInFlight"], confirm_timeout=opts["confirmTimeoutMs"] / 1000.0,
                    heartbeat=opts["heartbeatSeconds"], connect_timeout=opts["connectTimeoutMs"] / 1000.0)
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
-from safebunny.amqp.publisher import PublishCounts, release
+from safebunny.amqp.publisher import PublishCounts
+from safebunny.amqp.publisher_pool import release
 from safebunny.amqp.sending import acquire_for
 from safebunny.ids import message_id
 from safebunny.options.sink import parse_sink_options
