@@ -26,9 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from brokers import ThrowawayBroker  # noqa: E402
 from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader  # noqa: E402
 from pyspark_safebunny.schema import schema_for  # noqa: E402
-from safebunny.amqp.consumer import QueueConsumer  # noqa: E402
 from safebunny.errors import SafeBunnyError  # noqa: E402
 from safebunny.options.source import SOURCE_OPTIONS, parse_source_options  # noqa: E402
+from safebunny.source.consumer import QueueConsumer  # noqa: E402
 
 __all__ = ["main"]
 
@@ -58,23 +58,23 @@ def _run(uri: str, queue: str, duration: float, batches: int, batch: int, timeou
         raw["consumerTimeoutMs"] = str(timeout_ms)
     options = parse_source_options(raw)
     reader = SafeBunnyQueueStreamReader(options, schema_for(False, True))
-    reader._consumer = _StampingConsumer(uri, queue, prefetch=reader._prefetch()).start()
-    stamps: _Stamped = reader._consumer._buffer  # type: ignore[assignment]
+    reader.source._consumer = _StampingConsumer(uri, queue, prefetch=reader.source.prefetch()).start()
+    stamps: _Stamped = reader.source._consumer._buffer  # type: ignore[assignment]
     first_of: dict[int, tuple[int, int]] = {}
     ages, lost, failure = [], 0, None
     start, previous = reader.initialOffset(), None
     try:
         for _ in range(batches):
-            before = dict(reader._pending)
+            before = dict(reader.source._pending)
             end = reader.latestOffset(start, reader.getDefaultReadLimit())
-            new = [s for s in reader._pending if s not in before]
+            new = [s for s in reader.source._pending if s not in before]
             for s in new:
-                generation, tag, count = reader._pending[s]
+                generation, tag, count = reader.source._pending[s]
                 first_of[s] = (generation, tag - count + 1)
             if previous is not None and int(previous["seq"]) in first_of:
                 key = first_of[int(previous["seq"])]
                 arrived = stamps.arrived.get(key)
-                generation_before = reader._consumer.generation
+                generation_before = reader.source._consumer.generation
                 reader.commit(previous)
                 if key[0] != generation_before:
                     lost += 1
@@ -90,7 +90,7 @@ def _run(uri: str, queue: str, duration: float, batches: int, batch: int, timeou
     except SafeBunnyError as exc:
         failure = str(exc)
     finally:
-        generations = reader._consumer.generation if reader._consumer else 0
+        generations = reader.source._consumer.generation if reader.source._consumer else 0
         reader.stop()
     return {"ages": ages, "lost": lost, "closures": generations - 1, "failure": failure}
 

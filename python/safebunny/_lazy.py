@@ -1,6 +1,6 @@
 """Names a package re-exports, imported on first use (PEP 562).
 
-``import safebunny.amqp.consumer`` runs ``safebunny/__init__.py`` first. Were that to import the whole
+``import safebunny.source.consumer`` runs ``safebunny/__init__.py`` first. Were that to import the whole
 public API eagerly, every process that needs one module (Spark's source runner, each Python worker) would
 load pandas and pyarrow.dataset for the inbox: about 0.3-1 s per process start here. A package lists its
 re-exports in ``_LAZY`` (name -> defining module) instead; ``tests/unit/test_layout.py`` checks those

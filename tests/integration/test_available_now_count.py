@@ -30,7 +30,7 @@ def _run(reader) -> int:
 
 def _late(reader, misses: int, first: int = 1):
     """Make the reader's takes after its ``first`` find nothing ``misses`` times (a delivery still on its way)."""
-    consumer = reader._consumer_()
+    consumer = reader.source._consumer_()
     take, calls = consumer.take, {"n": 0}
 
     def late_take(count, max_bytes, first_wait, *args, **kwargs):
@@ -61,7 +61,7 @@ def test_a_run_ends_when_counted_messages_went_elsewhere(amqp_uri, make_queue, t
     reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="200")
     try:
         reader.prepareForTriggerAvailableNow()
-        reader._target_count += 3  # as if 3 of those counted were taken by another consumer or expired
+        reader.source._target_count += 3  # as if 3 of those counted were taken by another consumer or expired
         started = time.monotonic()
         assert _run(reader) == 4
         assert time.monotonic() - started < 20

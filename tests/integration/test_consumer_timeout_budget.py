@@ -62,8 +62,8 @@ def test_batches_well_inside_the_consumer_timeout_run_on(short_timeout_broker, t
     caplog.set_level(logging.WARNING, logger="safebunny.source")
     try:
         assert _spark_like(reader, batches=6, duration=0.3) == 6
-        assert reader._consumer.generation == 1  # the broker never closed the channel
-        assert not any(reader._budget._losses)  # no ack was lost to consumer_timeout
+        assert reader.source._consumer.generation == 1  # the broker never closed the channel
+        assert not any(reader.source._budget._losses)  # no ack was lost to consumer_timeout
     finally:
         reader.stop()
     # The warning is an estimate from measured batch durations: on a loaded machine one interval can pass half the

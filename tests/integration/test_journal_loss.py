@@ -29,7 +29,7 @@ def test_a_pending_batch_with_its_journal_gone_fails_instead_of_being_skipped_an
 def test_a_relative_journal_location_is_made_absolute(amqp_uri, make_queue, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     reader = queue_reader(amqp_uri, make_queue(), "journal")
-    assert reader.location == str(tmp_path / "journal")
+    assert reader.source.location == str(tmp_path / "journal")
 
 
 def test_a_batch_journaled_with_headers_replays_after_include_headers_is_turned_off(amqp_uri, make_queue, tmp_path):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import safebunny.amqp.consumer as consumer_mod
+import safebunny.source.consumer as consumer_mod
 from conftest import publish_numbered, queue_reader
 from safebunny.errors import BrokerUnreachableError, SafeBunnyBrokerError
 
@@ -21,7 +21,7 @@ def _outage(monkeypatch, reader, seconds):
         return real_open(uri, heartbeat)
 
     monkeypatch.setattr(consumer_mod, "open_connection", flaky_open)
-    consumer = reader._consumer
+    consumer = reader.source._consumer
     consumer._connection.add_callback_threadsafe(  # the broker closes the channel: 406 unknown delivery tag
         lambda: consumer._channel.basic_ack(delivery_tag=10_000_000, multiple=False))
     time.sleep(0.3)

@@ -76,7 +76,7 @@ def test_max_bytes_per_trigger_bounds_the_bytes_the_reader_buffers(amqp_uri, mak
         start = reader.initialOffset()
         end = reader.latestOffset(start, reader.getDefaultReadLimit())
         assert 0 < end["seq"] - start["seq"] <= 4  # 256 KiB of 64 KiB bodies
-        consumer = reader._consumer
+        consumer = reader.source._consumer
         buffered = []
         for _ in range(10):  # over a second, while the batch waits for Spark
             time.sleep(0.1)

@@ -15,7 +15,8 @@ CORE = Path(__file__).resolve().parents[2] / "python" / "safebunny"
 
 # package -> the safebunny packages it must never import
 FORBIDDEN = {
-    "amqp": {"exactly_once", "saga", "cli", "demo"},
+    "amqp": {"source", "exactly_once", "saga", "cli", "demo"},
+    "source": {"streams", "exactly_once", "saga", "cli", "demo"},
     "streams": {"exactly_once", "saga", "cli", "demo"},
     "exactly_once": {"saga", "cli", "demo"},
     "saga": {"cli", "demo"},
@@ -100,8 +101,7 @@ def test_the_source_modules_load_without_the_inbox() -> None:
 MAX_LINES = 450
 REPO = CORE.parents[1]
 #: files over the limit that are waiting to be split by concern; each may not grow past its size here
-OVERSIZED = {"python/safebunny/amqp/consumer.py": 623,
-             "python/safebunny/amqp/publisher.py": 452}
+OVERSIZED: dict[str, int] = {}
 
 
 def test_no_file_is_over_the_size_limit() -> None:

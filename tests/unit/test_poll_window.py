@@ -2,7 +2,7 @@
 
 import pytest
 
-from safebunny.amqp.poll_window import PollWindow
+from safebunny.source.poll_window import PollWindow
 
 SLOT = 1_700_000_000.0  # a whole second: Spark's 1-second triggers start at such times
 

@@ -91,6 +91,12 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                doc="Add the `headers` column (map<string,string>; nested values as JSON)."),
     OptionSpec("pollTimeoutMs", parse_int(0), default=1000, values="milliseconds",
                doc="How long one micro-batch waits for the first message when the queue is empty."),
+    OptionSpec("singleActiveConsumer", parse_bool, default=False, values="`true`, `false`",
+               doc="Classic and quorum queues: the queue is declared with `x-single-active-consumer` (a sharded saga "
+                   "step's queue). The reader then never cancels and restarts its consumer, which would hand the "
+                   "queue to another consumer and, on a quorum queue, stall until the cancelled one's messages are "
+                   "acked: it consumes with its full prefetch (twice the batch size) from the start, so its memory "
+                   "is bounded in messages, not by a byte budget. `saga.run` sets it for shards."),
     OptionSpec("triggerIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for unknown",
                doc="Classic and quorum queues: the query's processing-time trigger interval. When set, a poll "
                    "that finds nothing stops waiting in time for its trigger to end within the interval (Spark "

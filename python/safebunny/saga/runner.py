@@ -37,8 +37,10 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)
-    if interval is not None:  # an idle poll then ends in time for its trigger (safebunny.amqp.poll_window)
+    if interval is not None:  # an idle poll then ends in time for its trigger (safebunny.source.poll_window)
         options["triggerIntervalMs"] = str(max(1, int(interval)))
+    if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
+        options["singleActiveConsumer"] = "true"
     if saga.password is not None:
         options["password"] = saga.password
     return read_stream(spark, **options)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 
-from safebunny.amqp.consumer import Delivery, QueueConsumer
 from safebunny.errors import SafeBunnyBrokerError
+from safebunny.source.consumer import Delivery, QueueConsumer
 
 __all__ = ["take_the_rest"]
 

@@ -11,15 +11,7 @@ Delivery tags are channel-scoped: every delivery carries the *generation* of the
 that delivered it, and an ack for an older generation is dropped (the broker has already
 requeued those messages; they come back flagged ``redelivered``).
 
-Memory is bounded twice: the prefetch bounds the unacked deliveries in messages, and
-``max_buffered_bytes`` bounds the bodies waiting in the buffer. With a byte budget the consumer
-starts with a prefetch of 1; the first delivery tells the body size, and the consumer is
-restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget
-holds at the average body size seen: at most ``prefetch`` and at most ``max_buffered_bytes /
-average size``. Should the buffer still reach the budget (bodies grew), the consumer is
-cancelled the same way until :meth:`take` has drained the buffer to half the budget. Deliveries
-that arrive between a cancel and its cancel-ok are kept (they are ours, unacked): nothing is
-rejected or requeued, so no delivery attempt is counted on a quorum queue.
+Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.byte_budget`.
 """
 
 from __future__ import annotations
@@ -29,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from pika import spec
 
@@ -42,6 +34,10 @@ from safebunny.errors import (
     SafeBunnyError,
     VhostNotFoundError,
 )
+from safebunny.source.byte_budget import can_grow, desired_prefetch, may_resume
+from safebunny.source.consumer_acks import AcksAndDepth
+from safebunny.source.delivery import Delivery, new_delivery
+from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
@@ -49,25 +45,7 @@ __all__ = ["Delivery", "QueueConsumer", "open_connection"]
 #: consecutive refusals (wrong password, vhost gone) after which reconnecting stops and the query fails
 _FATAL_REFUSALS = 3
 
-log = logging.getLogger("safebunny.amqp.consumer")
-
-
-class Delivery(NamedTuple):
-    """One message taken off the queue, with the channel generation that delivered it.
-
-    A named tuple, not a dataclass: one is built per message on the I/O thread's hot path.
-    """
-
-    generation: int
-    delivery_tag: int
-    body: bytes
-    properties: Any
-    exchange: str
-    routing_key: str
-    redelivered: bool
-
-
-_new = tuple.__new__  # builds a Delivery without the named tuple's Python-level __new__ (hot path)
+log = logging.getLogger("safebunny.source")
 
 
 def open_connection(uri: str, heartbeat: int | None = None) -> Any:
@@ -75,7 +53,7 @@ def open_connection(uri: str, heartbeat: int | None = None) -> Any:
     return open_blocking(uri, heartbeat=heartbeat, action="consume")
 
 
-class QueueConsumer:
+class QueueConsumer(AcksAndDepth):
     """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
 
     ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
@@ -161,7 +139,7 @@ class QueueConsumer:
             if tag <= self._last_tag:  # never: an ack through a later tag would ack this one unread
                 raise SafeBunnyError(f"Deliveries of queue {self.queue!r} arrived out of order (tag {tag} after "
                                      f"{self._last_tag}); reconnecting, so that the broker redelivers them.")
-            buffer.append(_new(Delivery, (generation, tag, body, properties, exchange, routing_key, redelivered)))
+            buffer.append(new_delivery((generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
             self._restarted = False
             self._in_count += 1
@@ -211,13 +189,7 @@ class QueueConsumer:
     def _desired_prefetch(self) -> int:
         """The prefetch for the next consumer: ``prefetch``, or with a byte budget what it holds at the
         average body size seen (1 before the first delivery, to learn it)."""
-        budget = self.max_buffered_bytes
-        if budget is None:
-            return self.prefetch
-        if not self._in_count:
-            return 1
-        average = max(1.0, self._in_bytes / self._in_count)
-        return max(1, min(self.prefetch or 65535, int(budget // average)))
+        return desired_prefetch(self.prefetch, self.max_buffered_bytes, self._in_count, self._in_bytes)
 
     def _pause(self) -> None:
         """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told
@@ -253,7 +225,7 @@ class QueueConsumer:
             return
         if self._channel is None or not self._channel.is_open:
             return
-        if self._in_bytes - self._out_bytes > budget // 2:
+        if not may_resume(self._in_bytes - self._out_bytes, budget):
             return
         self.effective_prefetch = self._desired_prefetch()
         # before _paused goes False: take() must never see the consumer neither paused nor restarting while
@@ -421,42 +393,17 @@ class QueueConsumer:
         thread.
         """
         self._check()
-        deadline = time.monotonic() + first_wait
+        waits = TakeWaits(max_messages, max_bytes, first_wait, linger, fill_wait, time.monotonic())
         taken: list[Delivery] = []
         size = 0
         with self._cond:
-            self._want = 1
-            while not self._buffer and time.monotonic() < deadline and self._fatal is None:
-                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
-            # a consumer restarting within its byte budget (after learning the body size) delivers again in a
-            # moment: wait for it as for a first delivery rather than hand out a batch of one
-            while (self._buffer and self._paused and self._can_grow() and time.monotonic() < deadline
-                   and self._fatal is None):
-                self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
-            if self._restarted and not self._paused and self.backlog > len(self._buffer):
-                # the queue held more when last counted: wait for the restarted consumer's first delivery (a
-                # quorum queue registers a consumer through its log, which can take longer than the linger)
-                self._want = len(self._buffer) + 1
-                while (len(self._buffer) < self._want and time.monotonic() < deadline
-                       and self._fatal is None):
-                    self._cond.wait(timeout=max(0.0, deadline - time.monotonic()))
-                self._want = 1
-            if self._buffer and len(self._buffer) < max_messages and linger > 0 and self._can_grow():
-                # a backlog (by the broker's last count) may fill the batch: wait for it while deliveries keep
-                # coming, up to fill_wait; a pause of one linger ends the wait (the count may be stale)
-                fill = fill_wait > linger and max_bytes is None and self.backlog >= max_messages - len(self._buffer)
-                self._want = max_messages
+            while True:
                 now = time.monotonic()
-                end = now + (fill_wait if fill else linger)
-                quiet_at = now + linger  # when the wait ends unless more arrives before (without fill: end)
-                seen = len(self._buffer)
-                while (len(self._buffer) < max_messages and self._can_grow() and self._fatal is None
-                       and now < min(end, quiet_at)):
-                    self._cond.wait(timeout=min(end, quiet_at) - now)
-                    now = time.monotonic()
-                    if len(self._buffer) != seen:
-                        seen = len(self._buffer)
-                        quiet_at = now + linger
+                until = waits.until(self._view(), now)
+                if until is None:
+                    break
+                self._want = waits.want  # the I/O thread wakes us when the buffer reaches it
+                self._cond.wait(timeout=max(0.0, until - now))
             self._want = 0
             dropped = 0
             while self._buffer and len(taken) < max_messages:
@@ -475,149 +422,26 @@ class QueueConsumer:
         self._check()
         return taken
 
+    def _view(self) -> BufferView:
+        """(under ``_cond``) What :class:`~safebunny.source.take_policy.TakeWaits` decides from."""
+        return BufferView(len(self._buffer), self._paused, self._can_grow(), self._restarted, self.backlog,
+                          self._fatal is not None)
+
     def buffered(self) -> int:
         with self._cond:
             return len(self._buffer)
 
     def _can_grow(self) -> bool:
-        """Whether the broker may send more soon: the prefetch is not used up by deliveries that are
-        buffered or taken and not yet acked, and the byte budget is not reached. When it cannot, waiting
-        for more is pointless. An ack :meth:`ack_through` has asked for counts as sent: the I/O thread
-        writes it in a moment, and what it frees arrives after (a commit followed at once by the next
-        batch's take must not end that batch at what is buffered)."""
-        if self._paused:  # it consumes again soon if the buffer is down to half its budget
-            budget = self.max_buffered_bytes or 0
-            return self._in_bytes - self._out_bytes <= budget // 2
-        if not self.effective_prefetch:
-            return True
+        """Whether the broker may send more soon (:func:`~safebunny.source.byte_budget.can_grow`). An ack
+        :meth:`ack_through` has asked for counts as sent: the I/O thread writes it in a moment, and what it frees
+        arrives after (a commit followed at once by the next batch's take must not end that batch at what is
+        buffered)."""
         generation, asked = self._ack_asked
         acked = max(self._acked_tag, asked) if generation == self.generation else self._acked_tag
-        return self._last_tag - acked < self.effective_prefetch
+        return can_grow(paused=self._paused, buffered_bytes=self._in_bytes - self._out_bytes,
+                        budget=self.max_buffered_bytes, prefetch=self.effective_prefetch, last_tag=self._last_tag,
+                        acked_tag=acked)
 
     def buffered_bytes(self) -> int:
         """Body bytes delivered and not yet taken."""
         return self._in_bytes - self._out_bytes
-
-    def _wake(self, fn: Callable[[], Any]) -> None:
-        """Run ``fn`` on the I/O thread soon, without waiting for it."""
-        connection = self._connection
-        try:
-            if connection is not None and connection.is_open:
-                connection.add_callback_threadsafe(fn)
-        except Exception:  # the connection is going away; the I/O loop starts over anyway
-            pass
-
-    def _call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-        """Run ``fn`` on the I/O thread and wait for its result."""
-        done = threading.Event()
-        box: dict[str, Any] = {}
-
-        def run() -> None:
-            try:
-                box["value"] = fn()
-            except BaseException as exc:  # handed back to the caller
-                box["error"] = exc
-            finally:
-                done.set()
-
-        connection = self._connection
-        if connection is None or not connection.is_open:
-            raise SafeBunnyBrokerError(f"No open connection to {describe(self.uri)} for queue {self.queue!r}.")
-        connection.add_callback_threadsafe(run)
-        if not done.wait(timeout):
-            raise SafeBunnyBrokerError(f"The consumer of queue {self.queue!r} did not answer within {timeout}s.")
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
-
-    def ack_through(self, generation: int, delivery_tag: int) -> bool:
-        """Ack every delivery up to ``delivery_tag`` (``multiple=True``) on channel ``generation``, without
-        waiting for the broker: the I/O thread writes the ack next. Call :meth:`confirm_acks` to know the
-        broker has processed it.
-
-        Returns False, acking nothing, when that channel is gone: the broker has requeued those messages
-        already (a channel lost after this returns True loses the ack the same way; they come back flagged
-        ``redelivered``).
-        """
-        if generation != self.generation:
-            return False
-
-        def ack() -> None:
-            # on the I/O thread, which alone replaces the channel: generation and channel agree here
-            if generation != self.generation or self._channel is None or not self._channel.is_open:
-                log.warning("Batch through tag %d of queue %r could not be acked (channel replaced); the broker "
-                            "redelivers those messages flagged 'redelivered'.", delivery_tag, self.queue)
-                return
-            self._channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
-            self._acked_tag = max(self._acked_tag, delivery_tag)
-            self._unconfirmed = True
-
-        connection = self._connection
-        try:
-            if connection is None or not connection.is_open or not self._ready.is_set():
-                return False
-            connection.add_callback_threadsafe(ack)
-            self._ack_asked = (generation, delivery_tag)
-        except Exception as exc:
-            log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
-                        self.queue, delivery_tag, exc)
-            return False
-        return True
-
-    def confirm_acks(self, timeout: float = 30.0) -> bool:
-        """Wait until the broker has processed every ack sent so far: a round trip on the same channel, whose
-        methods the broker handles in order. Returns True at once when no ack waits, False when the round trip
-        failed (the channel is gone: its unacked messages come back). Use it before the process may end:
-        an ack merely written to a socket is lost when the process exits with deliveries still unread on
-        that socket (the kernel resets the connection). The answer also refreshes :attr:`backlog`."""
-
-        def round_trip() -> bool:
-            if not self._unconfirmed:
-                return True
-            channel = self._channel
-            if channel is None or not channel.is_open:
-                return False
-            self._count_ready(channel)
-            self._unconfirmed = False
-            return True
-
-        try:
-            return bool(self._call(round_trip, timeout=timeout))
-        except Exception as exc:
-            log.warning("queue %r: could not confirm the acks sent: %r; the broker redelivers what it did not "
-                        "process", self.queue, exc)
-            return False
-
-    def queue_depth_estimate(self) -> int:
-        """The last known number of messages ready in the queue, without a round trip to the broker (for
-        progress reports on a batch's critical path); asks the I/O thread to refresh it for next time."""
-        self._wake(self._refresh_depth)
-        return self.backlog
-
-    def _refresh_depth(self) -> None:
-        """(I/O thread) Send a passive declare whose answer updates :attr:`backlog`; do not wait for it."""
-        channel = self._channel
-        if self._depth_asked or channel is None or not channel.is_open:
-            return
-        self._depth_asked = True
-
-        def on_declare_ok(frame: Any) -> None:
-            self.backlog = int(frame.method.message_count)
-            self._depth_asked = False
-
-        channel._impl.queue_declare(self.queue, passive=True, callback=on_declare_ok)  # noqa: SLF001
-
-    def queue_depth(self) -> int:
-        """Messages ready in the queue (not counting those delivered to us); 0 if unknown."""
-        channel = self._channel
-        try:
-            self._call(lambda: self._count_ready(channel), timeout=10)
-        except Exception:
-            pass
-        return self.backlog
-
-    def _count_ready(self, channel: Any) -> int:
-        """(I/O thread) A passive declare on ``channel``: the broker's count of ready messages, kept in
-        :attr:`backlog`. The broker answers after every method sent before it on that channel (acks included)."""
-        self.backlog = int(channel.queue_declare(self.queue, passive=True).method.message_count)
-        return self.backlog

@@ -1,0 +1,17 @@
+"""The classic and quorum queue source without Spark: what ``pyspark_safebunny.queue_reader`` drives.
+
+- :mod:`~safebunny.source.consumer`: the consumer on its own I/O thread (reconnects, byte-budget flow
+  control, acks on commit), with :mod:`~safebunny.source.delivery` (one taken message),
+  :mod:`~safebunny.source.take_policy` (when a take waits, pure) and :mod:`~safebunny.source.byte_budget`
+  (prefetch and room to grow, pure);
+- :mod:`~safebunny.source.offset`: the source's offset in Spark's offset log, typed;
+- :mod:`~safebunny.source.rows`: deliveries to the source's Arrow rows, and journaled rows back;
+- :mod:`~safebunny.source.poll_window`, :mod:`~safebunny.source.available_now`,
+  :mod:`~safebunny.source.ack_budget`: how long a poll waits, when an availableNow run may end, and when
+  acks lost to the broker's ``consumer_timeout`` must fail the query.
+
+The journal (:mod:`safebunny.journal`, :mod:`safebunny.journal_owner`) and the pause control file
+(:mod:`safebunny.pause_file`) stay at the top level: the saga and the inbox use them too.
+"""
+
+__all__: list[str] = []

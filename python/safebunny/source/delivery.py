@@ -1,0 +1,32 @@
+"""One message taken off a classic or quorum queue, with the channel generation that delivered it
+(delivery tags are channel-scoped: an ack for an older generation is dropped)."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["Delivery", "new_delivery"]
+
+
+class Delivery(NamedTuple):
+    """One message taken off the queue, with the channel generation that delivered it.
+
+    A named tuple, not a dataclass: one is built per message on the I/O thread's hot path.
+    """
+
+    generation: int
+    delivery_tag: int
+    body: bytes
+    properties: Any
+    exchange: str
+    routing_key: str
+    redelivered: bool
+
+
+def new_delivery(fields: tuple[Any, ...]) -> Delivery:
+    """A :class:`Delivery` from its fields in order, without the named tuple's Python-level ``__new__``
+    (the I/O thread's hot path: one per message)."""
+    return _new(Delivery, fields)
+
+
+_new = tuple.__new__

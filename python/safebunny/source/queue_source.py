@@ -1,0 +1,302 @@
+"""The driver side of the classic and quorum queue source, without Spark: acked only on commit.
+
+The contract (docs/source.md):
+
+* :meth:`QueueSource.latest` (driver side, one long-lived process) takes up to a batch of deliveries from
+  the :class:`~safebunny.source.consumer.QueueConsumer`, writes them to the
+  :class:`~safebunny.journal.Journal` and only then returns the new :class:`QueueOffset`: ``seq`` counts
+  messages taken by this query, ``tick`` only moves to make Spark plan an empty batch.
+* A batch is served from its journal file (:meth:`readable` decides whether it can be), so a replay is
+  exact. Each offset after the first batch carries the journal's id: one query per ``journalLocation``
+  (:mod:`safebunny.journal_owner`).
+* :meth:`commit` acks with ``multiple=True`` through the last delivery of the batch and deletes its journal.
+  The ack is written without waiting for the broker's answer; a round trip confirms the acks sent whenever
+  :meth:`latest` finds nothing more to read (before a query can end on its own) and at :meth:`stop`.
+  Unknown offsets (after a restart) ack nothing: the broker requeued those messages and they come back
+  flagged ``redelivered``.
+* Spark commits a batch only when it plans the next one. When no message arrives and a batch is still
+  unacked, :meth:`latest` returns the same ``seq`` with ``tick + 1``: Spark plans one empty batch and commits
+  the previous one at once, so an idle query or an ``availableNow`` run ends with everything acked.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+from safebunny.crashpoints import crash_point
+from safebunny.errors import SafeBunnyDataLossError
+from safebunny.journal import Journal
+from safebunny.journal_owner import JournalOwner
+from safebunny.pause_file import paused_until
+from safebunny.source.ack_budget import AckBudget
+from safebunny.source.available_now import take_the_rest
+from safebunny.source.consumer import QueueConsumer
+from safebunny.source.offset import QueueOffset
+from safebunny.source.poll_window import PollWindow
+from safebunny.source.rows import absolute_location, deliveries_to_table
+
+__all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_BUFFERED_BYTES"]
+
+log = logging.getLogger("safebunny.source")
+
+#: Messages per micro-batch at most when ``maxMessagesPerTrigger`` is not set: half the largest prefetch
+#: (65,535), so that one batch can wait for its commit while the next one fills. A batch takes what the
+#: reader has buffered when Spark asks (after up to ``pollTimeoutMs`` for a first message and 50 ms more
+#: while more can arrive, or up to ``pollTimeoutMs`` for a full batch while deliveries keep arriving when the
+#: broker counts enough waiting): small batches, so low latency, when the queue is quiet; batches of about
+#: this size, which amortise Spark's fixed cost per micro-batch, when a backlog waits.
+DEFAULT_MAX_MESSAGES = 32_768
+
+#: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
+DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+
+
+class QueueSource:
+    """One query's reading of one classic or quorum queue; ``options`` as parsed by
+    :func:`safebunny.options.source.parse_source_options`."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self.queue: str = options["queue"]
+        self.pause_file: str | None = options.get("pauseFile")
+        self.include_headers: bool = options["includeHeaders"]
+        self.max_messages: int | None = options["maxMessagesPerTrigger"]
+        self.max_bytes: int | None = options["maxBytesPerTrigger"]
+        # executors read the journal too: a relative path would resolve against each one's working directory
+        self.location: str = absolute_location(options["journalLocation"])
+        self._consumer: QueueConsumer | None = None
+        self._journal: Journal | None = None
+        self._owner: JournalOwner | None = None
+        self._budget = AckBudget(self.queue, options["consumerTimeoutMs"])
+        self._timeouts_seen = 0  # the consumer's count of channels closed by consumer_timeout, at the last commit
+        # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag, start seq):
+        # its journal file is (start seq, end seq], its message count end - start
+        self._pending: OrderedDict[int, tuple[int, int, int]] = OrderedDict()
+        # journal files this process did not write, found by listing the journal at the first commit after a
+        # start: (path, end seq), each deleted once a commit reaches its end; None until that first commit
+        self._leftovers: list[tuple[str, int]] | None = None
+        self._target_seq: int | None = None
+        self._target_count: int | None = None
+        self._last_seq = 0
+        interval = options["triggerIntervalMs"]
+        self._window = PollWindow(interval, options["pollTimeoutMs"]) if interval > 0 else None
+
+    # ------------------------------------------------------------------ sizes
+    def batch_cap(self) -> int:
+        return self.max_messages or DEFAULT_MAX_MESSAGES
+
+    def prefetch(self) -> int:
+        # room for one uncommitted batch plus the next, so batches need not wait for commits
+        return min(65535, 2 * self.batch_cap())
+
+    def _max_buffered_bytes(self) -> int | None:
+        # room for one uncommitted batch plus the next, as the prefetch has in messages; none on a queue with a
+        # single active consumer, where the byte budget's cancel and re-consume would hand the queue away
+        if self.options["singleActiveConsumer"]:
+            return None
+        return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
+
+    @property
+    def available_now(self) -> bool:
+        """Whether an availableNow run was prepared (:meth:`prepare_available_now`)."""
+        return self._target_count is not None
+
+    # ------------------------------------------------------------------ parts, made on first use
+    def _journal_(self) -> Journal:
+        if self._journal is None:
+            self._journal = Journal(self.location)
+            self._journal.ensure()
+        return self._journal
+
+    def _owner_(self) -> JournalOwner:
+        if self._owner is None:
+            self._owner = JournalOwner(self._journal_(), self.queue)
+        return self._owner
+
+    def _consumer_(self) -> QueueConsumer:
+        if self._consumer is None:
+            self._consumer = QueueConsumer(
+                self.options["uri"], self.queue, prefetch=self.prefetch(),
+                heartbeat=self.options["heartbeatSeconds"], max_buffered_bytes=self._max_buffered_bytes(),
+            ).start()
+        return self._consumer
+
+    def check_owner(self, offset: QueueOffset) -> None:
+        """``offset`` came from Spark's offset log (a start, a replayed end, a commit): the journal location
+        must belong to the query it names, or be free when it names none."""
+        if offset.journal is not None:
+            self._owner_().adopt(offset.journal)
+        else:
+            self._owner_().check_unclaimed()
+
+    def _offset(self, seq: int, tick: int) -> QueueOffset:
+        return QueueOffset(seq, tick, self._owner.id if self._owner is not None else None)
+
+    # ------------------------------------------------------------------ planning
+    def prepare_available_now(self) -> None:
+        fresh = self._consumer is None
+        consumer = self._consumer_()
+        # A fresh consumer counted the queue before it started consuming: exact. Otherwise the
+        # count misses deliveries in flight between the broker and the buffer (documented).
+        self._target_count = consumer.backlog if fresh else consumer.queue_depth() + consumer.buffered()
+        self._target_seq = None
+        log.info("availableNow: reading the %d messages in queue %r now", self._target_count, self.queue)
+
+    def latest(self, start: QueueOffset, count: int, max_bytes: int | None) -> QueueOffset:
+        """The end of the next batch after ``start``: up to ``count`` messages (and about ``max_bytes``), taken
+        and journaled; ``start`` itself when there is nothing to do."""
+        now, window = time.time(), self._window
+        if window is not None:
+            window.started(now)
+        found_nothing = False
+        first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
+        try:
+            end = self._latest(start, count, max_bytes, first_wait)
+            found_nothing = end == start and not self._pending and not self._paused()
+            return end
+        finally:
+            if window is not None:
+                window.ended(found_nothing)
+
+    def _paused(self) -> bool:
+        return self._consumer is not None and self._consumer.suspended
+
+    def _latest(self, start: QueueOffset, count: int, max_bytes: int | None, first_wait: float) -> QueueOffset:
+        seq, tick = start.seq, start.tick
+        self._last_seq = seq
+        self.check_owner(start)  # before consuming anything: a refused query must not hold messages
+        consumer = self._consumer_()
+        if self.pause_file and paused_until(self.pause_file) is not None:
+            if self._pending:  # let Spark commit what is planned, then let go of the prefetch
+                return self._offset(seq, tick + 1)
+            if not consumer.suspended:
+                log.warning("queue %r: paused by %s; returning prefetched messages to the queue", self.queue,
+                            self.pause_file)
+                consumer.confirm_acks()  # the last commit's ack, before the connection closes
+                consumer.suspend()
+            return start
+        if consumer.suspended:
+            log.warning("queue %r: pause over; consuming again", self.queue)
+            consumer.resume()
+        journal = self._journal_()
+        reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
+        consumer.await_connection(reconnect_wait)
+        self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning
+        if self._target_count is not None:
+            if self._target_seq is None:
+                self._target_seq = seq + self._target_count
+            count = min(count, self._target_seq - seq)
+        # with a backlog at the broker, wait up to pollTimeoutMs for a full batch, not just the 50 ms linger
+        deliveries = consumer.take(count, max_bytes, first_wait, fill_wait=first_wait) if count > 0 else []
+        if not deliveries and count > 0 and not consumer.ready:
+            # the connection dropped while we waited: nothing new is not the same as nothing left
+            consumer.await_connection(reconnect_wait)
+            deliveries = consumer.take(count, max_bytes, first_wait)
+        if not deliveries and count > 0 and self._target_seq is not None and not self._pending:
+            # an availableNow run short of its start count: end it only if the rest is gone
+            deliveries = take_the_rest(consumer, count, max_bytes, first_wait, reconnect_wait,
+                                       self._target_seq - seq)
+        if deliveries:
+            end = seq + len(deliveries)
+            self._budget.planned(previous_pending=bool(self._pending))
+            self._owner_().claim()
+            crash_point("source.after_consume")
+            journal.write(seq, end, deliveries_to_table(self.queue, deliveries, self.include_headers))
+            crash_point("source.after_journal_write")
+            last = deliveries[-1]
+            self._pending[end] = (last.generation, last.delivery_tag, seq)
+            self._last_seq = end
+            return self._offset(end, 0)
+        if self._pending:
+            # nothing new, but a planned batch is still unacked: make Spark commit it now
+            return self._offset(seq, tick + 1)
+        # Nothing new and everything committed: the query may end now (an availableNow run does), and Spark
+        # may end this process without calling stop(). Commits send their acks without waiting for the broker
+        # (off the batch's path); make sure it has processed them before saying there is nothing to do.
+        consumer.confirm_acks()
+        return start
+
+    def lag(self) -> QueueOffset | None:
+        """Where the queue's end is, as an offset (the lag shows in Spark's progress as its seq minus the end
+        offset's); None before the consumer exists."""
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        return self._offset(self._last_seq + consumer.queue_depth_estimate() + consumer.buffered(), 0)
+
+    def readable(self, start: QueueOffset, end: QueueOffset) -> bool:
+        """Whether batch ``(start, end]`` can be served from its journal: False for an empty batch or (with
+        ``failOnDataLoss=false``) a lost one, skipped with a warning; a lost batch otherwise raises."""
+        if end.seq <= start.seq:
+            return False
+        self.check_owner(end)
+        journal = self._journal_()
+        if journal.exists(start.seq, end.seq):
+            return True
+        error = journal.missing(start.seq, end.seq)
+        if end.seq in self._pending:
+            # a batch this process still holds unacked is not lost: the journal is unreachable from here
+            # (a flaky mount, a path this process cannot see). Skipping it would ack it in commit.
+            raise SafeBunnyDataLossError(
+                f"The journal of the batch ({start.seq}, {end.seq}] of queue {self.queue!r} cannot be read at "
+                f"{self.location!r}, although this reader wrote it and still holds its messages unacked. It is "
+                "not skipped, whatever failOnDataLoss says: skipping would ack messages nobody read. Put "
+                "'journalLocation' on storage every Spark process can read (DBFS, a Volume, S3), then restart.")
+        if self.options["failOnDataLoss"]:
+            raise error
+        log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)
+        return False
+
+    # ------------------------------------------------------------------ committing
+    def commit(self, end: QueueOffset) -> None:
+        end_seq = end.seq
+        if end.journal is not None:
+            self._owner_().adopt(end.journal)
+        crash_point("source.before_ack")
+        done = [s for s in self._pending if s <= end_seq]
+        if done and self._consumer is not None:
+            generation, tag, _ = self._pending[done[-1]]
+            # sent without waiting for the broker (the batch's serial path); confirmed before the reader says it
+            # has nothing more to read, and at stop
+            acked = self._consumer.ack_through(generation, tag)
+            if not acked:
+                log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
+                            "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
+            # messages of a lost channel come back: an availableNow run reads that many more
+            lost = sum(s - self._pending[s][2] for s in done if self._pending[s][0] != generation or not acked)
+            if lost and self._target_seq is not None:
+                self._target_seq += lost
+            timeouts = self._consumer.timeouts
+            self._budget.committed(bool(lost) and timeouts > self._timeouts_seen)
+            self._timeouts_seen = timeouts
+        committed = [(self._pending.pop(s)[2], s) for s in done]
+        crash_point("source.after_ack")
+        self._delete_committed(committed, end_seq)
+
+    def _delete_committed(self, committed: list[tuple[int, int]], end_seq: int) -> None:
+        """Delete the journal files of the batches committed through ``end_seq``: by name the ones this process
+        wrote (``committed``, their ``(start, end)``); the first commit after a start lists the journal for what
+        an earlier process left (replayed batches, temporary files), and later ones delete those as their
+        batches' ends are reached. Never a file ending after ``end_seq``."""
+        journal = self._journal_()
+        for start, end in committed:
+            journal.delete(start, end)
+        if self._leftovers is None:  # the first commit since this process started: what an earlier one left
+            mine = {journal.path_of(entry[2], end) for end, entry in self._pending.items()}
+            self._leftovers = [(path, end) for path, end in journal.files() if path not in mine]
+        if any(end <= end_seq for _, end in self._leftovers):
+            for path, end in self._leftovers:
+                if end <= end_seq:
+                    journal.delete_path(path)
+            self._leftovers = [(path, end) for path, end in self._leftovers if end > end_seq]
+
+    def stop(self) -> None:
+        if self._owner is not None:
+            self._owner.release()
+        if self._consumer is not None:
+            self._consumer.confirm_acks(timeout=5.0)  # acks of the last commits, before the connection closes
+            self._consumer.stop()
+            self._consumer = None
