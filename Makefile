@@ -50,6 +50,7 @@ bench-full: install
 	$(PY) -m bench.run --full
 	$(PY) -m bench.saga_latency --seconds 45 --warmup 10 --rounds 3
 	$(PY) -m bench.bench_step --rounds 3
+	$(PY) -m bench.saga_drivers
 
 # Run the Databricks notebooks under notebooks/ locally (also part of make test).
 notebooks: install

@@ -133,3 +133,14 @@ def test_the_command_line_shows_one_row_per_shard() -> None:
     assert access.shards(saga) == [{"step": "stock.OrderPlaced", "shard": 0, "queue": "s.stock.OrderPlaced.shard.0",
                                     "backlog": 3, "held": "yes", "lastDriver": "host-b",
                                     "lastBatch": "2026-11-24T10:00:00+00:00", "idleSeconds": 1.5}]
+
+
+def test_only_types_a_sharded_step_consumes_carry_the_bucket() -> None:
+    saga = SimpleNamespace(steps=[_step(4), SagaStep("shipping", "PaymentCharged", "payment", "orderId string",
+                                                     lambda df, ctx: None)])
+    assert topology.routes_by_instance(saga, "stock", "StockReserved")
+    assert topology.message_routing_key(saga, "stock", "StockReserved", "order-7") == (
+        f"stock.StockReserved.{topology.bucket_of('order-7')}")
+    # a queue of your own bound to payment.PaymentCharged keeps receiving it
+    assert not topology.routes_by_instance(saga, "payment", "PaymentCharged")
+    assert topology.message_routing_key(saga, "payment", "PaymentCharged", "order-7") == "payment.PaymentCharged"

@@ -73,7 +73,8 @@ class FailureRouter:
         correlation = source.get("correlationId") or row.correlation_id
         return Copy(message_id(row.message_id, self.step.node, failure_type, 0), body,
                     topology.exchange_name(self.saga),
-                    topology.instance_routing_key(self.step.node, failure_type, correlation), correlation, failure_type,
+                    topology.message_routing_key(self.saga, self.step.node, failure_type, correlation), correlation,
+                    failure_type,
                     source.get("contentType") or "application/json",
                     {CAUSATION_HEADER: row.message_id, REASON: row.reason[:2000]})
 

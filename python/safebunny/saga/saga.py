@@ -246,10 +246,17 @@ class Saga:
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
         checks.report(self.name, checks.undeclared_emits(step, types), self.strict, self._warned)
 
-    def _route(self, node: str) -> Callable[[Emit], tuple[str, Callable[[str | None], str]]]:
-        """A step's emits go to the saga's exchange, each with its instance's routing key (its bucket)."""
+    def _route(self, node: str) -> Callable[[Emit], tuple[str, Any]]:
+        """A step's emits go to the saga's exchange with the routing key ``node.type``, or, for a type a sharded
+        step consumes, each with its instance's bucket (:func:`~safebunny.saga.topology.message_routing_key`)."""
         exchange = topology.exchange_name(self)
-        return lambda item: (exchange, partial(topology.instance_routing_key, node, item.type))
+
+        def route(item: Emit) -> tuple[str, Any]:
+            if topology.routes_by_instance(self, node, item.type):
+                return exchange, partial(topology.instance_routing_key, node, item.type)
+            return exchange, topology.routing_key(node, item.type)
+
+        return route
 
     def _moved(self) -> int:
         """Messages received by this process's steps so far (drain's progress measure)."""
@@ -294,13 +301,18 @@ class Saga:
                           self.strict, self._warned)
         self.declare()
         corr = F.udf(lambda k: correlation_id_for(str(k)), StringType())
-        route = F.udf(lambda k: topology.instance_routing_key(node, type, correlation_id_for(str(k))), StringType())
         mid = F.udf(lambda k: message_id(correlation_id_for(str(k)), node, type, 0), StringType())
-        out = df.select(F.to_json(F.struct(*df.columns)).alias("value"),
-                        mid(F.col(business_key)).alias("messageId"), corr(F.col(business_key)).alias("correlationId"),
-                        F.lit(type).alias("type"), F.lit("application/json").alias("contentType"),
-                        route(F.col(business_key)).alias("routingKey"))
+        columns = [F.to_json(F.struct(*df.columns)).alias("value"), mid(F.col(business_key)).alias("messageId"),
+                   corr(F.col(business_key)).alias("correlationId"), F.lit(type).alias("type"),
+                   F.lit("application/json").alias("contentType")]
         options = {"uri": self.uri, "exchange": topology.exchange_name(self)}
+        if topology.routes_by_instance(self, node, type):  # a sharded step consumes it: each row to its bucket
+            route = F.udf(lambda k: topology.instance_routing_key(node, type, correlation_id_for(str(k))),
+                          StringType())
+            columns.append(route(F.col(business_key)).alias("routingKey"))
+        else:
+            options["routingKey"] = topology.routing_key(node, type)
+        out = df.select(*columns)
         if self.password is not None:
             options["password"] = self.password
         publish(out, **options)

@@ -7,8 +7,9 @@ For a saga named ``S`` (see docs/sagas.md):
   queue ``S.unrouted``, so a publish never fails for lack of a consumer;
 - per step (node ``C`` consuming ``T`` from node ``F``) the consumer queue ``S.C.T`` (quorum by
   default, ``x-delivery-limit`` set explicitly, dead-lettering past it to the poison queue) bound
-  to ``F.T.#``; every message's routing key ends in its saga instance's bucket (``F.T.<b>``, ``b`` in
-  0..63 from a hash of its correlation id, :func:`bucket_of`), so that
+  to ``F.T.#``; the routing key of a message of a type that a sharded step consumes ends in its saga
+  instance's bucket (``F.T.<b>``, ``b`` in 0..63 from a hash of its correlation id, :func:`bucket_of`), so
+  that
 - a step with ``shards=N`` has N consumer queues ``S.C.T.shard.<i>`` instead, each with a single active
   consumer and bound to the buckets ``b`` with ``b % N == i``: one instance's messages, and every
   duplicate of one of them, always reach the same shard;
@@ -38,7 +39,8 @@ from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 __all__ = ["SagaShape", "QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
            "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
-           "instance_routing_key", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
+           "instance_routing_key", "routes_by_instance",
+           "message_routing_key", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
            "delete", "depths", "unrouted_name", "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
@@ -90,8 +92,24 @@ def bucket_of(correlation_id: str | None) -> int:
 
 
 def instance_routing_key(node: str, message_type: str, correlation_id: str | None) -> str:
-    """The routing key of a saga message: ``node.type.<bucket of its instance>``."""
+    """The routing key of a saga message that a sharded step consumes: ``node.type.<bucket of its instance>``."""
     return f"{routing_key(node, message_type)}.{bucket_of(correlation_id)}"
+
+
+def routes_by_instance(saga: SagaShape, node: str, message_type: str) -> bool:
+    """Whether messages of ``message_type`` sent by ``node`` carry their instance's bucket in the routing key:
+    only when a sharded step consumes them, so a queue of your own bound to ``node.type`` keeps receiving
+    every other type (bind ``node.type.#`` to receive a sharded type too)."""
+    return any(s.from_node == node and s.consumes == message_type and getattr(s, "shards", None) is not None
+               for s in saga.steps)
+
+
+def message_routing_key(saga: SagaShape, node: str, message_type: str, correlation_id: str | None) -> str:
+    """The routing key of one saga message: ``node.type``, or ``node.type.<bucket>`` when a sharded step
+    consumes the type (:func:`routes_by_instance`)."""
+    if routes_by_instance(saga, node, message_type):
+        return instance_routing_key(node, message_type, correlation_id)
+    return routing_key(node, message_type)
 
 
 def check_shards(shards: Any, label: str) -> int:
