@@ -3,16 +3,21 @@
     .venv/bin/python -m bench.saga_latency [--rate 20] [--seconds 45] [--trigger "1 second"] [--rounds 3] [--out DIR]
 
 Plain: three queries, each the safebunny source -> the safebunny sink (no inbox, no effects), chained
-through four quorum queues. Saga: ``safebunny.Saga`` with three steps, each one Delta append and one
-emit, its last emit bound to a measuring queue. Both get the same offered load (``rate`` messages per
-second for ``seconds``, each body carrying its publish time), the same trigger and the same Spark
-session, in ``--rounds`` rounds whose order alternates; the case's ratios are the rounds' medians.
-A message's latency is its arrival in the last queue minus its
-publish time; the first ``--warmup`` seconds of each case are left out. The saga's per-hop breakdown
-is the median of its steps' ``BatchReport.phases`` and Spark's own ``durationMs`` phases per query.
+through four quorum queues, with the processing-time trigger as a user writes them. Plain paced: the same
+queries run the way ``saga.run`` runs its steps (a zero trigger; the first query paced by its source at the
+trigger's interval, the others taking each upstream output as it arrives: ``safebunny.source.pacing``), the
+baseline that isolates a step's own cost from how the hops are triggered. Saga: ``safebunny.Saga`` with
+three steps, each one Delta append and one emit, its last emit bound to a measuring queue. All get the same
+offered load (``rate`` messages per second for ``seconds``, each body carrying its publish time), the same
+trigger and the same Spark session, in ``--rounds`` rounds whose order alternates; the case's ratios are the
+rounds' medians. A message's latency is its arrival in the last queue minus its publish time; the first
+``--warmup`` seconds of each case are left out. The saga's per-hop breakdown is the median of its steps'
+``BatchReport.phases`` and Spark's own ``durationMs`` phases per query.
 
 Writes ``saga_latency.json`` and ``saga_latency.png`` (latency over time) to ``bench/results`` (or
-``--out``): the case ``saga vs plain hops · e2e latency``, whose ``ratio`` is saga p50 / plain p50.
+``--out``): the case ``saga vs plain hops · e2e latency``, whose ``ratio`` is saga p50 / plain p50 and
+``paced_ratio`` saga p50 / paced plain p50. The saga's ``after_hop_p50_ms`` is the median latency after each
+step (copies of each step's output in a measuring queue).
 """
 
 from __future__ import annotations
@@ -123,19 +128,27 @@ def _spark_phases(queries: list[Any]) -> dict[str, float]:
     return {k: round(statistics.median(v), 1) for k, v in sorted(phases.items())}
 
 
-def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path) -> dict[str, Any]:
+def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path,
+           paced: bool = False) -> dict[str, Any]:
+    """Three chained plain queries with ``trigger`` as a user writes them, or (``paced``) run the way a saga runs
+    its steps: a zero trigger, the first query paced by its source at the trigger's interval, the others taking
+    each upstream output as it arrives (safebunny.source.pacing)."""
+    from safebunny.saga.runner import interval_ms
+
     tag = uuid.uuid4().hex[:6]
     queues = [f"sb-lat-plain-{tag}-{i}" for i in range(HOPS + 1)]
     _declare(uri, queues)
     queries = []
     try:
         for i in range(HOPS):
-            df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queues[i])
-                  .option("queueType", "quorum").option("journalLocation", str(work / f"pj-{tag}-{i}")).load())
-            queries.append(df.select("value", "messageId", "correlationId").writeStream.format("safebunny")
+            reader = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queues[i])
+                      .option("queueType", "quorum").option("journalLocation", str(work / f"pj-{tag}-{i}")))
+            if paced and i == 0:
+                reader = reader.option("minBatchIntervalMs", str(int(interval_ms(trigger) or 1000)))
+            queries.append(reader.load().select("value", "messageId", "correlationId").writeStream.format("safebunny")
                            .option("uri", uri).option("routingKey", queues[i + 1])
                            .option("checkpointLocation", str(work / f"pck-{tag}-{i}"))
-                           .trigger(processingTime=trigger).start())
+                           .trigger(processingTime="0 seconds" if paced else trigger).start())
         probe = _Probe(uri, queues[-1])
         time.sleep(5)  # the queries' first (empty) batches
         n = probe.publish("", queues[0], rate, seconds)
@@ -166,18 +179,22 @@ def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work:
 
         saga.step(node, consumes=consumes, from_node=source, schema=schema, produces=[f"T{index + 1}"])(handle)
     saga.declare()
-    final = f"{name}-final"
+    # one measuring queue per hop: the last is the case's; the others give the cumulative latency after each step
+    hops = [f"{name}-hop{k}" for k in range(1, HOPS + 1)]
     conn = pika.BlockingConnection(pika.URLParameters(uri))
     ch = conn.channel()
-    ch.queue_declare(final, durable=True, arguments={"x-queue-type": "quorum"})
-    ch.queue_bind(final, name, routing_key=f"s{HOPS}.T{HOPS}")
+    for k, queue in enumerate(hops, start=1):
+        ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "quorum"})
+        ch.queue_bind(queue, name, routing_key=f"s{k}.T{k}")
     conn.close()
     running = saga.run(spark, trigger=trigger)
     try:
-        probe = _Probe(uri, final)
+        probes = [_Probe(uri, queue) for queue in hops]
+        probe = probes[-1]
         time.sleep(5)
         n = probe.publish(name, "src.T0", rate, seconds)
-        probe.wait(n, 120)
+        for p in probes:
+            p.wait(n, 120)
         steps = [saga.runtime(s) for s in saga.steps]
         phases: dict[str, list[float]] = {}
         for step in steps:
@@ -187,11 +204,12 @@ def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work:
                         phases.setdefault(k, []).append(v * 1000.0)
         queries = [q for q in spark.streams.active if q.name and q.name.startswith(name)]
         return {"arrivals": probe.arrivals, "sent": n,
+                "after_hop_p50_ms": [_pct([lat for _, lat in p.arrivals], 0.5) for p in probes],
                 "step": {k: round(statistics.median(v), 1) for k, v in phases.items()},
                 "spark": _spark_phases(queries)}
     finally:
         running.stop()
-        _delete(uri, [final])
+        _delete(uri, hops)
 
 
 def _summary(run: dict[str, Any], warmup: float) -> dict[str, Any]:
@@ -205,14 +223,24 @@ def _round(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warm
            saga_first: bool) -> dict[str, Any]:
     """One plain chain and one saga, in the given order; their summaries and p50/p99 ratios."""
     runs: dict[str, dict[str, Any]] = {}
-    for case in ("saga", "plain") if saga_first else ("plain", "saga"):
-        runs[case] = (_saga if case == "saga" else _plain)(spark, uri, rate, seconds, trigger, work)
+    for case in ("saga", "plain", "plain_paced") if saga_first else ("plain", "plain_paced", "saga"):
+        if case == "saga":
+            runs[case] = _saga(spark, uri, rate, seconds, trigger, work)
+        else:
+            runs[case] = _plain(spark, uri, rate, seconds, trigger, work, paced=case == "plain_paced")
     p, s = _summary(runs["plain"], warmup), _summary(runs["saga"], warmup)
+    paced = _summary(runs["plain_paced"], warmup)
     ratio = round(s["p50_ms"] / p["p50_ms"], 2) if p["p50_ms"] and s["p50_ms"] else None
     p99 = round(s["p99_ms"] / p["p99_ms"], 2) if p["p99_ms"] and s["p99_ms"] else None
-    return {"ratio": ratio, "p99_ratio": p99, "plain": {**p, "spark_phases_ms": runs["plain"]["spark"]},
-            "saga": {**s, "step_phases_ms": runs["saga"]["step"], "spark_phases_ms": runs["saga"]["spark"]},
-            "series": {"plain": runs["plain"]["arrivals"], "saga": runs["saga"]["arrivals"]}}
+    paced_ratio = round(s["p50_ms"] / paced["p50_ms"], 2) if paced["p50_ms"] and s["p50_ms"] else None
+    paced_p99 = round(s["p99_ms"] / paced["p99_ms"], 2) if paced["p99_ms"] and s["p99_ms"] else None
+    return {"ratio": ratio, "p99_ratio": p99, "paced_ratio": paced_ratio, "paced_p99_ratio": paced_p99,
+            "plain": {**p, "spark_phases_ms": runs["plain"]["spark"]},
+            "plain_paced": {**paced, "spark_phases_ms": runs["plain_paced"]["spark"]},
+            "saga": {**s, "after_hop_p50_ms": runs["saga"]["after_hop_p50_ms"],
+                     "step_phases_ms": runs["saga"]["step"], "spark_phases_ms": runs["saga"]["spark"]},
+            "series": {"plain": runs["plain"]["arrivals"], "plain_paced": runs["plain_paced"]["arrivals"],
+                       "saga": runs["saga"]["arrivals"]}}
 
 
 def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path,
@@ -228,9 +256,11 @@ def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, war
 
     last = done[-1]
     return {"case": "saga vs plain hops · e2e latency", "ratio": median("ratio"), "p99_ratio": median("p99_ratio"),
+            "paced_ratio": median("paced_ratio"), "paced_p99_ratio": median("paced_p99_ratio"),
             "goal": "p50 ratio <= 1.3, p99 ratio <= 1.5", "rate": rate, "seconds": seconds, "trigger": trigger,
             "hops": HOPS, "rounds": [{k: v for k, v in r.items() if k != "series"} for r in done],
-            "plain": last["plain"], "saga": last["saga"], "series": last["series"]}
+            "plain": last["plain"], "plain_paced": last["plain_paced"], "saga": last["saga"],
+            "series": last["series"]}
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -249,7 +279,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("seconds since the first message")
     ax.set_ylabel("end-to-end latency (s)")
     ax.set_title(f"3 hops at {result['rate']:g} msg/s, trigger {result['trigger']}: saga / plain p50 = "
-                 f"{result['ratio']}")
+                 f"{result['ratio']}, saga / paced plain {result.get('paced_ratio')}")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)

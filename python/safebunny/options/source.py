@@ -102,6 +102,13 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                    "that finds nothing stops waiting in time for its trigger to end within the interval (Spark "
                    "starts such triggers at multiples of it), keeping a reserve for the rest of the trigger that "
                    "it learns from late idle triggers; `pollTimeoutMs` stays the longest wait. `saga.run` sets it."),
+    OptionSpec("minBatchIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for none",
+               doc="Classic and quorum queues: the source paces the query itself, for a query with a zero trigger "
+                   "(`trigger(processingTime=\"0 seconds\")`): a batch with data starts no sooner than this after "
+                   "the previous one was taken, and then as soon as a message is there. Unlike a processing-time "
+                   "trigger, whose batches start at multiples of its interval in every query at once, chained "
+                   "queries then take an upstream's output when it arrives instead of at the next interval. "
+                   "`saga.run` sets it to its trigger's interval."),
     OptionSpec("consumerTimeoutMs", parse_int(0), default=1_800_000, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the broker's `consumer_timeout` (RabbitMQ's default is 30 minutes). "
                    "A message waits for its ack about two batch durations (the prefetch holds two batches); the "

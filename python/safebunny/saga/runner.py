@@ -22,7 +22,7 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -37,13 +37,21 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
                "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": saga.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)
-    if interval is not None:  # an idle poll then ends in time for its trigger (safebunny.source.poll_window)
-        options["triggerIntervalMs"] = str(max(1, int(interval)))
+    if interval is not None and is_entry(saga, step):
+        # the source keeps the interval; the query runs with a zero trigger (start_query). A step fed by other
+        # steps is not paced: it takes each upstream output as it arrives (safebunny.source.pacing)
+        options["minBatchIntervalMs"] = str(max(1, int(interval)))
     if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
         options["singleActiveConsumer"] = "true"
     if saga.password is not None:
         options["password"] = saga.password
     return read_stream(spark, **options)
+
+
+def is_entry(saga: Any, step: SagaStep) -> bool:
+    """Whether ``step``'s messages come from outside the saga (``saga.start``, a producer of yours), not from
+    another step's emits."""
+    return not any(other.node == step.from_node for other in saga.steps)
 
 
 def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
@@ -55,7 +63,12 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
               .foreachBatch(function)
               .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.unit_label}"))
-    writer = writer.trigger(availableNow=True) if trigger is None else writer.trigger(processingTime=trigger)
+    if trigger is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
+        # whole interval for the next one; the source paces the batches instead (safebunny.source.pacing)
+        writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
     query = writer.start()
     note_streaming_started(spark)
     return query

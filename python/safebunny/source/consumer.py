@@ -106,6 +106,8 @@ class QueueConsumer(AcksAndDepth):
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
         self.backlog: int = 0
+        self.first_arrived_at: float | None = None  #: when the last take's first message arrived (monotonic)
+        self._head_arrived = 0.0  # when the buffer's head arrived (the I/O thread sets it when the buffer was empty)
         #: channels the broker closed because a delivery outlived its consumer_timeout
         self.timeouts = 0
 
@@ -139,6 +141,8 @@ class QueueConsumer(AcksAndDepth):
             if tag <= self._last_tag:  # never: an ack through a later tag would ack this one unread
                 raise SafeBunnyError(f"Deliveries of queue {self.queue!r} arrived out of order (tag {tag} after "
                                      f"{self._last_tag}); reconnecting, so that the broker redelivers them.")
+            if not buffer:
+                self._head_arrived = time.monotonic()
             buffer.append(new_delivery((generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
             self._restarted = False
@@ -187,15 +191,13 @@ class QueueConsumer(AcksAndDepth):
             self._tap = install(channel.connection._impl, channel.channel_number, self._accept)  # noqa: SLF001
 
     def _desired_prefetch(self) -> int:
-        """The prefetch for the next consumer: ``prefetch``, or with a byte budget what it holds at the
-        average body size seen (1 before the first delivery, to learn it)."""
+        """The next consumer's prefetch: ``prefetch``, or what the byte budget holds at the average body size."""
         return desired_prefetch(self.prefetch, self.max_buffered_bytes, self._in_count, self._in_bytes)
 
     def _pause(self) -> None:
-        """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told
-        the body size. Unlike pika's basic_cancel, deliveries that arrive before the cancel-ok still reach
-        the buffer (they are ours and unacked; pika would reject them, which requeues them and, on a quorum
-        queue, counts a delivery attempt)."""
+        """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told the body
+        size. Deliveries before the cancel-ok still reach the buffer (pika would reject them: requeued, and on a
+        quorum queue a delivery attempt counted)."""
         self._paused = True
         self._calibrating = False
         tag = self._consumer_tag
@@ -218,8 +220,8 @@ class QueueConsumer(AcksAndDepth):
                   self._in_bytes - self._out_bytes, self.max_buffered_bytes)
 
     def _maybe_resume(self) -> None:
-        """(I/O thread) Consume again once the buffer is down to half its byte budget, with the prefetch
-        lowered to what the budget holds at the average body size seen."""
+        """(I/O thread) Consume again once the buffer is down to half its byte budget, with the prefetch lowered
+        to what the budget holds at the average body size seen."""
         budget = self.max_buffered_bytes
         if not self._paused or self._cancelling or budget is None:
             return
@@ -228,9 +230,8 @@ class QueueConsumer(AcksAndDepth):
         if not may_resume(self._in_bytes - self._out_bytes, budget):
             return
         self.effective_prefetch = self._desired_prefetch()
-        # before _paused goes False: take() must never see the consumer neither paused nor restarting while
-        # _consume() waits for the broker (a quorum queue registers a consumer through its log), or it hands
-        # out what is buffered after one linger (a fresh query's first batch was 1 message)
+        # before _paused goes False: take() must never see the consumer neither paused nor restarting while _consume()
+        # waits for the broker (a quorum queue's log), or it hands out one linger's worth (a first batch of 1)
         self._restarted = True  # until the restarted consumer's first delivery
         self._paused = False
         self._consume()
@@ -336,8 +337,7 @@ class QueueConsumer(AcksAndDepth):
             pass
 
     def suspend(self) -> None:
-        """Stop consuming: the I/O thread closes the connection (the broker requeues what was prefetched)
-        and drops the buffer. Call it only when no taken delivery waits for its ack."""
+        """Stop consuming and drop the buffer (the broker requeues it); only when no taken delivery awaits its ack."""
         self._suspended.set()
 
     def resume(self) -> None:
@@ -406,6 +406,7 @@ class QueueConsumer(AcksAndDepth):
                 self._cond.wait(timeout=max(0.0, until - now))
             self._want = 0
             dropped = 0
+            self.first_arrived_at = self._head_arrived if self._buffer else None
             while self._buffer and len(taken) < max_messages:
                 head = self._buffer[0]
                 if head.generation != self.generation:
@@ -416,6 +417,8 @@ class QueueConsumer(AcksAndDepth):
                     break
                 taken.append(self._buffer.popleft())
                 size += len(head.body)
+            if self._buffer:  # the rest waits for the next take: count it from now
+                self._head_arrived = time.monotonic()
             self._out_bytes += size + dropped
         if self._paused:
             self._wake(self._maybe_resume)

@@ -35,6 +35,7 @@ from safebunny.source.ack_budget import AckBudget
 from safebunny.source.available_now import take_the_rest
 from safebunny.source.consumer import QueueConsumer
 from safebunny.source.offset import QueueOffset
+from safebunny.source.pacing import BatchPacer
 from safebunny.source.poll_window import PollWindow
 from safebunny.source.rows import absolute_location, deliveries_to_table
 
@@ -83,6 +84,8 @@ class QueueSource:
         self._last_seq = 0
         interval = options["triggerIntervalMs"]
         self._window = PollWindow(interval, options["pollTimeoutMs"]) if interval > 0 else None
+        spacing = options["minBatchIntervalMs"]
+        self._pacer = BatchPacer(spacing) if spacing > 0 else None
 
     # ------------------------------------------------------------------ sizes
     def batch_cap(self) -> int:
@@ -153,9 +156,18 @@ class QueueSource:
             window.started(now)
         found_nothing = False
         first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
+        if self._pacer is not None:
+            hold = self._pacer.hold(time.monotonic())
+            if hold > 0:  # messages arriving meanwhile wait here, as they would for a trigger
+                time.sleep(hold)
+        began = time.monotonic()
         try:
             end = self._latest(start, count, max_bytes, first_wait)
             found_nothing = end == start and not self._pending and not self._paused()
+            if self._pacer is not None and end.seq > start.seq:
+                first = self._consumer.first_arrived_at if self._consumer is not None else None
+                self._pacer.took(max(began, first or began))  # when the batch's first message was there
+
             return end
         finally:
             if window is not None:
