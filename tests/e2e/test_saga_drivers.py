@@ -1,6 +1,11 @@
-"""Two driver processes run one sharded saga (same name and root); the one holding every shard is killed
-in the middle of a batch, after its Delta effects and before its inbox marker. The other takes the shards
-over (the broker's single active consumer) and every effect ends exactly once, with no shard unheld."""
+"""Two driver processes run one sharded saga (same name and root).
+
+- A standby: the driver holding every shard is killed in the middle of a batch (after its claim, after one
+  Delta effect, or after its publish; always before its inbox marker). The other takes the shards over (the
+  broker's single active consumer) and every effect ends exactly once, with no shard unheld.
+- Two drivers started at once: the broker gives each shard to whichever driver attaches first (split 4/2 in
+  one run, all to one in another; the test prints it), both may write the same Delta tables and inbox, and
+  every effect still ends exactly once, every shard held by one consumer."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+import pytest
 
 from conftest import wait_until
 from safebunny.exactly_once.delta_rs import DeltaPath
@@ -46,16 +53,45 @@ def _consumers(saga, queues):
     return [d[1] if d else 0 for d in topology.depths(saga, queues).values()]
 
 
-def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spark, amqp_uri, tmp_path):
+def _shard_queues(saga):
+    return ([topology.consumer_queue(saga, "stock", "OrderPlaced", i) for i in range(STOCK_SHARDS)]
+            + [topology.consumer_queue(saga, "shipping", "StockReserved", i) for i in range(SHIPPING_SHARDS)])
+
+
+def _wait_shipped(saga, tmp_path, shards, driver):
+    try:
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= ORDERS, timeout=240, every=1,
+                   what=f"driver {driver} to finish the saga")
+    except AssertionError as exc:
+        queues = [*shards, topology.unrouted_name(saga)]
+        raise AssertionError(f"{exc}: {len(_order_ids(tmp_path / 'shipments'))} shipped; queues (ready, "
+                             f"consumers): {topology.depths(saga, queues)}; driver {driver}'s log:\n"
+                             f"{_log(tmp_path, driver)}") from None
+
+
+def _stop(tmp_path, processes):
+    for _process, driver in processes:
+        (tmp_path / f"stop-{driver}").touch()
+    for process, _driver in processes:
+        if process is not None:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+
+
+# after the claim (no effect applied yet), after one of two effects' tables, after the publish: each leaves the
+# other driver a different half-done batch of another epoch (claims, app transactions, inbox; DESIGN.md)
+@pytest.mark.parametrize("crash_at", ["step.after_claim:3", "step.after_one_effect:3", "step.after_publish:3"])
+def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spark, amqp_uri, tmp_path, crash_at):
     name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
     saga = define(amqp_uri, name, str(tmp_path), None)  # the shape, to publish and inspect
-    shards = ([topology.consumer_queue(saga, "stock", "OrderPlaced", i) for i in range(STOCK_SHARDS)]
-              + [topology.consumer_queue(saga, "shipping", "StockReserved", i) for i in range(SHIPPING_SHARDS)])
+    shards = _shard_queues(saga)
     first = second = None
     try:
-        # a: attached first, so the broker makes it every shard's active consumer; killed after the effects of
-        # its third batch with effects, before that batch's inbox marker
-        first = _driver(amqp_uri, name, tmp_path, "a", crash_at="step.after_one_effect:3")
+        # a: attached first, so the broker makes it every shard's active consumer; killed in its third batch
+        # with effects, before that batch's inbox marker
+        first = _driver(amqp_uri, name, tmp_path, "a", crash_at=crash_at)
         wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
                    what="driver a attached to every shard")
         second = _driver(amqp_uri, name, tmp_path, "b")
@@ -68,16 +104,10 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spa
         first.wait(timeout=240)
         died = time.monotonic()
         assert first.returncode == -signal.SIGKILL, _log(tmp_path, "a")
-        assert _order_ids(tmp_path / "reservations"), "driver a applied effects before it died"
+        if crash_at != "step.after_claim:3":  # a's queries run side by side: its third claim may come first
+            assert _order_ids(tmp_path / "reservations"), "driver a applied effects before it died"
         want = sorted(f"o{i}" for i in range(ORDERS))
-        try:
-            wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= ORDERS, timeout=240, every=1,
-                       what="driver b to finish the saga")
-        except AssertionError as exc:
-            queues = [*shards, topology.unrouted_name(saga)]
-            raise AssertionError(f"{exc}: {len(_order_ids(tmp_path / 'shipments'))} shipped; queues (ready, "
-                                 f"consumers): {topology.depths(saga, queues)}; driver b's log:\n"
-                                 f"{_log(tmp_path, 'b')}") from None
+        _wait_shipped(saga, tmp_path, shards, "b")
         print(f"driver b finished the orders {time.monotonic() - died:.1f} s after driver a died")
         time.sleep(3)  # a second copy would land within a few triggers
         assert sorted(_order_ids(tmp_path / "reservations")) == want  # a's effects were not applied again
@@ -92,11 +122,35 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spa
             + [("shipping.StockReserved", i, True, 0) for i in range(SHIPPING_SHARDS)])
         assert {s.last_driver for s in held} <= {"a", "b"} and "b" in {s.last_driver for s in held}
     finally:
-        (tmp_path / "stop-b").touch()
-        for process in (first, second):
-            if process is not None:
-                try:
-                    process.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
+        _stop(tmp_path, [(first, "a"), (second, "b")])
+        topology.delete(saga)
+
+
+def test_two_drivers_started_at_once_end_exactly_once_with_every_shard_held(spark, amqp_uri, tmp_path):
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)
+    shards = _shard_queues(saga)
+    drivers = []
+    try:
+        drivers = [(_driver(amqp_uri, name, tmp_path, d), d) for d in ("a", "b")]
+        for _process, d in drivers:
+            wait_until(lambda d=d: "RUNNING" in _log(tmp_path, d), timeout=180, every=1, what=f"driver {d} running")
+        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=120, every=1, what="every shard held")
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        _wait_shipped(saga, tmp_path, shards, "a")
+        time.sleep(3)  # a second copy would land within a few triggers
+        want = sorted(f"o{i}" for i in range(ORDERS))
+        assert sorted(_order_ids(tmp_path / "reservations")) == want
+        assert sorted(_order_ids(tmp_path / "shipments")) == want
+        depths = topology.depths(saga, shards)
+        assert [d[0] for d in depths.values()] == [0] * len(shards)
+        assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by one consumer"
+        for process, d in drivers:
+            assert process.poll() is None, _log(tmp_path, d)
+        holders = {(s.step, s.shard): s.last_driver for s in saga.shards()}
+        print(f"shards by driver: {holders}")
+        assert set(holders.values()) <= {"a", "b"}
+    finally:
+        _stop(tmp_path, drivers)
         topology.delete(saga)

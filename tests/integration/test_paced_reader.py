@@ -56,3 +56,27 @@ def test_an_idle_paced_reader_takes_a_message_as_it_arrives(amqp_uri, make_queue
         assert returned - sent["at"] < 1.5, "the message was taken when it arrived, not at the poll's 5 s timeout"
     finally:
         reader.stop()
+
+
+def test_a_long_interval_ends_each_poll_in_time_and_commits_the_planned_batch(amqp_uri, make_queue, tmp_path: Path):
+    # a query is stopped between Spark's calls: a poll may not sleep through a 30 s interval
+    queue = make_queue()
+    publish_numbered(amqp_uri, queue, 2)
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="600",
+                          minBatchIntervalMs="30000")
+    reader.source.LONGEST_HOLD_S = 1.0  # (5 s by default)
+    try:
+        first = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+        assert first["seq"] == 2
+        publish_numbered(amqp_uri, queue, 1, start=2)
+        began = time.monotonic()
+        tick = reader.latestOffset(first, reader.getDefaultReadLimit())
+        assert time.monotonic() - began < 4
+        # nothing new is taken inside the interval, but the planned batch gets an empty batch after it so that
+        # Spark commits it (and the source acks it) now rather than after the interval
+        assert tick["seq"] == 2 and tick != first
+        reader.commit(tick)
+        again = reader.latestOffset(tick, reader.getDefaultReadLimit())
+        assert again == tick, "nothing to commit and inside the interval: no batch"
+    finally:
+        reader.stop()

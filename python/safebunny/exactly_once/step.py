@@ -188,7 +188,7 @@ class Step:
             effects, orphans = self._settle(spark, epoch, batch_id, new, result)
             if effects:
                 self.claims.write(epoch, batch_id, new.ids, effects)
-            crash_point("step.after_claim")
+                crash_point("step.after_claim")
             for key in sorted(effects, key=repr):
                 effect, table = effects[key]
                 apply_effect(spark, effect, table, effect_app_id(self.node, epoch, effect), batch_id)
@@ -199,8 +199,8 @@ class Step:
         # redelivered to another epoch (a new checkpoint, another driver) is a duplicate there and sends nothing
         if publish.num_rows:
             self._publish(publish, f"step:{self.node}/{epoch}/{batch_id}")
+            crash_point("step.after_publish")
         clock.lap("publish")
-        crash_point("step.after_publish")
         if result.failed and self.on_failed is not None:
             self.on_failed([replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()], ctx)
         clock.lap("failed")

@@ -59,6 +59,10 @@ class QueueSource:
     """One query's reading of one classic or quorum queue; ``options`` as parsed by
     :func:`safebunny.options.source.parse_source_options`."""
 
+    #: the longest one poll sleeps for the pacer: a longer interval is waited out over several polls, so that
+    #: stopping the query (between Spark's calls) never waits longer; the first of them commits the last batch
+    LONGEST_HOLD_S = 5.0
+
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         self.queue: str = options["queue"]
@@ -156,10 +160,10 @@ class QueueSource:
             window.started(now)
         found_nothing = False
         first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
-        if self._pacer is not None:
-            hold = self._pacer.hold(time.monotonic())
-            if hold > 0:  # messages arriving meanwhile wait here, as they would for a trigger
-                time.sleep(hold)
+        if self._pacer is not None and not self._hold(max(first_wait, self.LONGEST_HOLD_S)):
+            # still within the interval: end this poll (committing a planned batch, so it is acked) and let the
+            # zero trigger call again, so that stopping the query never waits for a long interval
+            return self._offset(start.seq, start.tick + 1) if self._pending else start
         began = time.monotonic()
         try:
             end = self._latest(start, count, max_bytes, first_wait)
@@ -167,11 +171,19 @@ class QueueSource:
             if self._pacer is not None and end.seq > start.seq:
                 first = self._consumer.first_arrived_at if self._consumer is not None else None
                 self._pacer.took(max(began, first or began))  # when the batch's first message was there
-
             return end
         finally:
             if window is not None:
                 window.ended(found_nothing)
+
+    def _hold(self, longest: float) -> bool:
+        """Wait while the pacer holds the next batch, at most ``longest`` seconds (the poll's own longest wait);
+        whether the hold is over. Messages arriving meanwhile wait, as they would for a trigger."""
+        assert self._pacer is not None
+        hold = self._pacer.hold(time.monotonic())
+        if hold > 0:
+            time.sleep(min(hold, longest))
+        return hold <= longest
 
     def _paused(self) -> bool:
         return self._consumer is not None and self._consumer.suspended
