@@ -21,11 +21,14 @@ Ids are rendered in the canonical lower-case hyphenated form.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
+from collections.abc import Iterable
 
 __all__ = [
     "NAMESPACE",
     "message_id",
+    "message_ids",
     "correlation_id_for",
     "new_correlation_id",
     "saga_start",
@@ -68,6 +71,31 @@ def message_id(causation_id: str, node: str, message_type: str, index: int = 0) 
         raise ValueError(f"'index' must be an int >= 0, but got {index!r}")
     name = encode_name(_MSG_TAG, causation_id, node, message_type, str(index))
     return str(uuid.uuid5(NAMESPACE, name))
+
+
+def message_ids(outputs: Iterable[tuple[str, int]], node: str, message_type: str) -> list[str]:
+    """:func:`message_id` of each ``(causation_id, index)`` for one node and type: the same ids, computed
+    without building a ``uuid.UUID`` per id (a step derives one per output: 10,000 in a large batch)."""
+    _check("node", node)
+    _check("message_type", message_type)
+    suffix = "|" + "|".join(f"{len(f.encode('utf-8'))}:{f}" for f in (node, message_type))
+    head = NAMESPACE.bytes + (_MSG_TAG + "|").encode("utf-8")
+    sha1 = hashlib.sha1
+    out = []
+    for cause, index in outputs:
+        _check("causation_id", cause)
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"'index' must be an int >= 0, but got {index!r}")
+        cause_bytes = cause.encode("utf-8")
+        position = str(index)
+        name = b"%d:%s%s|%d:%s" % (len(cause_bytes), cause_bytes, suffix.encode("utf-8"), len(position),
+                                   position.encode("ascii"))
+        digest = bytearray(sha1(head + name, usedforsecurity=False).digest()[:16])
+        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 9562 variant
+        h = digest.hex()
+        out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return out
 
 
 def correlation_id_for(business_key: str) -> str:

@@ -79,3 +79,27 @@ def test_distinct_slots_never_collide(slots):
 def test_large_sample_has_no_collisions():
     seen = {ids.message_id(f"cause-{c}", f"node-{c % 7}", "T", i) for c in range(20_000) for i in range(5)}
     assert len(seen) == 100_000
+
+
+
+def test_message_ids_in_bulk_match_the_committed_vectors():
+    for case in VECTORS["message_ids"]:
+        got = ids.message_ids([(case["causation_id"], case["index"])], case["node"], case["message_type"])
+        assert got == [case["expected"]], case
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1), st.integers(0, 10_000)), max_size=8),
+       st.text(min_size=1), st.text(min_size=1))
+def test_message_ids_in_bulk_are_message_id_of_each(outputs, node, message_type):
+    assert ids.message_ids(outputs, node, message_type) == [
+        ids.message_id(cause, node, message_type, index) for cause, index in outputs]
+
+
+def test_message_ids_in_bulk_check_their_fields_as_message_id_does():
+    with pytest.raises(ValueError, match="'causation_id' must be a non-empty str"):
+        ids.message_ids([("", 0)], "billing", "T")
+    with pytest.raises(ValueError, match="'index' must be an int >= 0"):
+        ids.message_ids([("m1", -1)], "billing", "T")
+    with pytest.raises(ValueError, match="'node' must be a non-empty str"):
+        ids.message_ids([("m1", 0)], "", "T")

@@ -17,7 +17,7 @@ import orjson
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.ids import message_id
+from safebunny.ids import message_ids
 
 __all__ = ["PUBLISH_SCHEMA", "RESERVED", "build_publish_rows", "body_of"]
 
@@ -69,25 +69,32 @@ def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchang
                                        "its cause.", "messageId")
         body, content_type = body_of(row)
         per_cause[cause].append((row.get("outputIndex"), body, content_type))
-    out: dict[str, list[Any]] = {name: [] for name in PUBLISH_SCHEMA.names}
-    emitted: dict[str, list[str]] = {}
+    ordered: list[tuple[str, int, bytes, str]] = []  # (cause, index, body, content type) in publishing order
     for cause, outputs in per_cause.items():
         explicit = [o for o in outputs if o[0] is not None]
         if explicit and len(explicit) != len(outputs):
             raise SafeBunnyOptionError(f"{what}: some outputs of cause {cause} have an outputIndex and some do not; "
                                        "give every row one, or none.", "outputIndex")
         ranked = sorted(outputs, key=lambda o: (o[0] if o[0] is not None else 0, o[1]))
-        ids = []
-        for rank, (index, body, content_type) in enumerate(ranked):
-            mid = message_id(cause, node, message_type, index if index is not None else rank)
-            ids.append(mid)
-            correlation = correlation_of.get(cause) or cause
-            key = routing_key(correlation) if callable(routing_key) else routing_key
-            for name, value in (("value", body), ("messageId", mid), ("correlationId", correlation),
-                                ("causationId", cause), ("type", message_type), ("exchange", exchange),
-                                ("routingKey", key), ("contentType", content_type)):
-                out[name].append(value)
-        if len(set(ids)) != len(ids):
+        indexes = [index if index is not None else rank for rank, (index, _b, _c) in enumerate(ranked)]
+        if len(set(indexes)) != len(indexes):
             raise SafeBunnyOptionError(f"{what}: two outputs of cause {cause} share an outputIndex.", "outputIndex")
-        emitted[cause] = ids
+        ordered.extend((cause, i, body, ctype) for i, (_x, body, ctype) in zip(indexes, ranked, strict=True))
+    ids = message_ids(((cause, index) for cause, index, _b, _c in ordered), node, message_type)
+    out: dict[str, list[Any]] = {name: [] for name in PUBLISH_SCHEMA.names}
+    emitted: dict[str, list[str]] = {}
+    keys: dict[str, str] = {}
+    for (cause, _index, body, content_type), mid in zip(ordered, ids, strict=True):
+        emitted.setdefault(cause, []).append(mid)
+        correlation = correlation_of.get(cause) or cause
+        if callable(routing_key):
+            key = keys.get(correlation)
+            if key is None:
+                key = keys[correlation] = routing_key(correlation)
+        else:
+            key = routing_key
+        for name, value in (("value", body), ("messageId", mid), ("correlationId", correlation),
+                            ("causationId", cause), ("type", message_type), ("exchange", exchange),
+                            ("routingKey", key), ("contentType", content_type)):
+            out[name].append(value)
     return pa.table(out, schema=PUBLISH_SCHEMA), emitted
