@@ -5,6 +5,8 @@ SparkSession, real Delta tables):
   (``saga.definition.parse_frames``): same rows, same columns, same rejected messages;
 - a handler's output read from a local relation without a job (``exactly_once.local_collect``) against
   ``toArrow``: the same Arrow table, and no Spark job run;
+- an output that only selects columns of another output (``exactly_once.derived_frames``) is read from that
+  one's rows: the same Arrow table as its own ``toArrow``, one job for both;
 - a Delta table handle kept between calls (``exactly_once.delta_rs``) sees every commit, and a table
   deleted and created again at the same path.
 """
@@ -22,7 +24,9 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.exactly_once.derived_frames import column_projection
 from safebunny.exactly_once.local_collect import collect_local
+from safebunny.exactly_once.materialize import _collect_all
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, parse_frames
 
@@ -124,3 +128,36 @@ def test_an_empty_or_single_row_output_is_read_locally(spark, rows: int) -> None
     local = collect_local(source.select("messageId", (F.col("v") + 1).alias("w")))
     assert local is not None and local.num_rows == rows
     assert local.equals(source.select("messageId", (F.col("v") + 1).alias("w")).toArrow())
+
+
+def _large(spark):  # type: ignore[no-untyped-def]
+    """Rows Spark reads with a job (not a local relation): the handler's input of a large batch."""
+    return spark.range(0, 50, 1, 2).select(F.col("id").cast("string").alias("messageId"),
+                                           (F.col("id") * 3).alias("orderId"), (F.col("id") / 4).alias("amount"),
+                                           F.lit("x").alias("note"))
+
+
+def test_a_column_selection_of_another_output_is_read_from_its_rows(spark) -> None:  # type: ignore[no-untyped-def]
+    rows = _large(spark)
+    emit = rows.select("orderId", "messageId")
+    assert column_projection(emit, rows) == ["orderId", "messageId"]
+    before = _jobs(spark)
+    effect_table, emit_table = _collect_all([rows, emit])
+    assert _jobs(spark) - before == 1, "one job for the effect and the emit that selects its columns"
+    assert effect_table.sort_by("messageId").equals(rows.toArrow().sort_by("messageId"))
+    assert emit_table.schema == emit.toArrow().schema
+    assert emit_table.sort_by("messageId").equals(emit.toArrow().sort_by("messageId"))
+
+
+def test_anything_but_a_plain_column_selection_is_collected_itself(spark) -> None:  # type: ignore[no-untyped-def]
+    rows = _large(spark)
+    assert column_projection(rows.select(F.col("orderId").alias("o"), "messageId"), rows) is None  # renamed
+    assert column_projection(rows.select("messageId", (F.col("orderId") + 1).alias("orderId")), rows) is None
+    assert column_projection(rows.where("orderId > 3").select("messageId"), rows) is None  # filtered first
+    assert column_projection(rows.select("messageId"), _large(spark).where("orderId > 0")) is None  # other rows
+    assert column_projection(rows, rows) is None
+    chained = rows.select("messageId", "orderId")
+    inner = chained.select("messageId")
+    tables = _collect_all([rows, chained, inner])
+    for frame, table in zip([rows, chained, inner], tables, strict=True):
+        assert table.sort_by("messageId").equals(frame.toArrow().sort_by("messageId"))
