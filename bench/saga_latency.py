@@ -210,6 +210,9 @@ def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work:
     finally:
         running.stop()
         _delete(uri, hops)
+        from safebunny.saga import topology
+
+        topology.delete(saga)  # the saga's exchange, step, retry and poison queues
 
 
 def _summary(run: dict[str, Any], warmup: float) -> dict[str, Any]:
