@@ -29,6 +29,7 @@ __all__ = [
     "NAMESPACE",
     "message_id",
     "message_ids",
+    "uuid5",
     "correlation_id_for",
     "new_correlation_id",
     "saga_start",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 NAMESPACE = uuid.UUID("3f0c3a4e-5b1d-5c6e-9a7f-2b8e4d1c6a90")
+_NS_BYTES = NAMESPACE.bytes
 _MSG_TAG = "safebunny.msg.v1"
 _CORR_TAG = "safebunny.corr.v1"
 START_NODE = "saga-start"
@@ -69,40 +71,29 @@ def message_id(causation_id: str, node: str, message_type: str, index: int = 0) 
     _check("message_type", message_type)
     if isinstance(index, bool) or not isinstance(index, int) or index < 0:
         raise ValueError(f"'index' must be an int >= 0, but got {index!r}")
-    name = encode_name(_MSG_TAG, causation_id, node, message_type, str(index))
-    return str(uuid.uuid5(NAMESPACE, name))
+    return uuid5(encode_name(_MSG_TAG, causation_id, node, message_type, str(index)))
 
 
 def message_ids(outputs: Iterable[tuple[str, int]], node: str, message_type: str) -> list[str]:
-    """:func:`message_id` of each ``(causation_id, index)`` for one node and type: the same ids, computed
-    without building a ``uuid.UUID`` per id (a step derives one per output: 10,000 in a large batch)."""
-    _check("node", node)
-    _check("message_type", message_type)
-    suffix = "|" + "|".join(f"{len(f.encode('utf-8'))}:{f}" for f in (node, message_type))
-    head = NAMESPACE.bytes + (_MSG_TAG + "|").encode("utf-8")
-    sha1 = hashlib.sha1
-    out = []
-    for cause, index in outputs:
-        _check("causation_id", cause)
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ValueError(f"'index' must be an int >= 0, but got {index!r}")
-        cause_bytes = cause.encode("utf-8")
-        position = str(index)
-        name = b"%d:%s%s|%d:%s" % (len(cause_bytes), cause_bytes, suffix.encode("utf-8"), len(position),
-                                   position.encode("ascii"))
-        digest = bytearray(sha1(head + name, usedforsecurity=False).digest()[:16])
-        digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-        digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 9562 variant
-        h = digest.hex()
-        out.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
-    return out
+    """:func:`message_id` of each ``(causation_id, index)`` for one node and type (a step derives one per
+    output: 10,000 in a large batch)."""
+    return [message_id(cause, node, message_type, index) for cause, index in outputs]
+
+
+def uuid5(name: str) -> str:
+    """``str(uuid.uuid5(NAMESPACE, name))``, without the ``UUID`` object (it runs once per message)."""
+    h = bytearray(hashlib.sha1(_NS_BYTES + name.encode("utf-8"), usedforsecurity=False).digest()[:16])
+    h[6] = (h[6] & 0x0F) | 0x50  # version 5
+    h[8] = (h[8] & 0x3F) | 0x80  # RFC 9562 variant
+    x = h.hex()
+    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def correlation_id_for(business_key: str) -> str:
     """A saga's correlation id derived from a business key (an order number, say), so that
     starting the same saga twice gives the same correlation id."""
     _check("business_key", business_key)
-    return str(uuid.uuid5(NAMESPACE, encode_name(_CORR_TAG, business_key)))
+    return uuid5(encode_name(_CORR_TAG, business_key))
 
 
 def new_correlation_id() -> str:

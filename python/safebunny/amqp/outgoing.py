@@ -63,7 +63,8 @@ from typing import Any, NamedTuple
 from pika import BasicProperties
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.ids import NAMESPACE, encode_name, message_id
+from safebunny.ids import encode_name, message_id
+from safebunny.ids import uuid5 as _uuid5
 
 __all__ = [
     "ACCEPTED_COLUMNS",
@@ -99,7 +100,6 @@ _CONTENT_TAG = "safebunny.content.v1"
 _CAUSED_TAG = "safebunny.caused.v1"
 #: Derived ids remembered per task to catch a reused outputIndex and to count repeated outputs.
 _TRACKED = 100_000
-_NS_BYTES = NAMESPACE.bytes
 _TEXT = "text/plain; charset=utf-8"
 _BINARY = "application/octet-stream"
 
@@ -181,15 +181,6 @@ def _feed(parts: list[bytes], value: str | bytes | None) -> None:
     data = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     parts.append(b"B%d:" % len(data))
     parts.append(data)
-
-
-def _uuid5(name: str) -> str:
-    """``str(uuid.uuid5(NAMESPACE, name))``, without the ``UUID`` object (this runs once per row)."""
-    h = bytearray(hashlib.sha1(_NS_BYTES + name.encode("utf-8")).digest()[:16])
-    h[6] = (h[6] & 0x0F) | 0x50
-    h[8] = (h[8] & 0x3F) | 0x80
-    x = h.hex()
-    return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
 
 
 def _header_items(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:

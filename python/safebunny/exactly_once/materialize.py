@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.derived_frames import column_projection
+from safebunny.exactly_once.derived_frames import column_selections
 from safebunny.exactly_once.local_collect import collect_local
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.spark_logs import quiet_task_failures
@@ -78,7 +78,7 @@ def _collect_all(frames: list[Any], local: bool = False) -> list[pa.Table]:
             if table is not None:
                 done[id(frame)] = table
     rest = list({id(frame): frame for frame in frames if id(frame) not in done}.values())
-    derived = _derived(rest)  # frames that select columns of another frame: read from its rows, no job of their own
+    derived = column_selections(rest)  # frames that select columns of another: read from its rows, no job of their own
     rest = [frame for frame in rest if id(frame) not in derived]
     if len(rest) < 2:
         done.update({id(frame): frame.toArrow() for frame in rest})
@@ -90,24 +90,6 @@ def _collect_all(frames: list[Any], local: bool = False) -> list[pa.Table]:
     for key, (base, columns) in derived.items():
         done[key] = done[id(base)].select(columns)
     return [done[id(frame)] for frame in frames]
-
-
-def _derived(frames: list[Any]) -> dict[int, tuple[Any, list[str]]]:
-    """id(frame) -> (another of ``frames``, the columns it selects of it), for the frames that are a plain
-    column selection of another one that is collected itself."""
-    if len(frames) < 2:
-        return {}
-    derived: dict[int, tuple[Any, list[str]]] = {}
-    for frame in frames:
-        for base in frames:
-            if id(base) in derived:
-                continue
-            columns = column_projection(frame, base)
-            if columns is not None:
-                derived[id(frame)] = (base, columns)
-                break
-    # a base must be collected itself: a frame whose base is derived in turn is collected as usual
-    return {key: (base, columns) for key, (base, columns) in derived.items() if id(base) not in derived}
 
 
 def _check_outcome(outcome: Any, kind: str) -> bool:

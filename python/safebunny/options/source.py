@@ -105,10 +105,10 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("minBatchIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the source paces the query itself, for a query with a zero trigger "
                    "(`trigger(processingTime=\"0 seconds\")`): a batch with data starts no sooner than this after "
-                   "the previous one was taken, and then as soon as a message is there. Unlike a processing-time "
-                   "trigger, whose batches start at multiples of its interval in every query at once, chained "
-                   "queries then take an upstream's output when it arrives instead of at the next interval. "
-                   "`saga.run` sets it to its trigger's interval."),
+                   "the previous one's first message was there, and then as soon as a message is there. Unlike a "
+                   "processing-time trigger, whose batches start at multiples of its interval in every query at "
+                   "once, chained queries then take an upstream's output when it arrives instead of at the next "
+                   "interval. `saga.run` sets it to its trigger's interval."),
     OptionSpec("consumerTimeoutMs", parse_int(0), default=1_800_000, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the broker's `consumer_timeout` (RabbitMQ's default is 30 minutes). "
                    "A message waits for its ack about two batch durations (the prefetch holds two batches); the "

@@ -25,7 +25,6 @@ __all__ = ["BatchPacer"]
 class BatchPacer:
     """Spaces the batches with data of one query by about ``interval_ms`` (monotonic seconds in and out)."""
 
-
     def __init__(self, interval_ms: float) -> None:
         if interval_ms <= 0:
             raise ValueError(f"interval_ms must be positive, got {interval_ms!r}")

@@ -160,17 +160,17 @@ class QueueSource:
             window.started(now)
         found_nothing = False
         first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
-        if self._pacer is not None and not self._hold(max(first_wait, self.LONGEST_HOLD_S)):
-            # still within the interval: end this poll (committing a planned batch, so it is acked) and let the
-            # zero trigger call again, so that stopping the query never waits for a long interval
-            return self._offset(start.seq, start.tick + 1) if self._pending else start
-        began = time.monotonic()
         try:
+            if self._pacer is not None and not self._hold(max(first_wait, self.LONGEST_HOLD_S)):
+                # still within the interval: end this poll (committing a planned batch, so it is acked) and let
+                # the zero trigger call again, so that stopping the query never waits for a long interval
+                return self._offset(start.seq, start.tick + 1) if self._pending else start
+            began = time.monotonic()
             end = self._latest(start, count, max_bytes, first_wait)
             found_nothing = end == start and not self._pending and not self._paused()
             if self._pacer is not None and end.seq > start.seq:
-                first = self._consumer.first_arrived_at if self._consumer is not None else None
-                self._pacer.took(max(began, first or began))  # when the batch's first message was there
+                first = self._consumer_().first_arrived_at  # when the batch's first message was there
+                self._pacer.took(max(began, first or began))
             return end
         finally:
             if window is not None:
