@@ -87,6 +87,8 @@ class BatchReport:
     published_from: str = ""
     #: the partitions (publishing tasks) of an executor publish; 1 on the driver, 0 when nothing was published
     publish_partitions: int = 0
+    #: publishing attempts (a broker failure republishes the same ids); 0 when nothing was published
+    publish_attempts: int = 0
 
 
 class Step:
@@ -230,7 +232,7 @@ class Step:
         report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct + len(seen),
                              len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
                              replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps,
-                             published.where, published.partitions)
+                             published.where, published.partitions, published.attempts)
         self.reports.append(report)
         log.info("step %s batch %d: %d received, %d duplicate in batch, %d already processed, %d processed, "
                  "%d failed, %d emitted%s%s in %.2f s (%s)", self.node, batch_id, report.received,
@@ -412,9 +414,12 @@ class _Phases:
 
 
 def _published_from(published: Published) -> str:
-    if published.where == "executors":
-        return f" (published from the executors, {published.partitions} partition(s))"
-    return " (published from the driver)" if published.where else ""
+    if not published.where:
+        return ""
+    where = (f"the executors, {published.partitions} partition(s)" if published.where == "executors"
+             else "the driver")
+    again = f", {published.attempts} attempts" if published.attempts > 1 else ""
+    return f" (published from {where}{again})"
 
 
 def _is_plan_error(exc: BaseException) -> bool:
