@@ -4,7 +4,8 @@
 :class:`~safebunny.amqp.outgoing.OutgoingMessage` with the id rules, then
 :meth:`~safebunny.amqp.publisher.ConfirmingPublisher.publish`). :func:`publish_table` runs the same
 loop in the calling process, without Spark: a step publishes its emits from the driver this way,
-saving a Spark job per batch. Both fail on any nack, return or confirm timeout.
+saving a Spark job per batch (a batch over its executor threshold goes through the sink instead). Both
+fail on any nack, return or confirm timeout.
 """
 
 from __future__ import annotations
