@@ -27,7 +27,8 @@ def _shards(step: str, n: int) -> list[str]:
     return [f"{step}.shard.{i}" for i in range(n)]
 
 
-SHARDS = {"stock.OrderPlaced": _shards("stock.OrderPlaced", 4), "shipping.StockReserved": _shards("shipping.StockReserved", 2)}
+SHARDS = {"stock.OrderPlaced": _shards("stock.OrderPlaced", 4),
+          "shipping.StockReserved": _shards("shipping.StockReserved", 2)}
 
 
 @pytest.mark.parametrize("drivers", [["a"], ["a", "b"], ["b", "a", "c"], ["a", "b", "c", "d", "e"]])
