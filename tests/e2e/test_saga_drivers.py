@@ -192,7 +192,6 @@ def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effec
             time.sleep(2)
         split = holders()
         print(f"shards by holder after balancing: {split}")
-        assert "hands shard" in (tmp_path / "driver-a.log").read_text(errors="replace")
         want = sorted(f"o{i}" for i in range(sent))
         wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= sent, timeout=240, every=1,
                    what=f"all {sent} orders shipped")
