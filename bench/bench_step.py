@@ -5,9 +5,10 @@
 Raw: pika consume -> orjson transform -> confirmed publish -> batched ack (``raw.stage_loop``).
 Step: the source -> ``safebunny.Step`` (in-batch and inbox dedupe) -> one Delta append (delta-rs)
 -> an emit per input through the sink -> the inbox marker, ``availableNow`` with ``batch`` messages
-per trigger. The step's rate is its steady state (the batches after the cold first one, as in
-``bench.connector``). The run checks one effect row per input and ``n`` emitted messages, and writes
-``bench/results/step.json``.
+per trigger, its emits published from the driver; "step-executors": the same step with every batch's
+emits published from the executors (``executor_publish_rows`` below the batch). The steps' rate is their
+steady state (the batches after the cold first one, as in ``bench.connector``). The run checks one effect
+row per input and ``n`` emitted messages, and writes ``bench/results/step.json``.
 """
 
 from __future__ import annotations
@@ -34,16 +35,18 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 
 
 def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, workdir: Path,
-             timeout_s: float = 900.0) -> tuple[conn.ConnRun, float, dict[str, float]]:
-    """Drain ``n`` messages through one Step; returns its steady run, the whole query's wall seconds and
-    the median seconds per phase of its full batches after the first (``BatchReport.phases``)."""
+             timeout_s: float = 900.0, executors: bool = False) -> tuple[conn.ConnRun, float, dict[str, float]]:
+    """Drain ``n`` messages through one Step (its emits from the driver, or from the executors); returns its
+    steady run, the whole query's wall seconds and the median seconds per phase of its full batches after the
+    first (``BatchReport.phases``)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     import safebunny
 
     run_dir = workdir / f"step-{uuid.uuid4().hex[:8]}"  # a fresh inbox and effect table per run
     effects, inbox = str(run_dir / "orders"), str(run_dir / "inbox")
-    step = safebunny.Step(node="bench", inbox=inbox, uri=uri)
+    step = safebunny.Step(node="bench", inbox=inbox, uri=uri,
+                          executor_publish_rows=max(1, batch // 2) if executors else None)
 
     def handle(orders: Any, ctx: Any) -> Any:
         body = F.col("value").cast("string")
@@ -66,6 +69,10 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     if len(got) != n or len(set(got)) != n:
         raise conn.ConnectorBenchError(f"the step wrote {len(got)} effect rows ({len(set(got))} distinct), "
                                        f"expected {n}")
+    where = {r.published_from for r in step.reports if r.published_from}
+    if where != {"executors" if executors else "driver"}:
+        raise conn.ConnectorBenchError(f"the step published from {where}, expected "
+                                       f"{'executors' if executors else 'driver'}")
     full = [r for r in step.reports if r.received == batch][1:] or list(step.reports)
     names = full[0].phases if full else {}
     phases = {k: round(statistics.median(r.phases.get(k, 0.0) for r in full), 3) for k in names}
@@ -83,10 +90,11 @@ def main(argv: list[str] | None = None) -> None:
     book = QueueBook(_URI, uuid.uuid4().hex[:6])
     spark = conn.start_spark(workdir)
     rounds = []
+    cases = ("raw", "step", "step-executors")
     try:
         for index in range(args.rounds):
-            # alternate which case runs first, so a drift of the machine's load favours neither
-            order = ("raw", "step") if index % 2 == 0 else ("step", "raw")
+            # rotate which case runs first, so a drift of the machine's load favours none
+            order = cases[index % 3:] + cases[:index % 3]
             got: dict[str, Any] = {}
             for case in order:
                 q_in = book.declare(f"{case}-in-{index}", "classic")
@@ -95,27 +103,39 @@ def main(argv: list[str] | None = None) -> None:
                 if case == "raw":
                     got["raw"] = raw.stage_loop(_URI, q_in, q_out, args.n).rate
                 else:
-                    run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir)
+                    run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir,
+                                                 executors=case == "step-executors")
                     emitted = book.depth(q_out)
                     if emitted != args.n or book.depth(q_in) != 0:
                         raise conn.ConnectorBenchError(
-                            f"{emitted} emitted (expected {args.n}), {book.depth(q_in)} left in {q_in!r}")
-                    got.update(step=run.rate, wall=wall, batches=run.extra.get("batches"), batch_ms=run.batch_ms,
-                               phases=phases)
+                            f"{case}: {emitted} emitted (expected {args.n}), {book.depth(q_in)} left in {q_in!r}")
+                    got[case] = {"msgs_s": round(run.rate), "wall_s": round(wall, 1),
+                                 "batches": run.extra.get("batches"), "batch_ms": run.batch_ms, "phase_s": phases}
                 book.delete(q_in)
                 book.delete(q_out)
-            rounds.append({"raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": round(got["step"]),
-                           "ratio": round(got["step"] / got["raw"], 3), "step_wall_s": round(got["wall"], 1),
-                           "step_batches": got["batches"], "step_batch_ms": got["batch_ms"],
-                           "step_phase_s": got["phases"]})
+            step, execs = got["step"], got["step-executors"]
+            rounds.append({"order": list(order), "raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": step["msgs_s"],
+                           "ratio": round(step["msgs_s"] / got["raw"], 3), "step_wall_s": step["wall_s"],
+                           "step_batches": step["batches"], "step_batch_ms": step["batch_ms"],
+                           "step_phase_s": step["phase_s"],
+                           "executors_msgs_s": execs["msgs_s"],
+                           "executors_ratio": round(execs["msgs_s"] / got["raw"], 3),
+                           "executors_vs_driver": round(execs["msgs_s"] / step["msgs_s"], 3),
+                           "executors_wall_s": execs["wall_s"], "executors_batch_ms": execs["batch_ms"],
+                           "executors_phase_s": execs["phase_s"]})
             r = rounds[-1]
-            print(f"round {index + 1}: raw stage loop {r['raw_stage_msgs_s']:,} msg/s, step {r['step_msgs_s']:,} "
-                  f"msg/s ({r['step_batches']} batches), ratio {r['ratio']}; step phases (median s): "
-                  f"{r['step_phase_s']}")
+            print(f"round {index + 1} ({', '.join(order)}): raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step "
+                  f"(driver publish) {r['step_msgs_s']:,} msg/s, ratio {r['ratio']}; step (executor publish) "
+                  f"{r['executors_msgs_s']:,} msg/s, ratio {r['executors_ratio']}, {r['executors_vs_driver']} of "
+                  f"the driver's; phases (median s) driver {r['step_phase_s']}, executors {r['executors_phase_s']}")
         ratio = statistics.median(r["ratio"] for r in rounds)
         result = {"n": args.n, "batch": args.batch, "rounds": rounds, "median_ratio": ratio,
-                  "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        print(f"median ratio step/raw over {len(rounds)} rounds: {ratio} (target >= 0.4)")
+                  "median_executors_ratio": statistics.median(r["executors_ratio"] for r in rounds),
+                  "median_executors_vs_driver": statistics.median(r["executors_vs_driver"] for r in rounds),
+                  "load": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        print(f"median ratio step/raw over {len(rounds)} rounds: {ratio} (target >= 0.4); executor publish: "
+              f"{result['median_executors_ratio']} of raw, {result['median_executors_vs_driver']} of the driver "
+              f"publish")
         out = Path(__file__).parent / "results" / "step.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")

@@ -77,8 +77,10 @@ def step_scenario():
 def saga_scenario():
     """A two-step saga started twice and drained, then watched: status, trace, poison, redrive, pause."""
     name = f"sbt-connect-{uuid.uuid4().hex[:8]}"
+    # a batch of stock's with more than 10 emits publishes them from the executors (the driver path is the step
+    # scenario's)
     saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=40)
+                          retry=safebunny.Retry(delays=("1s",)), batch_size=40, executor_publish_rows=10)
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
                produces=["StockReserved"])
@@ -116,6 +118,8 @@ def saga_scenario():
             "poison": saga.poison("stock", "OrderPlaced", spark).count(),
             "redrive": saga.redrive("stock", "OrderPlaced"),
             "waiting": saga._waiting(),
+            # the stored reports of the server-side steps: how each batch's emits went out
+            "published_from": sorted({r.published_from for s in saga.steps for r in saga.reports_of(s)[0]} - {""}),
         }
     finally:
         safebunny.topology.delete(saga)

@@ -14,8 +14,11 @@ import safebunny
 uri, name, workdir = sys.argv[1:4]
 spark = driver_session("safebunny-saga-crash")
 print("MASTER", spark.sparkContext.master, flush=True)
+# SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS: a batch with more emits than this publishes them from the executors,
+# about 20 per task
+executor_rows = int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None
 saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
-                      batch_size=40)
+                      batch_size=40, executor_publish_rows=executor_rows, executor_partition_rows=20)
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
@@ -36,5 +39,7 @@ if sys.argv[4:] == ["start"]:
     orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(120)], "orderId string, qty int")
     saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
 saga.drain(spark, timeout=300)
+published = {(r.published_from, r.publish_partitions) for s in saga.steps for r in saga.reports_of(s)[0]}
+print("PUBLISHED-FROM", sorted(p for p in published if p[0]), flush=True)
 print("DRIVER-DONE", flush=True)
 spark.stop()

@@ -19,7 +19,10 @@ uri, queue, out_queue, workdir = sys.argv[1:5]
 os.environ["SAFEBUNNY_CRASH_PGID"] = str(os.getpgrp())  # crash points in Python workers kill this driver too
 spark = driver_session("safebunny-step-crash")
 checkpoint = os.environ.get("SAFEBUNNY_TEST_CHECKPOINT", "ck")
-step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri)
+# SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS: batches with more emits than this publish them from the executors
+executor_rows = int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None
+step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri,
+                      executor_publish_rows=executor_rows)
 
 
 pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batches: a broker restart lands mid-stream
@@ -51,5 +54,6 @@ df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", qu
 q = (df.writeStream.foreachBatch(step.foreach_batch(bill))
      .option("checkpointLocation", os.path.join(workdir, checkpoint)).trigger(availableNow=True).start())
 q.awaitTermination()
+print("PUBLISHED-FROM", sorted({r.published_from for r in step.reports if r.published_from}), flush=True)
 print("DRIVER-DONE", flush=True)
 spark.stop()

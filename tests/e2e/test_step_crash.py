@@ -20,8 +20,11 @@ DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
 
 
-def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append"):
+def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append",
+         executor_rows=None):
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    if executor_rows:
+        env["SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS"] = str(executor_rows)
     env["SAFEBUNNY_TEST_CHECKPOINT"] = checkpoint
     env["SAFEBUNNY_TEST_EFFECTS"] = effects
     if journal:
@@ -42,16 +45,22 @@ def _check(broker, admin, queue, out, workdir, ids):
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
 
 
-@pytest.mark.parametrize("crash_at", [
-    "source.after_consume:2", "source.after_journal_write:2", "step.in_handler:2", "step.after_effects:2",
-    "step.after_inbox:2", "sink.mid_publish:1", "source.before_ack:2"])
-def test_a_step_killed_at_any_point_ends_exactly_once(broker, amqp_uri, make_queue, admin, tmp_path, crash_at):
+@pytest.mark.parametrize("crash_at, executor_rows", [
+    ("source.after_consume:2", None), ("source.after_journal_write:2", None), ("step.in_handler:2", None),
+    ("step.after_effects:2", None), ("step.after_inbox:2", None), ("sink.mid_publish:1", None),
+    ("source.before_ack:2", None),
+    # the batches' 50 emits published from the executors (over a threshold of 10), killed once they are out
+    ("step.after_publish:2", 10)])
+def test_a_step_killed_at_any_point_ends_exactly_once(broker, amqp_uri, make_queue, admin, tmp_path, crash_at,
+                                                      executor_rows):
     queue, out = make_queue(), make_queue(suffix="-out")
     publish_numbered(amqp_uri, queue, N)
-    crashed = _run(amqp_uri, queue, out, tmp_path, crash_at)
+    crashed = _run(amqp_uri, queue, out, tmp_path, crash_at, executor_rows=executor_rows)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    finished = _run(amqp_uri, queue, out, tmp_path)
+    finished = _run(amqp_uri, queue, out, tmp_path, executor_rows=executor_rows)
     assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    if executor_rows:
+        assert "PUBLISHED-FROM ['executors']" in finished.stdout, finished.stdout
     _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(N)])
 
 

@@ -1,50 +1,120 @@
 """A step republishes its emits (the same rows, so the same ids) while the broker fails them, up to
-``publish_retry_seconds``; a refused password fails at once (the retry loop alone, publishing stubbed)."""
+``publish_retry_seconds``; a refused password or a missing vhost fails at once; a large batch goes out from
+the executors, whose Spark-wrapped errors are mapped back to safebunny's (the retry loop alone, publishing
+stubbed)."""
 
 import pyarrow as pa
 import pytest
 
-import safebunny.exactly_once.step as step_module
-from safebunny.errors import BrokerAuthenticationError, SafeBunnyBrokerError, SafeBunnyPublishError
+import safebunny.exactly_once.emit_publisher as publisher_module
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    SafeBunnyBrokerError,
+    SafeBunnyOptionError,
+    SafeBunnyPublishError,
+    VhostNotFoundError,
+)
+from safebunny.exactly_once.emit_publisher import EmitPublisher
+from safebunny.exactly_once.executor_publish import executor_options, partitions_for
 from safebunny.exactly_once.step import Step
 
 ROWS = pa.table({"value": [b"x"], "messageId": ["id-1"], "routingKey": ["q"]})
+URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
-def _step(tmp_path, seconds):
-    return Step("billing", str(tmp_path / "inbox"), "amqp://guest:guest@127.0.0.1:5672/%2F",
-                publish_retry_seconds=seconds)
+def _publisher(seconds, threshold=None):
+    return EmitPublisher("billing", URI, None, {}, retry_seconds=seconds, threshold=threshold, partition_rows=2)
 
 
-def _stub(monkeypatch, failures):
+def _stub(monkeypatch, failures, name="publish_table"):
     calls, naps = [], []
 
-    def publish(rows, options, scope):
-        calls.append((rows, scope))
+    def publish(*args):
+        calls.append(args)
         if len(calls) <= len(failures):
             raise failures[len(calls) - 1]
+        return 3
 
-    monkeypatch.setattr(step_module, "publish_table", publish)
-    monkeypatch.setattr(step_module.time, "sleep", naps.append)
+    monkeypatch.setattr(publisher_module, name, publish)
+    monkeypatch.setattr(publisher_module.time, "sleep", naps.append)
     return calls, naps
 
 
-def test_a_failing_publish_is_repeated_with_the_same_rows(tmp_path, monkeypatch):
+def test_a_failing_publish_is_repeated_with_the_same_rows(monkeypatch):
     calls, naps = _stub(monkeypatch, [SafeBunnyBrokerError("down"), SafeBunnyPublishError("nack")])
-    _step(tmp_path, 60)._publish(ROWS, "step:billing/E/3")
-    assert len(calls) == 3 and all(rows is ROWS and scope == "step:billing/E/3" for rows, scope in calls)
+    published = _publisher(60).publish(None, ROWS, "step:billing/E/3")
+    assert len(calls) == 3 and all(rows is ROWS and scope == "step:billing/E/3" for rows, _o, scope in calls)
     assert naps == [0.5, 1.0]
+    assert (published.where, published.partitions, published.attempts) == ("driver", 1, 3)
 
 
-def test_the_batch_fails_once_the_retry_time_is_spent(tmp_path, monkeypatch):
+def test_the_batch_fails_once_the_retry_time_is_spent(monkeypatch):
     calls, _ = _stub(monkeypatch, [SafeBunnyBrokerError("down")] * 10)
-    with pytest.raises(SafeBunnyBrokerError, match="down"):
-        _step(tmp_path, 0)._publish(ROWS, "s")
+    with pytest.raises(SafeBunnyBrokerError, match=r"could not publish .* 1 emitted messages from the driver.*down"):
+        _publisher(0).publish(None, ROWS, "s")
     assert len(calls) == 1
 
 
-def test_a_refused_password_is_not_retried(tmp_path, monkeypatch):
-    calls, _ = _stub(monkeypatch, [BrokerAuthenticationError("refused")])
-    with pytest.raises(BrokerAuthenticationError):
-        _step(tmp_path, 60)._publish(ROWS, "s")
+@pytest.mark.parametrize("error", [BrokerAuthenticationError("refused"), VhostNotFoundError("no vhost")])
+def test_a_refused_password_or_a_missing_vhost_is_not_retried(monkeypatch, error):
+    calls, _ = _stub(monkeypatch, [error])
+    with pytest.raises(type(error)):
+        _publisher(60).publish(None, ROWS, "s")
     assert len(calls) == 1
+
+
+class _SparkError(Exception):
+    """What a failed write raises on the driver: the worker's traceback as text."""
+
+
+def _wrapped(error: Exception) -> _SparkError:
+    return _SparkError(f"Job aborted.\nTraceback (most recent call last):\n  ...\n"
+                       f"{type(error).__module__}.{type(error).__name__}: {error}\n\tat org.apache.spark...")
+
+
+def test_executor_publish_errors_are_mapped_and_retried(monkeypatch):
+    calls, naps = _stub(monkeypatch, [_wrapped(SafeBunnyPublishError("returned as unroutable"))],
+                        "publish_from_executors")
+    published = _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+    assert len(calls) == 2 and naps == [0.5]
+    assert (published.where, published.partitions, published.attempts) == ("executors", 3, 2)
+
+
+def test_executor_publish_fails_in_our_error_class(monkeypatch):
+    _stub(monkeypatch, [_wrapped(BrokerAuthenticationError("refused the login"))] * 3, "publish_from_executors")
+    with pytest.raises(BrokerAuthenticationError, match="from the executors.*refused the login") as info:
+        _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+    assert isinstance(info.value.__cause__, _SparkError)
+
+
+def test_an_executor_failure_that_is_not_the_broker_is_raised_as_is(monkeypatch):
+    calls, _ = _stub(monkeypatch, [_SparkError("executor lost")], "publish_from_executors")
+    with pytest.raises(_SparkError, match="executor lost"):
+        _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("threshold, rows, executors", [(None, 10**6, False), (0, 10**6, False), (100, 100, False),
+                                                        (100, 101, True)])
+def test_only_batches_over_the_threshold_go_to_the_executors(threshold, rows, executors):
+    assert _publisher(1, threshold).from_executors(rows) is executors
+
+
+@pytest.mark.parametrize("rows, per, parallelism, want", [(10_000, 2500, 2, 2), (10_000, 2500, 8, 4),
+                                                          (10_000, 2500, None, 4), (1, 2500, 8, 1),
+                                                          (2501, 2500, 8, 2), (0, 10, 2, 1)])
+def test_partitions_are_one_per_partition_rows_capped_by_the_parallelism(rows, per, parallelism, want):
+    assert partitions_for(rows, per, parallelism) == want
+
+
+def test_executor_options_keep_the_password_out_of_the_uri():
+    assert executor_options("amqp://app:s%2Fx@h:5672/%2F", None, {"confirmTimeoutMs": "5"}) == {
+        "uri": "amqp://app@h:5672/%2F", "password": "s/x", "confirmTimeoutMs": "5"}
+    assert executor_options("amqp://app:old@h/v", "new", {})["password"] == "new"
+    assert "password" not in executor_options("amqp://h/v", None, {})
+
+
+def test_step_checks_its_executor_options(tmp_path):
+    with pytest.raises(SafeBunnyOptionError, match="executor_partition_rows"):
+        Step("billing", str(tmp_path / "inbox"), URI, executor_partition_rows=0)
+    assert Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows=None).executor_publish_rows is None

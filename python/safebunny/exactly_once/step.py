@@ -10,8 +10,9 @@ checkpoint), following DESIGN.md's inbox protocol:
 4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
    each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
    epoch already applied (:mod:`~safebunny.exactly_once.claims`);
-5. publish every emit with ids derived from the causes, on every attempt (the next inbox drops
-   copies), and hand failed rows to ``on_failed``;
+5. publish every emit with ids derived from the causes (on the driver), on every attempt (the next inbox
+   drops copies), from the driver or, for a large batch, from the executors, every message confirmed before
+   going on; and hand failed rows to ``on_failed``;
 6. unless (E, N) is recorded already: append new(N) to the inbox as the batch's marker and remove the
    claim. The marker comes after the publish: a crash between the two, then a redelivery to another
    epoch (a new checkpoint, another driver) finds the messages not done and publishes again; the other
@@ -31,21 +32,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp.sending import publish_table
 from safebunny.crashpoints import crash_point
-from safebunny.errors import (
-    BrokerAuthenticationError,
-    SafeBunnyBrokerError,
-    SafeBunnyError,
-    SafeBunnyOptionError,
-    VhostNotFoundError,
-)
+from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.batch import Batch, NewMessages, Prepared
 from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
 from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
+from safebunny.exactly_once.emit_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
+from safebunny.exactly_once.executor_publish import DEFAULT_PARTITION_ROWS, DEFAULT_THRESHOLD
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
 from safebunny.exactly_once.local_collect import LOCAL_ROWS
@@ -87,6 +83,12 @@ class BatchReport:
     finished_at: dt.datetime
     #: seconds spent in each phase of the batch (read, dedupe, handler, effects, inbox, publish)
     phases: Mapping[str, float] = field(default_factory=dict)
+    #: where the emits were published: "driver", "executors", or "" when the batch emitted nothing
+    published_from: str = ""
+    #: the partitions (publishing tasks) of an executor publish; 1 on the driver, 0 when nothing was published
+    publish_partitions: int = 0
+    #: publishing attempts (a broker failure republishes the same ids); 0 when nothing was published
+    publish_attempts: int = 0
 
 
 class Step:
@@ -104,6 +106,10 @@ class Step:
     - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
       broker fails them, e.g. through a restart, before the batch fails (default 60 s);
+    - ``executor_publish_rows``: a batch with more emitted messages than this publishes them from the
+      executors through the sink, about ``executor_partition_rows`` (default 2,500) per task, instead of from
+      the driver (default 5,000; 0 or None: always from the driver); see
+      :mod:`~safebunny.exactly_once.executor_publish`;
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
       query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`);
     - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
@@ -117,7 +123,9 @@ class Step:
                  on_failed: FailedCallback | None = None, router: Router | None = None,
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
-                 checkpoint: str | None = None, prepare: Prepare | None = None) -> None:
+                 checkpoint: str | None = None, prepare: Prepare | None = None,
+                 executor_publish_rows: int | None = DEFAULT_THRESHOLD,
+                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
         self.uri = uri
@@ -126,12 +134,18 @@ class Step:
             raise SafeBunnyOptionError(
                 f"row_retries must be >= 0 and max_isolation_jobs >= 1; got {row_retries} and {max_isolation_jobs}.",
                 "row_retries")
+        if (executor_publish_rows or 0) < 0 or executor_partition_rows < 1:
+            raise SafeBunnyOptionError(
+                f"executor_publish_rows must be >= 0 or None and executor_partition_rows >= 1; got "
+                f"{executor_publish_rows} and {executor_partition_rows}.", "executor_publish_rows")
         self.row_retries = row_retries
         self.max_isolation_jobs = max_isolation_jobs
         self.on_failed = on_failed
         self.router = router
         self.publish_options = dict(publish_options or {})
         self.publish_retry_seconds = publish_retry_seconds
+        self.executor_publish_rows = executor_publish_rows
+        self.executor_partition_rows = executor_partition_rows
         self.fixed_epoch = epoch
         self.checkpoint = checkpoint
         self.prepare = prepare
@@ -158,7 +172,8 @@ class Step:
         The batch is collected to the driver once (one Spark job; its size is bounded by the source's
         ``maxMessagesPerTrigger``/``maxBytesPerTrigger``); the handler gets the new messages as a local
         DataFrame, so its effects and emits are cheap to compute and a failing row is isolated without
-        reading the source again; emits are published from the driver with confirms.
+        reading the source again; emits are published with confirms from the driver, or from the executors
+        when the batch has more than ``executor_publish_rows`` of them (``BatchReport.published_from``).
         """
         started = time.monotonic()
         clock = _Phases()
@@ -197,8 +212,9 @@ class Step:
             crash_point("step.after_effects")
         # the batch's messages go out before its inbox marker: once the marker is in, a copy of these messages
         # redelivered to another epoch (a new checkpoint, another driver) is a duplicate there and sends nothing
+        published = Published("", 0, 0)
         if publish.num_rows:
-            self._publish(publish, f"step:{self.node}/{epoch}/{batch_id}")
+            published = self._publish(spark, publish, f"step:{self.node}/{epoch}/{batch_id}")
             crash_point("step.after_publish")
         clock.lap("publish")
         if result.failed and self.on_failed is not None:
@@ -215,13 +231,14 @@ class Step:
             self.outcomes.forget_before(epoch, batch_id)
         report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct + len(seen),
                              len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
-                             replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps)
+                             replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps,
+                             published.where, published.partitions, published.attempts)
         self.reports.append(report)
         log.info("step %s batch %d: %d received, %d duplicate in batch, %d already processed, %d processed, "
-                 "%d failed, %d emitted%s in %.2f s (%s)", self.node, batch_id, report.received,
+                 "%d failed, %d emitted%s%s in %.2f s (%s)", self.node, batch_id, report.received,
                  report.duplicates - report.already_processed, report.already_processed, report.processed,
-                 report.failed, report.emitted, " (replay)" if replayed else "", report.seconds,
-                 ", ".join(f"{k} {v:.2f}" for k, v in clock.laps.items()))
+                 report.failed, report.emitted, _published_from(published), " (replay)" if replayed else "",
+                 report.seconds, ", ".join(f"{k} {v:.2f}" for k, v in clock.laps.items()))
         return report
 
     # -- handler runs ----------------------------------------------------------------------------
@@ -314,30 +331,15 @@ class Step:
             f"emit(type={item.type!r}) has no routing_key, and step {self.node!r} has no router. Give "
             "emit(..., exchange=..., routing_key=...), or run the step inside a safebunny.Saga.", "routing_key")
 
-    def _publish(self, rows: pa.Table, scope: str) -> None:
-        """Publish the batch's emits from here (the driver) with confirms; a broker failure is retried
-        (the same ids again), then fails the batch, which Spark replays after a restart."""
+    def _publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
+        """Publish the batch's emits with confirms, from the driver or (a large batch) the executors; a broker
+        failure is retried with the same ids, then fails the batch, which Spark replays after a restart."""
         if not self.uri:
             raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass Step(uri=...).", "uri")
-        options = {"uri": self.uri, **self.publish_options}
-        if self.password is not None:
-            options["password"] = self.password
-        deadline = time.monotonic() + self.publish_retry_seconds
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                publish_table(rows, options, scope)
-                return
-            except (BrokerAuthenticationError, VhostNotFoundError):
-                raise  # retrying does not bring back a password or a vhost
-            except SafeBunnyBrokerError as exc:
-                wait = min(0.5 * 2 ** (attempt - 1), 5.0)
-                if time.monotonic() + wait > deadline:
-                    raise
-                log.warning("step %s: publishing %d emitted messages failed (%s); publishing them again with the "
-                            "same ids in %.1f s (attempt %d)", self.node, rows.num_rows, exc, wait, attempt + 1)
-                time.sleep(wait)
+        publisher = EmitPublisher(self.node, self.uri, self.password, self.publish_options,
+                                  retry_seconds=self.publish_retry_seconds, threshold=self.executor_publish_rows,
+                                  partition_rows=self.executor_partition_rows)
+        return publisher.publish(spark, rows, scope)
 
     def _inbox_rows(self, new: NewMessages, result: Materialized,
                     emitted: Mapping[str, list[str]]) -> list[InboxRow]:
@@ -409,6 +411,15 @@ class _Phases:
         now = time.monotonic()
         self.laps[name] = round(self.laps.get(name, 0.0) + now - self._last, 4)
         self._last = now
+
+
+def _published_from(published: Published) -> str:
+    if not published.where:
+        return ""
+    where = (f"the executors, {published.partitions} partition(s)" if published.where == "executors"
+             else "the driver")
+    again = f", {published.attempts} attempts" if published.attempts > 1 else ""
+    return f" (published from {where}{again})"
 
 
 def _is_plan_error(exc: BaseException) -> bool:

@@ -12,6 +12,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Inbox, Step
+from safebunny.exactly_once.executor_publish import DEFAULT_PARTITION_ROWS, DEFAULT_THRESHOLD
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import breaker, checks, instances, parked, topology
@@ -88,13 +89,19 @@ class Saga:
     ``None`` keeps them for ever); set when a poison stream is created. ``driver``: this process's name
     when several drivers run the saga together (each with its own name, the same ``name`` and ``root``):
     its checkpoints and journals then live under ``root/drivers/<driver>``, and every step must be
-    sharded (``shards=``) so that one driver at a time holds each shard."""
+    sharded (``shards=``) so that one driver at a time holds each shard. ``executor_publish_rows``: a step's
+    batch with more emitted messages than this publishes them from the executors instead of the driver
+    (default 5,000; 0 or None: always the driver), about ``executor_partition_rows`` (default 2,500) per task;
+    see :class:`~safebunny.exactly_once.step.Step`."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
-                 driver: str | None = None) -> None:
+                 driver: str | None = None, executor_publish_rows: int | None = DEFAULT_THRESHOLD,
+                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.management_url = management_url
+        self.executor_publish_rows = executor_publish_rows
+        self.executor_partition_rows = executor_partition_rows
         if poison_max_age is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(poison_max_age)):
             raise SafeBunnyOptionError(
                 f"poison_max_age must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
@@ -206,6 +213,8 @@ class Saga:
             self._runtimes[label] = Step(step.node, self.inbox_path, self.uri, self.password,
                                          on_failed=self._failures[label], router=self._route(step.node),
                                          checkpoint=self.checkpoint_of(step),
+                                         executor_publish_rows=self.executor_publish_rows,
+                                         executor_partition_rows=self.executor_partition_rows,
                                          prepare=None if step.rows else partial(prepare_bodies, step))
         return self._runtimes[label]
 

@@ -1,0 +1,116 @@
+"""Where a step's emits are published, and how a failed publish is retried before the batch fails.
+
+A batch's publish rows carry ids derived on the driver, so publishing them again gives the same messages
+(the next step's inbox drops the copies); the order of publishes within a batch does not matter. Small
+batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job). A batch with
+more rows than ``threshold`` publishes from the executors
+(:mod:`~safebunny.exactly_once.executor_publish`), so its publishing grows with the cluster.
+
+Either way the call returns only when every message is confirmed and routed, which is what lets the step
+write its inbox marker next. A broker failure (down, nack, return, confirm timeout) publishes the same rows
+again until ``retry_seconds`` are spent, then fails the batch with the last error, in safebunny's own
+error class even when Spark wrapped it (:func:`~safebunny.spark_errors.error_of`). A refused login or a
+missing vhost fails at once: retrying brings back neither.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.amqp.sending import publish_table
+from safebunny.errors import BrokerAuthenticationError, SafeBunnyBrokerError, SafeBunnyError, VhostNotFoundError
+from safebunny.exactly_once.executor_publish import executor_options, publish_from_executors
+from safebunny.spark_errors import error_of
+
+__all__ = ["EmitPublisher", "Published"]
+
+log = logging.getLogger("safebunny.step")
+
+
+@dataclass(frozen=True)
+class Published:
+    """How a batch's emits went out: from ``"driver"`` or ``"executors"``, in how many partitions (1 on the
+    driver) and attempts."""
+
+    where: str
+    partitions: int
+    attempts: int
+
+
+class EmitPublisher:
+    """A step's publishing of emits: ``uri``/``password`` of the broker, extra sink ``options``,
+    ``retry_seconds`` of republishing, and the executor path's ``threshold`` (rows; 0 or None: never) and
+    ``partition_rows`` (rows per publishing task)."""
+
+    def __init__(self, node: str, uri: str, password: str | None, options: Mapping[str, str], *,
+                 retry_seconds: float, threshold: int | None, partition_rows: int) -> None:
+        self.node = node
+        self.uri = uri
+        self.password = password
+        self.options = dict(options)
+        self.retry_seconds = retry_seconds
+        self.threshold = threshold
+        self.partition_rows = partition_rows
+
+    def from_executors(self, rows: int) -> bool:
+        """Whether a batch of ``rows`` publish rows goes out from the executors."""
+        return bool(self.threshold) and rows > self.threshold  # type: ignore[operator]
+
+    def publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
+        """Publish ``rows`` (confirmed, all of them) from the driver or the executors, retrying the same rows."""
+        executors = spark is not None and self.from_executors(rows.num_rows)
+        where = "executors" if executors else "driver"
+        started = time.monotonic()
+        deadline = started + self.retry_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                if executors:
+                    partitions = publish_from_executors(spark, rows, executor_options(self.uri, self.password,
+                                                                                      self.options),
+                                                        self.partition_rows)
+                else:
+                    publish_table(rows, self._driver_options(), scope)
+                    partitions = 1
+                return Published(where, partitions, attempt)
+            except Exception as exc:  # noqa: BLE001 - mapped to safebunny's errors; anything else raised as is
+                error = exc if isinstance(exc, SafeBunnyError) else error_of(exc)
+                if not isinstance(error, SafeBunnyBrokerError):
+                    if error is None or error is exc:
+                        raise
+                    raise error from exc
+                wait = min(0.5 * 2 ** (attempt - 1), 5.0)
+                final = isinstance(error, (BrokerAuthenticationError, VhostNotFoundError)) or (
+                    time.monotonic() + wait > deadline)
+                if final:
+                    raise self._failed(error, rows.num_rows, where, attempt, time.monotonic() - started) from exc
+                log.warning("step %s: publishing %d emitted messages from the %s failed (%s); publishing them again "
+                            "with the same ids in %.1f s (attempt %d)", self.node, rows.num_rows, where, error,
+                            wait, attempt + 1)
+                time.sleep(wait)
+
+    def _driver_options(self) -> dict[str, str]:
+        options = {"uri": self.uri, **self.options}
+        if self.password is not None:
+            options["password"] = self.password
+        return options
+
+    def _failed(self, error: SafeBunnyBrokerError, rows: int, where: str, attempts: int,
+                seconds: float) -> SafeBunnyBrokerError:
+        """``error``'s class, with what the batch did about it (the batch fails before its inbox marker)."""
+        message = (f"step {self.node!r} could not publish its batch's {rows} emitted messages from the {where} "
+                   f"({attempts} attempt(s) in {seconds:.1f} s, publish_retry_seconds={self.retry_seconds:g}): "
+                   f"{error} The batch fails before its inbox marker, so a restart publishes them again with the "
+                   "same ids.")
+        try:
+            failed = type(error)(message, error.reply_code)
+        except TypeError:  # a subclass with other arguments: the error itself
+            return error
+        return failed

@@ -1,0 +1,73 @@
+"""A large batch's emits published from the executors, through the connector's sink.
+
+The step builds a batch's publish rows (bodies, derived ids, routes) on the driver either way: the inbox
+rows need each cause's emitted ids, and deriving them costs little next to publishing. What grows with the
+batch is the publishing itself, one confirmed message at a time over one connection. Above a threshold the
+rows become a small DataFrame (``spark.createDataFrame`` of the Arrow table, a local relation that Spark
+already spreads over its default parallelism), narrowed with ``coalesce`` to about one partition per
+``partition_rows`` rows, and are written with ``df.write.format("safebunny")``: every task publishes its
+share with confirms and ``mandatory``, and fails on a nack, a return or a confirm timeout, so the write
+returns only once every message is confirmed. ``coalesce`` moves no data (no shuffle stage).
+
+The options keep the password out of the URI: Spark redacts an option named ``password`` in plans and
+logs, not a password inside ``uri``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.exactly_once.connect_epoch import is_connect
+from safebunny.session import publish
+from safebunny.uri import split_password
+
+__all__ = ["DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "parallelism_of", "partitions_for",
+           "publish_from_executors"]
+
+#: batches with more publish rows than this publish them from the executors (Step(executor_publish_rows=))
+DEFAULT_THRESHOLD = 5000
+#: about this many rows per publishing task (Step(executor_partition_rows=))
+DEFAULT_PARTITION_ROWS = 2500
+
+
+def partitions_for(rows: int, partition_rows: int, parallelism: int | None) -> int:
+    """About one partition per ``partition_rows`` rows, at least one, at most ``parallelism`` (when known)."""
+    wanted = max(1, math.ceil(rows / max(1, partition_rows)))
+    return min(wanted, parallelism) if parallelism else wanted
+
+
+def parallelism_of(spark: Any) -> int | None:
+    """The session's default parallelism: the most partitions a local relation is split into, so the most a
+    ``coalesce`` can give. A Spark Connect session has no ``sparkContext``: its conf, when it sets
+    ``spark.default.parallelism``, else unknown."""
+    if is_connect(spark):
+        try:
+            value = spark.conf.get("spark.default.parallelism", None)
+        except Exception:  # noqa: BLE001 - a server that refuses to tell: unknown
+            return None
+        return int(value) if value and str(value).isdigit() else None
+    return int(spark.sparkContext.defaultParallelism)
+
+
+def executor_options(uri: str, password: str | None, extra: Mapping[str, str]) -> dict[str, str]:
+    """The sink's options for a step's emits: the URI without its password, which travels as ``password``."""
+    bare, embedded = split_password(uri)
+    options = {"uri": bare, **extra}
+    secret = password if password is not None else embedded
+    if secret is not None:
+        options["password"] = secret
+    return options
+
+
+def publish_from_executors(spark: Any, rows: pa.Table, options: Mapping[str, str], partition_rows: int) -> int:
+    """Publish ``rows`` (the step's publish rows) through ``df.write.format("safebunny")``; returns the
+    number of partitions asked for. Raises whatever the write raises (a Spark exception carrying the sink's
+    :class:`~safebunny.errors.SafeBunnyError` in its text); the caller maps and retries it."""
+    partitions = partitions_for(rows.num_rows, partition_rows, parallelism_of(spark))
+    frame = spark.createDataFrame(rows).coalesce(partitions)
+    publish(frame, **options)
+    return partitions
