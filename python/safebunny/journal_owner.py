@@ -21,12 +21,16 @@ What an offset says about a location:
   another query: refuse. One whose batch Spark logged is another query too, except when it read the
   same queue on this host and its process is gone: that is a query restarted with its checkpoint
   deleted (its unacked messages went back to the queue when it died); the new query takes over and
-  drops the old batch files. A logged owner on another host is always refused (nothing shows it gone).
+  drops the old batch files. The same holds for an owner on another host once its record is stale
+  (below): a driver that died on one host and was started again on another with a new checkpoint.
 
-Whether an unlogged owner still runs: on the same host, its process id and start time; in this
-process, the readers not yet stopped; on another host nothing can be seen, so it counts as running
-for :data:`LEASE_SECONDS` after it claimed the location (Spark logs a first batch within moments of
-the claim, so only a crash leaves an owner unlogged for longer).
+Whether an owner still runs: on the same host, its process id and start time; in this process, the
+readers not yet stopped; on another host no process can be seen, so the owner renews its record every
+:data:`RENEW_SECONDS` from a thread of its own while its reader lives, and counts as running until
+:data:`LEASE_SECONDS` pass without a renewal (renewal times are the writer's clock, compared with the
+reader's: hosts' clocks must agree to well within that). A record written before renewals existed
+carries none: such an owner on another host counts as running for :data:`LEASE_SECONDS` after its claim
+when unlogged, and is always refused when logged.
 
 Creation is atomic on local and FUSE-mounted paths (``/dbfs/``, ``/Volumes/``): a hard link, or an
 exclusive create. On object stores (``s3://``) pyarrow offers no exclusive create, so the claim is
@@ -39,9 +43,10 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -50,14 +55,17 @@ from safebunny.atomic import write_atomically
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.journal import Journal
 
-__all__ = ["OWNER_FILE", "LEASE_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord", "JournalOwnerError"]
+__all__ = ["OWNER_FILE", "LEASE_SECONDS", "RENEW_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord",
+           "JournalOwnerError"]
 
 #: the owner file under a journal location (no ``.arrow`` suffix: never taken for a batch)
 OWNER_FILE = "journal-owner.json"
 #: the key of the journal id in the source's offsets
 OFFSET_KEY = "journal"
-#: how long an unlogged owner on another host counts as running
+#: how long an owner on another host counts as running after its last renewal (or claim)
 LEASE_SECONDS = 120.0
+#: how often a live owner renews its record
+RENEW_SECONDS = 30.0
 
 log = logging.getLogger("safebunny.source")
 
@@ -84,6 +92,7 @@ class OwnerRecord:
     instance: str  # the reader object within its process
     claimed: float  # epoch seconds
     logged: bool  # Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
+    renewed: float | None = None  # epoch seconds of the owner's last renewal; None in records of older versions
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -93,7 +102,8 @@ class OwnerRecord:
         raw = json.loads(data)
         return cls(id=str(raw["id"]), queue=str(raw.get("queue", "?")), host=str(raw.get("host", "?")),
                    pid=int(raw.get("pid", -1)), pid_start=raw.get("pid_start"), instance=str(raw.get("instance", "")),
-                   claimed=float(raw.get("claimed", 0.0)), logged=bool(raw.get("logged", True)))
+                   claimed=float(raw.get("claimed", 0.0)), logged=bool(raw.get("logged", True)),
+                   renewed=None if raw.get("renewed") is None else float(raw["renewed"]))
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.claimed))
@@ -135,6 +145,9 @@ class JournalOwner:
         self._logged = False
         self._local = isinstance(journal.fs, pafs.LocalFileSystem)
         self._path = f"{journal.root.rstrip('/')}/{OWNER_FILE}"
+        self.renew_seconds = RENEW_SECONDS
+        self._stopped = threading.Event()
+        self._renewer: threading.Thread | None = None
 
     # ------------------------------------------------------------------ file access
     def read(self) -> OwnerRecord | None:
@@ -158,8 +171,10 @@ class JournalOwner:
 
     def _record(self, journal_id: str, logged: bool) -> OwnerRecord:
         pid = os.getpid()
+        now = time.time()
         return OwnerRecord(id=journal_id, queue=self.queue, host=socket.gethostname(), pid=pid,
-                           pid_start=_process_start(pid), instance=self.instance, claimed=time.time(), logged=logged)
+                           pid_start=_process_start(pid), instance=self.instance, claimed=now, logged=logged,
+                           renewed=now)
 
     def _create(self, record: OwnerRecord) -> bool:
         """Write the owner file unless one exists; True when this call created it."""
@@ -223,7 +238,7 @@ class JournalOwner:
     def _won(self, record: OwnerRecord, stale: OwnerRecord | None = None) -> bool:
         if self.read() == record or self._create(record):
             self.id, self._logged = record.id, record.logged
-            _LIVE.add(self.instance)
+            self._live()
             if stale is not None and stale.logged:  # its batches must never be served as ours
                 self.journal.delete_through(2**62)
             return True
@@ -232,7 +247,7 @@ class JournalOwner:
     # ------------------------------------------------------------------ decisions
     def _running(self, owner: OwnerRecord) -> bool:
         if owner.host != socket.gethostname():
-            return time.time() - owner.claimed < LEASE_SECONDS
+            return time.time() - max(owner.claimed, owner.renewed or 0.0) < LEASE_SECONDS
         if owner.pid == os.getpid():
             return owner.instance in _LIVE and owner.instance != self.instance
         return _process_alive(owner.pid, owner.pid_start)
@@ -245,10 +260,13 @@ class JournalOwner:
             f"good (its checkpoint deleted), delete {self._path!r} and its batch-*.arrow files, then restart.")
 
     def _replaced_checkpoint(self, owner: OwnerRecord) -> bool:
-        """A logged owner may be taken over by a new checkpoint only when it is provably gone and read the
-        same queue: a query restarted with its checkpoint deleted. Its unacked messages went back to the
-        queue when its connection closed. Another host's owner cannot be seen to be gone: never."""
-        return owner.host == socket.gethostname() and owner.queue == self.queue and not self._running(owner)
+        """A logged owner may be taken over by a new checkpoint only when it is gone and read the same queue: a
+        query restarted with its checkpoint deleted, on this host or another. Its unacked messages went back to
+        the queue when its connection closed. Another host's owner is gone when its renewals stopped; one that
+        never renewed (an older version) cannot be seen gone: never."""
+        if owner.host != socket.gethostname() and owner.renewed is None:
+            return False
+        return owner.queue == self.queue and not self._running(owner)
 
     def check_unclaimed(self) -> None:
         """For an offset without an id: raise unless the location is free or its owner is stale."""
@@ -299,7 +317,7 @@ class JournalOwner:
             if not owner.logged or owner.instance != self.instance:
                 self._replace(self._record(journal_id, logged=True))
         self.id, self._logged = journal_id, True
-        _LIVE.add(self.instance)
+        self._live()
 
     def verify(self) -> None:
         """Before each journal write: the owner file must still be ours."""
@@ -313,6 +331,32 @@ class JournalOwner:
     def release(self) -> None:
         """This reader stops: it no longer counts as running (the owner file stays)."""
         _LIVE.discard(self.instance)
+        self._stopped.set()
+
+    # ------------------------------------------------------------------ renewal
+    def _live(self) -> None:
+        """This reader owns the location now: count it as running here, and renew its record for other hosts."""
+        _LIVE.add(self.instance)
+        if self._renewer is None:
+            self._renewer = threading.Thread(target=self._renew_loop, name="safebunny-journal-owner", daemon=True)
+            self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stopped.wait(self.renew_seconds):
+            try:
+                self.renew()
+            except Exception as exc:  # noqa: BLE001 - storage out for a moment: the next renewal may succeed
+                log.warning("journalLocation %r: renewing the owner record failed (%s); other hosts count this "
+                            "query as running for %.0f s after its last renewal", self.journal.location, exc,
+                            LEASE_SECONDS)
+
+    def renew(self) -> bool:
+        """Rewrite the owner record with the time now, while it is still ours; False when it is not."""
+        owner = self.read()
+        if owner is None or self.id is None or owner.id != self.id or owner.instance != self.instance:
+            return False
+        self._replace(replace(owner, renewed=time.time()))
+        return True
 
     @staticmethod
     def id_of(offset: dict[str, Any]) -> str | None:

@@ -154,3 +154,57 @@ def test_two_drivers_started_at_once_end_exactly_once_with_every_shard_held(spar
     finally:
         _stop(tmp_path, drivers)
         topology.delete(saga)
+
+
+def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effect_stays_exact(spark, amqp_uri,
+                                                                                             tmp_path):
+    """a holds every shard; b starts; a hands b its share (leases under the root decide which, a restart of a's
+    query for the shard moves it) while orders keep coming, and every order ends reserved and shipped once."""
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)
+    shards = _shard_queues(saga)
+    drivers: list = []
+    sent = 0
+
+    def send(n):
+        nonlocal sent
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(sent, sent + n)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        sent += n
+
+    def holders():
+        return {(s.step, s.shard): s.holder for s in saga.shards()}
+
+    try:
+        drivers.append((_driver(amqp_uri, name, tmp_path, "a"), "a"))
+        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
+                   what="driver a attached to every shard")
+        send(40)
+        wait_until(lambda: set(holders().values()) == {"a"}, timeout=120, every=1,
+                   what="driver a holding every shard, by its lease")
+        drivers.append((_driver(amqp_uri, name, tmp_path, "b"), "b"))
+        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
+        deadline = time.monotonic() + 150
+        while set(holders().values()) != {"a", "b"}:  # orders keep coming: a holder shows itself by its batches
+            assert time.monotonic() < deadline, (f"no shard moved to driver b: {holders()}; driver a's log:\n"
+                                                 f"{_log(tmp_path, 'a')}")
+            send(12)
+            time.sleep(2)
+        split = holders()
+        print(f"shards by holder after balancing: {split}")
+        want = sorted(f"o{i}" for i in range(sent))
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= sent, timeout=240, every=1,
+                   what=f"all {sent} orders shipped")
+        time.sleep(3)  # a second copy would land within a few triggers
+        assert sorted(_order_ids(tmp_path / "reservations")) == want
+        assert sorted(_order_ids(tmp_path / "shipments")) == want
+        depths = topology.depths(saga, shards)
+        assert [d[0] for d in depths.values()] == [0] * len(shards)
+        assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by one consumer"
+        for process, d in drivers:
+            assert process.poll() is None, _log(tmp_path, d)
+        rows = saga.shards()
+        assert all(r.lease_age_seconds is not None and r.lease_age_seconds < 20 for r in rows if r.holder), rows
+    finally:
+        _stop(tmp_path, drivers)
+        topology.delete(saga)

@@ -134,7 +134,7 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
     monkeypatch.setattr(runner, "start_query", start_query)
     monkeypatch.setattr(runner, "activate", lambda spark: spark)
     steps = [SimpleNamespace(label="stock.OrderPlaced", unit_label="stock.OrderPlaced")]
-    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps)
+    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps, driver=None)
     running = runner.RunningSaga(None, saga, "1 second")
     try:
         assert started.wait(20), "the supervisor started the query again"

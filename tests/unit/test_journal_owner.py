@@ -81,13 +81,50 @@ def test_a_logged_owner_is_taken_over_only_by_a_new_checkpoint_of_its_queue_once
         old.adopt(journal_id)
 
 
-def test_a_logged_owner_on_another_host_is_never_taken_over(tmp_path):
+def test_a_logged_owner_on_another_host_from_before_renewals_is_never_taken_over(tmp_path):
     a = _owner(tmp_path)
     a.adopt(a.claim())
     a.release()
-    _rewrite(tmp_path, host="another-host", claimed=time.time() - 10 * LEASE_SECONDS)
+    _rewrite(tmp_path, host="another-host", claimed=time.time() - 10 * LEASE_SECONDS, renewed=None)
     with pytest.raises(JournalOwnerError, match="carries no journal id"):
         _owner(tmp_path).check_unclaimed()
+
+
+def test_a_logged_owner_on_another_host_is_taken_over_once_its_renewals_stopped(tmp_path):
+    """A driver that died on one host, started again on another with a new checkpoint over the same journal."""
+    a = _owner(tmp_path)
+    a.adopt(a.claim())
+    a.release()
+    old_batch = tmp_path / f"batch-{0:020d}-{5:020d}.arrow"
+    old_batch.write_bytes(b"old")  # a batch of the dead owner: never served to the new one
+    _rewrite(tmp_path, host="another-host", claimed=time.time() - 10 * LEASE_SECONDS, renewed=time.time() - 5)
+    with pytest.raises(JournalOwnerError, match="that query is running"):
+        _owner(tmp_path).check_unclaimed()
+    _rewrite(tmp_path, renewed=time.time() - LEASE_SECONDS - 1)
+    with pytest.raises(JournalOwnerError, match="carries no journal id"):
+        _owner(tmp_path, queue="another-queue").check_unclaimed()  # the same location over another queue: not it
+    b = _owner(tmp_path)
+    b.check_unclaimed()
+    new_id = b.claim()
+    assert json.loads((tmp_path / OWNER_FILE).read_text())["id"] == new_id != a.id
+    assert not old_batch.exists()
+
+
+def test_a_live_owner_renews_its_record_from_its_own_thread_until_it_stops(tmp_path):
+    a = _owner(tmp_path)
+    a.renew_seconds = 0.05
+    a.adopt(a.claim())
+    first = json.loads((tmp_path / OWNER_FILE).read_text())["renewed"]
+    deadline = time.monotonic() + 10
+    while json.loads((tmp_path / OWNER_FILE).read_text())["renewed"] == first:
+        assert time.monotonic() < deadline, "the owner record was never renewed"
+        time.sleep(0.05)
+    a.release()
+    a._renewer.join(timeout=5)
+    assert not a._renewer.is_alive()
+    # a record that is no longer ours is left alone
+    _rewrite(tmp_path, instance="someone-else")
+    assert a.renew() is False
 
 
 def test_an_offset_of_another_journal_is_refused(tmp_path):
@@ -133,7 +170,7 @@ def test_an_unlogged_owner_on_another_host_holds_the_location_for_the_lease(tmp_
     _rewrite(tmp_path, host="elsewhere.example", claimed=time.time() - 5)
     with pytest.raises(JournalOwnerError, match="running"):
         _owner(tmp_path).check_unclaimed()
-    _rewrite(tmp_path, claimed=time.time() - LEASE_SECONDS - 1)
+    _rewrite(tmp_path, claimed=time.time() - LEASE_SECONDS - 1, renewed=time.time() - LEASE_SECONDS - 1)
     assert _owner(tmp_path).claim()
 
 

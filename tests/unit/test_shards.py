@@ -132,7 +132,8 @@ def test_the_command_line_shows_one_row_per_shard() -> None:
                                                        "host-b", "2026-11-24T10:00:00+00:00", 1.5)])
     assert access.shards(saga) == [{"step": "stock.OrderPlaced", "shard": 0, "queue": "s.stock.OrderPlaced.shard.0",
                                     "backlog": 3, "held": "yes", "lastDriver": "host-b",
-                                    "lastBatch": "2026-11-24T10:00:00+00:00", "idleSeconds": 1.5}]
+                                    "lastBatch": "2026-11-24T10:00:00+00:00", "idleSeconds": 1.5, "holder": None,
+                                    "leaseAgeSeconds": None}]
 
 
 def test_only_types_a_sharded_step_consumes_carry_the_bucket() -> None:

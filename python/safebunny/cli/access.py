@@ -96,7 +96,8 @@ def shards(saga: Any) -> list[dict[str, Any]]:
     """One row per shard of each sharded step (``saga.shards()``)."""
     return [{"step": s.step, "shard": s.shard, "queue": s.queue, "backlog": s.backlog,
              "held": "" if s.held is None else "yes" if s.held else "no", "lastDriver": s.last_driver,
-             "lastBatch": s.last_batch, "idleSeconds": s.idle_seconds} for s in saga.shards()]
+             "lastBatch": s.last_batch, "idleSeconds": s.idle_seconds, "holder": s.holder,
+             "leaseAgeSeconds": s.lease_age_seconds} for s in saga.shards()]
 
 
 def status(saga: Any) -> list[dict[str, Any]]:

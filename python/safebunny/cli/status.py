@@ -16,7 +16,8 @@ COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batch
            "duplicates", "failed", "retried", "parked", "rate", "lastBatch", "breaker"]
 
 
-SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "lastDriver", "lastBatch", "idleSeconds"]
+SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "holder", "leaseAgeSeconds", "lastDriver", "lastBatch",
+                 "idleSeconds"]
 
 
 def _rows(args: argparse.Namespace, saga: Any) -> list[dict[str, Any]]:

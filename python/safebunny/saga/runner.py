@@ -15,7 +15,9 @@ from typing import Any
 
 from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga import topology
+from safebunny.saga.balance import Balancer
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.leases import TTL_S
 from safebunny.saga.recorder import batch_function
 from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
@@ -107,11 +109,13 @@ def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
 class RunningSaga:
     """All steps of a saga running continuously; a supervisor restarts a failed step with backoff."""
 
-    def __init__(self, spark: Any, saga: Any, trigger: str, max_backoff_s: float = 60.0) -> None:
+    def __init__(self, spark: Any, saga: Any, trigger: str, max_backoff_s: float = 60.0, balance: bool = True) -> None:
         self.spark = spark
         self.saga = saga
         self.trigger = trigger
         self.max_backoff_s = max_backoff_s
+        #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
+        self.balancer = Balancer(saga) if balance and saga.driver is not None else None
         self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
@@ -124,9 +128,15 @@ class RunningSaga:
         """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
         (over Spark Connect the server's Python process for the query may miss Spark's 10 s to connect back)."""
         try:
-            return start_query(self.spark, self.saga, step, self.trigger)
+            return self._start(step)
         except Exception as exc:  # noqa: BLE001 - logged and retried by the supervisor
             return _NotStarted(exc)
+
+    def _start(self, step: SagaStep) -> Any:
+        query = start_query(self.spark, self.saga, step, self.trigger)
+        if self.balancer is not None and step.shard is not None:
+            self.balancer.started_query(step.unit_label)
+        return query
 
     def _supervise(self) -> None:
         activate(self.spark)
@@ -150,9 +160,33 @@ class RunningSaga:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
                     try:
-                        self.queries[step.unit_label] = start_query(self.spark, self.saga, step, self.trigger)
+                        self.queries[step.unit_label] = self._start(step)
                     except Exception as exc:  # noqa: BLE001 - logged, retried with a longer backoff
                         log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.unit_label, exc)
+            if self.balancer is not None and not self._stop.is_set():
+                self._balance()
+
+    def _balance(self) -> None:
+        """Hand each shard this driver holds and the live drivers' assignment gives to another over: stop its
+        query (its consumer leaves, the broker activates the next waiting one) and start it again as a standby.
+        Storage that cannot be read or written only stops the balancing for a while, never the saga."""
+        assert self.balancer is not None
+        units = {s.unit_label: s for s in self.saga.units()}
+        try:
+            due = self.balancer.tick([label for label, q in self.queries.items() if q.isActive])
+        except Exception as exc:  # noqa: BLE001 - leases are for balance only; the broker keeps shards held
+            log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
+                        self.saga.name, self.saga.driver, exc)
+            return
+        for label, target in sorted(due.items()):
+            log.info("saga %s: driver %s hands shard %s to driver %s (the live drivers' share)", self.saga.name,
+                     self.saga.driver, label, target)
+            self.queries[label].stop()
+            self.balancer.handed(label)
+            try:
+                self.queries[label] = self._start(units[label])
+            except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
+                self.queries[label] = _NotStarted(exc)
 
     def stop(self) -> None:
         """Stop every step's query (each finishes its running batch) and the supervisor."""
@@ -160,6 +194,12 @@ class RunningSaga:
         self._thread.join(timeout=10)
         for query in self.queries.values():
             query.stop()
+        if self.balancer is not None:
+            try:
+                self.balancer.close()
+            except Exception as exc:  # noqa: BLE001 - a lease left behind expires by itself
+                log.warning("saga %s: driver %s could not remove its lease (%s); it expires in %.0f s",
+                            self.saga.name, self.saga.driver, exc, TTL_S)
 
     def __enter__(self) -> RunningSaga:
         return self

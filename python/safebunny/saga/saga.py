@@ -154,7 +154,7 @@ class Saga:
         ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them.
         ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
         own query with a single active consumer; one instance's messages, and every duplicate of one, always
-        reach the same shard, and several drivers (``Saga(instance=...)``) share the shards
+        reach the same shard, and several drivers (``Saga(driver=...)``) share the shards
         (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
@@ -327,12 +327,15 @@ class Saga:
         publish(out, **options)
         instances.record_started(self, df, business_key, node, type)  # the business keys, for instances()
 
-    def run(self, spark: Any, trigger: str = "1 second") -> Any:
-        """Start every step as its own streaming query; returns a handle with ``stop()``."""
+    def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
+        """Start every step as its own streaming query; returns a handle with ``stop()``. Among several drivers
+        (``driver=``), ``balance`` keeps a lease under the root and hands shards to the other live drivers until
+        each holds its share (docs/sagas.md, "Sharded steps and several drivers"); ``False`` leaves every shard
+        with the first driver to attach."""
         from safebunny.saga.runner import RunningSaga
 
         self.declare()
-        return RunningSaga(spark, self, trigger)
+        return RunningSaga(spark, self, trigger, balance=balance)
 
     def drain(self, spark: Any, timeout: float = 600.0, on_round: Any = None, restarts: int = 2) -> int:
         """Run availableNow rounds until nothing moves and no retry tier holds a message; the rounds run.

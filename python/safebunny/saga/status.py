@@ -10,6 +10,7 @@ from typing import Any
 
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import breaker, topology
+from safebunny.saga.leases import Lease, LeaseStore, live
 from safebunny.saga.status_log import StatusLog, StepCounters
 
 __all__ = ["status_fields", "combined", "ShardStatus", "shard_status"]
@@ -63,9 +64,11 @@ def combined(counters: list[StepCounters]) -> StepCounters:
 
 @dataclass(frozen=True)
 class ShardStatus:
-    """One shard of a sharded step (``saga.shards()``): its queue's depth, whether a consumer holds it, and
-    which driver ran its last batch and how long ago (among several drivers: the holder, as far as batches
-    tell; an idle holder's age grows)."""
+    """One shard of a sharded step (``saga.shards()``): its queue's depth, whether a consumer holds it, which
+    driver ran its last batch and how long ago, and among several drivers the ``holder``: the driver whose
+    live lease says it holds the shard (:mod:`safebunny.saga.leases`; None while no live driver has run a batch
+    there lately) and ``lease_age_seconds``, the seconds since that driver (or else the last batch's driver)
+    renewed its lease: a driver gone stops renewing, so its age grows past the lease's 20 s."""
 
     step: str
     shard: int
@@ -75,6 +78,8 @@ class ShardStatus:
     last_driver: str | None
     last_batch: str | None
     idle_seconds: float | None
+    holder: str | None = None
+    lease_age_seconds: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,6 +91,8 @@ def shard_status(saga: Any, now: dt.datetime | None = None) -> list[ShardStatus]
     queues = {u.unit_label: topology.consumer_queue(saga, u.node, u.consumes, u.shard) for u in units}
     depth = topology.depths(saga, list(queues.values())) if units else {}
     now = now or dt.datetime.now(dt.timezone.utc)
+    leases = {lease.driver: lease for lease in LeaseStore(saga.root).read_all()} if units else {}
+    alive = live(leases.values(), now)
     out = []
     for u in units:
         found = depth.get(queues[u.unit_label])
@@ -94,5 +101,18 @@ def shard_status(saga: Any, now: dt.datetime | None = None) -> list[ShardStatus]
         # a single-active-consumer queue counts its active consumer only: 1 when a driver holds the shard
         out.append(ShardStatus(u.label, u.shard, queues[u.unit_label], None if found is None else found[0],
                                None if found is None else found[1] > 0, c.last_driver, c.last_batch,
-                               None if idle is None else round(idle, 1)))
+                               None if idle is None else round(idle, 1), *_holder(u.unit_label, alive, leases,
+                                                                                   c.last_driver, now)))
     return out
+
+
+def _holder(label: str, alive: list[Lease], leases: dict[str, Lease], last_driver: str | None,
+            now: dt.datetime) -> tuple[str | None, float | None]:
+    """(the live driver that last ran a batch with messages on shard ``label``, its lease's age), else (None, the
+    age of the last batch's driver's lease, if it has one)."""
+    claims = [(lease.holding[label], lease) for lease in alive if label in lease.holding]
+    if claims:
+        lease = max(claims, key=lambda c: c[0])[1]
+        return lease.driver, round(lease.age(now), 1)
+    lease = leases.get(last_driver or "")
+    return None, None if lease is None else round(lease.age(now), 1)

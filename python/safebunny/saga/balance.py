@@ -1,0 +1,104 @@
+"""Balancing a sharded saga's shards between its live drivers (the I/O around :mod:`safebunny.saga.leases`).
+
+:class:`RunningSaga <safebunny.saga.runner.RunningSaga>` of a saga with ``driver=`` calls :meth:`Balancer.tick`
+from its supervisor about once a second. Every :data:`~safebunny.saga.leases.RENEW_S` seconds a tick rewrites
+this driver's lease (its shard queries and the shards it holds), reads the others' and returns the shards
+to hand over; the runner restarts its query for each, and the broker's single active consumer moves the
+shard to the next waiting driver.
+
+Which shards this driver holds comes from its batches: a shard's status log names the driver of its last
+batch with messages (:mod:`safebunny.saga.status_log`), so this driver holds a shard when that is its own
+batch, finished after its query for the shard last (re)started and within :data:`HOLD_S`. An idle holder is
+not known until its shard has messages again; moving an idle shard would gain nothing anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
+from safebunny.saga.status_log import StatusLog
+
+__all__ = ["Balancer", "HOLD_S", "COOLDOWN_S"]
+
+log = logging.getLogger("safebunny.saga")
+
+#: a batch older than this is no evidence that this driver still holds the shard
+HOLD_S = 60.0
+#: a shard handed over is not handed over again by this driver for this long (damps a shard going round while
+#: drivers see different live sets for a moment)
+COOLDOWN_S = 60.0
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Balancer:
+    """One driver's side of balancing: its lease, what it holds, and which shards it should hand over."""
+
+    def __init__(self, saga: Any, clock: Callable[[], dt.datetime] = _utcnow, renew_s: float = RENEW_S) -> None:
+        if saga.driver is None:
+            raise ValueError("a Balancer needs a saga with driver= set")
+        self.saga = saga
+        self.me: str = saga.driver
+        self.store = LeaseStore(saga.root)
+        self.clock = clock
+        self.renew_s = renew_s
+        self.started = clock().isoformat()
+        self.running: dict[str, str] = {}  # shard label -> when its query (re)started
+        self._cooldown: dict[str, float] = {}
+        self._next = 0.0
+        self._shards: dict[str, list[str]] = defaultdict(list)
+        for unit in saga.units():
+            if unit.shard is not None:
+                self._shards[unit.label].append(unit.unit_label)
+
+    def started_query(self, label: str) -> None:
+        """Note that the query of shard ``label`` (re)started now: what it held before is no evidence now."""
+        self.running[label] = self.clock().isoformat()
+
+    def handed(self, label: str) -> None:
+        """Note that shard ``label`` was handed over (its query restarted as a standby)."""
+        self.started_query(label)
+        self._cooldown[label] = time.monotonic() + COOLDOWN_S
+
+    def held(self, now: dt.datetime) -> dict[str, str]:
+        """Shard label -> the finish time of this driver's last batch with messages there, for the shards it
+        holds as far as its batches tell."""
+        out = {}
+        for label, since in self.running.items():
+            counters = StatusLog(self.saga.root, label).counters(now)
+            if counters.last_driver != self.me or counters.last_batch is None:
+                continue
+            last = dt.datetime.fromisoformat(counters.last_batch)
+            if last >= dt.datetime.fromisoformat(since) and (now - last).total_seconds() <= HOLD_S:
+                out[label] = counters.last_batch
+        return out
+
+    def tick(self, active: Iterable[str]) -> dict[str, str]:
+        """Renew the lease when it is due and return the shards to hand over (label -> the driver that should
+        hold it); ``active``: the labels of this driver's shard queries that run now."""
+        if time.monotonic() < self._next:
+            return {}
+        self._next = time.monotonic() + self.renew_s
+        now = self.clock()
+        held = self.held(now)
+        running = {label: self.running[label] for label in active if label in self.running}
+        self.store.write(Lease(self.me, socket.gethostname(), os.getpid(), self.started, now.isoformat(), running,
+                               held))
+        leases = live(self.store.read_all(), now)
+        assignment = assign(self._shards, [lease.driver for lease in leases])
+        due = handovers(self.me, held, assignment, leases, now)
+        return {label: target for label, target in due.items() if self._cooldown.get(label, 0.0) <= time.monotonic()}
+
+    def close(self) -> None:
+        """Remove this driver's lease: a driver that stopped cleanly is given no shards."""
+        self.store.remove(self.me)

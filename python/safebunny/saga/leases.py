@@ -1,0 +1,151 @@
+"""Driver leases: which processes run a saga now, which shards each holds, and who should hold which.
+
+The broker decides who holds a shard: each shard queue has a single active consumer, and when the
+holder's connection dies the broker hands the shard (and its unacknowledged messages) to a standby. What
+the broker cannot decide is balance: the first driver to attach holds every shard, and a driver that
+starts later stays a standby for all of them. Leases decide only that.
+
+Each driver of a saga (``Saga(driver=...)`` under ``saga.run``) rewrites its lease,
+``<root>/drivers/_leases/<driver>.json``, every few seconds: when it renewed it, which shard queries it
+runs (and since when), and which shards it holds as far as its batches tell (the time of its last batch
+with messages on that shard). From the live leases every driver computes the same assignment of shards to
+drivers (:func:`assign`); a driver hands a shard it holds to the driver the assignment names by
+restarting its own query for that shard: its consumer leaves, the broker activates the next waiting one,
+and the restarted query waits behind it as a standby (:func:`handovers`).
+
+Correctness never rests on a lease: the inbox and the batch claim make every effect exactly once whoever
+holds a shard, and a handover is a takeover without a death. A stale or missing lease only makes the
+balance worse. Liveness compares a lease's renewal time (the writer's clock) with the reader's clock, so
+clocks must agree to within a few seconds of :data:`TTL_S`.
+
+The module is pure but for :class:`LeaseStore`, which reads and writes the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from safebunny.atomic import write_atomically
+from safebunny.journal import resolve_location
+
+__all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "RENEW_S", "TTL_S", "SETTLE_S"]
+
+#: how often a running driver rewrites its lease
+RENEW_S = 5.0
+#: a lease not renewed for this long is a driver gone (killed, its host lost): it gets no shards
+TTL_S = 20.0
+#: a driver's shard query counts as a standby only after running this long (its consumer has attached)
+SETTLE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One driver's lease. ``running``: shard label -> when its query (re)started; ``holding``: shard label ->
+    the finish time of this driver's last batch with messages there since that start (ISO 8601, UTC)."""
+
+    driver: str
+    host: str
+    pid: int
+    started: str
+    renewed: str
+    running: Mapping[str, str] = field(default_factory=dict)
+    holding: Mapping[str, str] = field(default_factory=dict)
+
+    def age(self, now: dt.datetime) -> float:
+        """Seconds since the lease was renewed."""
+        return (now - dt.datetime.fromisoformat(self.renewed)).total_seconds()
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"driver": self.driver, "host": self.host, "pid": self.pid, "started": self.started,
+                             "renewed": self.renewed, "running": dict(self.running), "holding": dict(self.holding)})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Lease:
+        raw: dict[str, Any] = orjson.loads(data)
+        return cls(str(raw["driver"]), str(raw.get("host", "")), int(raw.get("pid", 0)), str(raw["started"]),
+                   str(raw["renewed"]), dict(raw.get("running") or {}), dict(raw.get("holding") or {}))
+
+
+def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S) -> list[Lease]:
+    """The leases renewed within ``ttl_s`` of ``now``, by driver name."""
+    return sorted((lease for lease in leases if lease.age(now) <= ttl_s), key=lambda lease: lease.driver)
+
+
+def assign(shards: Mapping[str, list[str]], drivers: Iterable[str]) -> dict[str, str]:
+    """Shard label -> driver, the same in every process that sees the same drivers. ``shards``: each sharded
+    step's shard labels in shard order. A step's shards go round the drivers (sorted by name), so each driver
+    gets ``n // d`` or one more of every step; each step starts at its own place in the round (a hash of its
+    name), so the drivers holding one more differ from step to step."""
+    names = sorted(set(drivers))
+    if not names:
+        return {}
+    out = {}
+    for step, labels in shards.items():
+        offset = zlib.crc32(step.encode("utf-8")) % len(names)
+        for i, label in enumerate(labels):
+            out[label] = names[(offset + i) % len(names)]
+    return out
+
+
+def handovers(me: str, held: Iterable[str], assignment: Mapping[str, str], leases: Iterable[Lease],
+              now: dt.datetime, settle_s: float = SETTLE_S) -> dict[str, str]:
+    """Shard label -> driver, for each shard ``me`` holds that the assignment gives to another live driver whose
+    query for that shard has run for ``settle_s`` (so its consumer waits to take the shard over). ``leases``:
+    the live ones."""
+    standby = {lease.driver: lease.running for lease in leases}
+    out = {}
+    for label in held:
+        target = assignment.get(label)
+        if target is None or target == me or label not in standby.get(target, {}):
+            continue
+        since = dt.datetime.fromisoformat(standby[target][label])
+        if (now - since).total_seconds() >= settle_s:
+            out[label] = target
+    return out
+
+
+class LeaseStore:
+    """The lease files of one saga root: ``<root>/drivers/_leases/<driver>.json``."""
+
+    def __init__(self, root: str) -> None:
+        self.filesystem, base = resolve_location(root, "root")
+        self.folder = f"{base.rstrip('/')}/drivers/_leases"
+
+    def path(self, driver: str) -> str:
+        return f"{self.folder}/{driver}.json"
+
+    def write(self, lease: Lease) -> None:
+        """Rewrite ``lease`` whole (readers see the old one or the new one)."""
+        write_atomically(self.filesystem, self.path(lease.driver), lease.to_json(), durable=False)
+
+    def read_all(self) -> list[Lease]:
+        """Every lease on storage, live or not (a half-written or foreign file is skipped)."""
+        from pyarrow import fs as pafs
+
+        try:
+            infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder, allow_not_found=True))
+        except FileNotFoundError:
+            return []
+        out = []
+        for info in infos:
+            if info.type != pafs.FileType.File or not info.path.endswith(".json"):
+                continue
+            try:
+                with self.filesystem.open_input_stream(info.path) as f:
+                    out.append(Lease.from_json(f.read()))
+            except (FileNotFoundError, KeyError, TypeError, ValueError):
+                continue  # removed while listed, or not a lease
+        return out
+
+    def remove(self, driver: str) -> None:
+        """Remove ``driver``'s lease (a driver stopping cleanly leaves no shards to be given to it)."""
+        try:
+            self.filesystem.delete_file(self.path(driver))
+        except FileNotFoundError:
+            pass

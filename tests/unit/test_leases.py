@@ -1,0 +1,134 @@
+"""Driver leases and the shard balance they decide: pure logic, and the lease files on a local folder."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from safebunny.saga.balance import HOLD_S, Balancer
+from safebunny.saga.leases import SETTLE_S, TTL_S, Lease, LeaseStore, assign, handovers, live
+from safebunny.saga.status_log import BatchCounts, StatusLog
+
+NOW = dt.datetime(2026, 11, 26, 10, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def _ago(seconds: float) -> str:
+    return (NOW - dt.timedelta(seconds=seconds)).isoformat()
+
+
+def _lease(driver: str, renewed: float = 0.0, running: dict | None = None, holding: dict | None = None) -> Lease:
+    return Lease(driver, "host", 1, _ago(600), _ago(renewed), running or {}, holding or {})
+
+
+def _shards(step: str, n: int) -> list[str]:
+    return [f"{step}.shard.{i}" for i in range(n)]
+
+
+SHARDS = {"stock.OrderPlaced": _shards("stock.OrderPlaced", 4),
+          "shipping.StockReserved": _shards("shipping.StockReserved", 2)}
+
+
+@pytest.mark.parametrize("drivers", [["a"], ["a", "b"], ["b", "a", "c"], ["a", "b", "c", "d", "e"]])
+def test_every_step_is_split_evenly_and_every_process_computes_the_same_split(drivers: list[str]) -> None:
+    got = assign(SHARDS, drivers)
+    assert got == assign(SHARDS, list(reversed(drivers)))  # the order drivers were listed in does not matter
+    assert set(got) == {label for labels in SHARDS.values() for label in labels}
+    for labels in SHARDS.values():
+        per_driver = Counter(got[label] for label in labels)
+        share = len(labels) // len(drivers)
+        assert all(count in (share, share + 1) for count in per_driver.values()), per_driver
+        assert sum(per_driver.values()) == len(labels)
+
+
+def test_no_driver_means_no_assignment() -> None:
+    assert assign(SHARDS, []) == {}
+
+
+def test_a_lease_not_renewed_within_its_ttl_is_not_live() -> None:
+    leases = [_lease("b", renewed=TTL_S + 1), _lease("a", renewed=1), _lease("c", renewed=TTL_S)]
+    assert [lease.driver for lease in live(leases, NOW)] == ["a", "c"]
+
+
+def test_a_held_shard_goes_to_its_assigned_driver_only_once_that_driver_waits_for_it() -> None:
+    labels = _shards("stock.OrderPlaced", 4)
+    assignment = assign({"stock.OrderPlaced": labels}, ["a", "b"])
+    mine = [label for label in labels if assignment[label] == "a"]
+    theirs = [label for label in labels if assignment[label] == "b"]
+    settled = {label: _ago(SETTLE_S + 1) for label in labels}
+    b = _lease("b", running=settled)
+    assert handovers("a", labels, assignment, [_lease("a"), b], NOW) == {label: "b" for label in theirs}
+    # b's queries started a moment ago: their consumers may not wait yet, so nothing moves
+    fresh = _lease("b", running={label: _ago(1) for label in labels})
+    assert handovers("a", labels, assignment, [_lease("a"), fresh], NOW) == {}
+    # b runs no query for a shard (its query failed): that shard stays
+    partial = _lease("b", running={theirs[0]: _ago(SETTLE_S + 1)})
+    assert handovers("a", labels, assignment, [_lease("a"), partial], NOW) == {theirs[0]: "b"}
+    # a shard a holds and is assigned, or one it does not hold, never moves
+    assert handovers("a", mine, assignment, [_lease("a"), b], NOW) == {}
+
+
+def test_lease_files_round_trip_and_a_stray_file_is_skipped(tmp_path) -> None:
+    store = LeaseStore(str(tmp_path))
+    assert store.read_all() == []
+    lease = _lease("a", running={"s.shard.0": _ago(5)}, holding={"s.shard.0": _ago(2)})
+    store.write(lease)
+    (tmp_path / "drivers" / "_leases" / "junk.json").write_text("{not json")
+    assert store.read_all() == [lease]
+    store.remove("a")
+    store.remove("a")  # removing twice is fine
+    assert store.read_all() == []
+
+
+def _saga(root, driver: str = "a") -> SimpleNamespace:
+    units = [SimpleNamespace(label="stock.OrderPlaced", shard=i, unit_label=f"stock.OrderPlaced.shard.{i}")
+             for i in range(2)]
+    return SimpleNamespace(root=str(root), driver=driver, units=lambda: units)
+
+
+def _batch(root, label: str, driver: str, at: dt.datetime, batch_id: int = 0) -> None:
+    StatusLog(str(root), label).record("epoch-1", batch_id, BatchCounts(3, 3, 0, 0, 0, 0, 0, 0.1, at), driver)
+
+
+def test_a_driver_holds_a_shard_when_its_own_batch_ran_there_since_its_query_started(tmp_path) -> None:
+    clock = [NOW]
+    balancer = Balancer(_saga(tmp_path), clock=lambda: clock[0], renew_s=0)
+    clock[0] = NOW - dt.timedelta(seconds=30)
+    balancer.started_query("stock.OrderPlaced.shard.0")
+    balancer.started_query("stock.OrderPlaced.shard.1")
+    clock[0] = NOW
+    _batch(tmp_path, "stock.OrderPlaced.shard.0", "a", NOW - dt.timedelta(seconds=5))
+    _batch(tmp_path, "stock.OrderPlaced.shard.1", "b", NOW - dt.timedelta(seconds=5))
+    assert set(balancer.held(NOW)) == {"stock.OrderPlaced.shard.0"}
+    # restarted (handed over): the batch before the restart is no evidence
+    balancer.handed("stock.OrderPlaced.shard.0")
+    assert balancer.held(NOW) == {}
+    # an old batch is no evidence either
+    later = NOW + dt.timedelta(seconds=HOLD_S + 10)
+    balancer.started_query("stock.OrderPlaced.shard.1")
+    _batch(tmp_path, "stock.OrderPlaced.shard.1", "a", NOW + dt.timedelta(seconds=1), batch_id=1)
+    assert set(balancer.held(NOW + dt.timedelta(seconds=2))) == {"stock.OrderPlaced.shard.1"}
+    assert balancer.held(later) == {}
+
+
+def test_a_tick_renews_the_lease_and_hands_over_what_the_other_live_driver_should_hold(tmp_path) -> None:
+    clock = [NOW - dt.timedelta(seconds=30)]
+    balancer = Balancer(_saga(tmp_path), clock=lambda: clock[0], renew_s=0)
+    labels = ["stock.OrderPlaced.shard.0", "stock.OrderPlaced.shard.1"]
+    for label in labels:
+        balancer.started_query(label)
+    clock[0] = NOW
+    for label in labels:
+        _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
+    assert balancer.tick(labels) == {}  # alone: a keeps both
+    assert LeaseStore(str(tmp_path)).read_all()[0].holding.keys() == set(labels)
+    LeaseStore(str(tmp_path)).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
+    due = balancer.tick(labels)
+    assert list(due.values()) == ["b"] and len(due) == 1
+    (label,) = due
+    balancer.handed(label)
+    assert balancer.tick(labels) == {}  # the handed shard is no longer held; the other is a's share
+    balancer.close()
+    assert [lease.driver for lease in LeaseStore(str(tmp_path)).read_all()] == ["b"]
