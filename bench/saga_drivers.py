@@ -7,7 +7,9 @@ The step (``shards=4``, one Delta append per batch, batches of up to 500) drains
 the first batch to the last effect row, per case: one driver, two drivers started together (the broker
 makes the first consumer of each shard queue its active one, so the split between them is whatever their
 start order gives; reported). Then takeover: two drivers, the backlog trickling in, the one holding the
-most shards killed with SIGKILL; the time until the other runs a batch on one of those shards. The ratio
+most shards killed with SIGKILL; the time until the other runs a batch on one of those shards. Then
+balance: one driver holding every shard, a second one started, orders trickling in; the seconds until
+each holds its share by the leases. The ratio
 is two drivers' throughput over one's (on a 2-core machine expect little gain: the drivers share the
 cores, and the broker too).
 
@@ -169,6 +171,53 @@ def _takeover_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
         topology.delete(saga)
 
 
+def _balance_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
+    """a holds every shard; b starts; orders trickle in: the seconds from b running until each driver holds its
+    share by the leases (``saga.shards()``'s holder), and the split then."""
+    from safebunny.saga import topology
+
+    workdir = tempfile.mkdtemp(prefix="sb-balance-")
+    name = f"bench-balance-{uuid.uuid4().hex[:6]}"
+    saga = _saga(uri, name, workdir, shards, None)
+
+    def holders() -> list[str | None]:
+        return [s.holder for s in saga.shards()]
+
+    try:
+        saga.declare()
+        processes = {"a": _start(uri, name, workdir, shards, "a")}
+        deadline = time.monotonic() + 300
+        sent = 0
+        while holders() != ["a"] * shards:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"driver a never held every shard: {holders()}")
+            _publish(spark, saga, sent, 20)
+            sent += 20
+            time.sleep(1)
+        processes["b"] = _start(uri, name, workdir, shards, "b")
+        while "RUNNING" not in (Path(workdir) / "driver-b.log").read_text(errors="replace"):
+            time.sleep(0.5)
+        running = time.monotonic()
+        share = {"a": shards // 2 + shards % 2, "b": shards // 2}
+        balanced = None
+        while time.monotonic() < deadline:
+            now = holders()
+            if sorted(now.count(d) for d in "ab") == sorted(share.values()) and None not in now:
+                balanced = time.monotonic() - running
+                break
+            _publish(spark, saga, sent, 20)
+            sent += 20
+            time.sleep(1)
+        split = holders()
+        while _rows(workdir) < sent and time.monotonic() < deadline:
+            time.sleep(0.2)
+        _stop(workdir, processes)
+        return {"balanced_after_b_running_s": None if balanced is None else round(balanced, 1),
+                "holders": split, "sent": sent, "rows": _rows(workdir)}
+    finally:
+        topology.delete(saga)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=4000)
@@ -189,9 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     one = _drain_case(spark, args.uri, args.shards, args.messages, ["a"])
     two = _drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
     takeover = _takeover_case(spark, args.uri, args.shards)
-    result = {"case": "sharded step · one driver vs two · takeover", "shards": args.shards,
+    balance = _balance_case(spark, args.uri, args.shards)
+    result = {"case": "sharded step · one driver vs two · takeover · balance", "shards": args.shards,
               "ratio": round(two["msg_per_s"] / one["msg_per_s"], 2) if one["msg_per_s"] and two["msg_per_s"] else None,
-              "one_driver": one, "two_drivers": two, "takeover": takeover, "load_average_at_end": os.getloadavg()}
+              "one_driver": one, "two_drivers": two, "takeover": takeover, "balance": balance,
+              "load_average_at_end": os.getloadavg()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "saga_drivers.json").write_text(json.dumps(result, indent=2))

@@ -3,6 +3,8 @@
 the executors, whose Spark-wrapped errors are mapped back to safebunny's (the retry loop alone, publishing
 stubbed)."""
 
+from types import SimpleNamespace
+
 import pyarrow as pa
 import pytest
 
@@ -15,7 +17,13 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.exactly_once.emit_publisher import EmitPublisher
-from safebunny.exactly_once.executor_publish import executor_options, partitions_for
+from safebunny.exactly_once.executor_publish import (
+    DEFAULT_THRESHOLD,
+    executor_options,
+    has_remote_executors,
+    partitions_for,
+    threshold_for,
+)
 from safebunny.exactly_once.step import Step
 
 ROWS = pa.table({"value": [b"x"], "messageId": ["id-1"], "routingKey": ["q"]})
@@ -118,3 +126,34 @@ def test_step_checks_its_executor_options(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_partition_rows"):
         Step("billing", str(tmp_path / "inbox"), URI, executor_partition_rows=0)
     assert Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows=None).executor_publish_rows is None
+
+
+def _session(master):
+    return SimpleNamespace(sparkContext=SimpleNamespace(master=master))
+
+
+@pytest.mark.parametrize("master, remote", [("local[2]", False), ("local", False), ("local[*]", False),
+                                            ("local-cluster[2,1,1024]", True), ("spark://h:7077", True),
+                                            ("yarn", True)])
+def test_auto_publishes_from_the_executors_only_where_they_are_processes_of_their_own(master, remote):
+    assert has_remote_executors(_session(master)) is remote
+    assert threshold_for("auto", _session(master)) == (DEFAULT_THRESHOLD if remote else None)
+    assert threshold_for(30, _session(master)) == 30 and threshold_for(0, _session(master)) is None
+    publisher = _publisher(1, "auto")
+    assert publisher.from_executors(DEFAULT_THRESHOLD + 1, _session(master)) is remote
+    assert publisher.from_executors(DEFAULT_THRESHOLD, _session(master)) is False
+
+
+def test_a_master_that_cannot_be_read_counts_as_a_cluster():
+    class Refusing:
+        @property
+        def sparkContext(self):  # noqa: N802 - SparkSession's attribute
+            raise RuntimeError("JVM_ATTRIBUTE_NOT_SUPPORTED")
+
+    assert has_remote_executors(Refusing()) is True
+
+
+def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
+    with pytest.raises(SafeBunnyOptionError, match="executor_publish_rows must be 'auto'.*'many'"):
+        Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows="many")
+    assert Step("billing", str(tmp_path / "inbox"), URI).executor_publish_rows == "auto"

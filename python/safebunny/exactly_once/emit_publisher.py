@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from safebunny.amqp.sending import publish_table
 from safebunny.errors import BrokerAuthenticationError, SafeBunnyBrokerError, SafeBunnyError, VhostNotFoundError
-from safebunny.exactly_once.executor_publish import executor_options, publish_from_executors
+from safebunny.exactly_once.executor_publish import AUTO, executor_options, publish_from_executors, threshold_for
 from safebunny.spark_errors import error_of
 
 __all__ = ["EmitPublisher", "Published"]
@@ -49,7 +49,7 @@ class EmitPublisher:
     ``partition_rows`` (rows per publishing task)."""
 
     def __init__(self, node: str, uri: str, password: str | None, options: Mapping[str, str], *,
-                 retry_seconds: float, threshold: int | None, partition_rows: int) -> None:
+                 retry_seconds: float, threshold: int | str | None, partition_rows: int) -> None:
         self.node = node
         self.uri = uri
         self.password = password
@@ -57,14 +57,22 @@ class EmitPublisher:
         self.retry_seconds = retry_seconds
         self.threshold = threshold
         self.partition_rows = partition_rows
+        self._auto: tuple[int | None] | None = None  # the session's threshold for "auto", read once
 
-    def from_executors(self, rows: int) -> bool:
-        """Whether a batch of ``rows`` publish rows goes out from the executors."""
-        return bool(self.threshold) and rows > self.threshold  # type: ignore[operator]
+    def from_executors(self, rows: int, spark: Any = None) -> bool:
+        """Whether a batch of ``rows`` publish rows goes out from the executors (of ``spark``'s session, which
+        decides the threshold ``"auto"``: :func:`~safebunny.exactly_once.executor_publish.threshold_for`)."""
+        if self.threshold == AUTO:
+            if self._auto is None and spark is not None:
+                self._auto = (threshold_for(AUTO, spark),)
+            threshold = self._auto[0] if self._auto else None
+        else:
+            threshold = self.threshold  # type: ignore[assignment]
+        return bool(threshold) and rows > threshold  # type: ignore[operator]
 
     def publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
         """Publish ``rows`` (confirmed, all of them) from the driver or the executors, retrying the same rows."""
-        executors = spark is not None and self.from_executors(rows.num_rows)
+        executors = spark is not None and self.from_executors(rows.num_rows, spark)
         where = "executors" if executors else "driver"
         started = time.monotonic()
         deadline = started + self.retry_seconds

@@ -25,9 +25,11 @@ from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.session import publish
 from safebunny.uri import split_password
 
-__all__ = ["DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "parallelism_of", "partitions_for",
-           "publish_from_executors"]
+__all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "has_remote_executors",
+           "parallelism_of", "partitions_for", "publish_from_executors", "threshold_for"]
 
+#: Step(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes, else never
+AUTO = "auto"
 #: batches with more publish rows than this publish them from the executors (Step(executor_publish_rows=))
 DEFAULT_THRESHOLD = 5000
 #: about this many rows per publishing task (Step(executor_partition_rows=))
@@ -38,6 +40,27 @@ def partitions_for(rows: int, partition_rows: int, parallelism: int | None) -> i
     """About one partition per ``partition_rows`` rows, at least one, at most ``parallelism`` (when known)."""
     wanted = max(1, math.ceil(rows / max(1, partition_rows)))
     return min(wanted, parallelism) if parallelism else wanted
+
+
+def has_remote_executors(spark: Any) -> bool:
+    """Whether the session's executors are processes of their own (a cluster, ``local-cluster``), not threads of
+    the driver's JVM (``local[...]``), where a publish through Spark only adds a job and the rows' trip through
+    the JVM to the same cores (measured here: 0.76x the driver's rate). A master that cannot be read counts as
+    a cluster."""
+    try:
+        master = spark.conf.get("spark.master", None) if is_connect(spark) else spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - a server that refuses to tell: a cluster
+        return True
+    master = str(master or "")
+    return not (master == "local" or master.startswith("local["))
+
+
+def threshold_for(setting: int | str | None, spark: Any) -> int | None:
+    """The rows above which a batch publishes from the executors, for ``Step(executor_publish_rows=setting)``:
+    :data:`AUTO` gives :data:`DEFAULT_THRESHOLD` on a cluster and None (never) on a local session."""
+    if setting == AUTO:
+        return DEFAULT_THRESHOLD if spark is not None and has_remote_executors(spark) else None
+    return setting or None  # type: ignore[return-value]
 
 
 def parallelism_of(spark: Any) -> int | None:

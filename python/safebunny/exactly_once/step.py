@@ -41,7 +41,7 @@ from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
 from safebunny.exactly_once.emit_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
-from safebunny.exactly_once.executor_publish import DEFAULT_PARTITION_ROWS, DEFAULT_THRESHOLD
+from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
 from safebunny.exactly_once.local_collect import LOCAL_ROWS
@@ -108,7 +108,8 @@ class Step:
       broker fails them, e.g. through a restart, before the batch fails (default 60 s);
     - ``executor_publish_rows``: a batch with more emitted messages than this publishes them from the
       executors through the sink, about ``executor_partition_rows`` (default 2,500) per task, instead of from
-      the driver (default 5,000; 0 or None: always from the driver); see
+      the driver (0 or None: always from the driver). The default, ``"auto"``, is 5,000 where the executors
+      are processes of their own (a cluster) and never on a ``local[...]`` session, where it only costs; see
       :mod:`~safebunny.exactly_once.executor_publish`;
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
       query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.connect_epoch`);
@@ -124,7 +125,7 @@ class Step:
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
                  checkpoint: str | None = None, prepare: Prepare | None = None,
-                 executor_publish_rows: int | None = DEFAULT_THRESHOLD,
+                 executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
         self.node = node
@@ -134,10 +135,11 @@ class Step:
             raise SafeBunnyOptionError(
                 f"row_retries must be >= 0 and max_isolation_jobs >= 1; got {row_retries} and {max_isolation_jobs}.",
                 "row_retries")
-        if (executor_publish_rows or 0) < 0 or executor_partition_rows < 1:
+        if (executor_publish_rows != AUTO and (not isinstance(executor_publish_rows, (int, type(None)))
+                                               or (executor_publish_rows or 0) < 0)) or executor_partition_rows < 1:
             raise SafeBunnyOptionError(
-                f"executor_publish_rows must be >= 0 or None and executor_partition_rows >= 1; got "
-                f"{executor_publish_rows} and {executor_partition_rows}.", "executor_publish_rows")
+                f"executor_publish_rows must be 'auto', a number >= 0 or None, and executor_partition_rows >= 1; got "
+                f"{executor_publish_rows!r} and {executor_partition_rows!r}.", "executor_publish_rows")
         self.row_retries = row_retries
         self.max_isolation_jobs = max_isolation_jobs
         self.on_failed = on_failed

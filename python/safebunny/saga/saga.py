@@ -12,7 +12,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Inbox, Step
-from safebunny.exactly_once.executor_publish import DEFAULT_PARTITION_ROWS, DEFAULT_THRESHOLD
+from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import breaker, checks, instances, parked, topology
@@ -91,13 +91,14 @@ class Saga:
     its checkpoints and journals then live under ``root/drivers/<driver>``, and every step must be
     sharded (``shards=``) so that one driver at a time holds each shard. ``executor_publish_rows``: a step's
     batch with more emitted messages than this publishes them from the executors instead of the driver
-    (default 5,000; 0 or None: always the driver), about ``executor_partition_rows`` (default 2,500) per task;
-    see :class:`~safebunny.exactly_once.step.Step`."""
+    (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
+    the driver), about ``executor_partition_rows`` (default 2,500) per task; see
+    :class:`~safebunny.exactly_once.step.Step`."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
-                 driver: str | None = None, executor_publish_rows: int | None = DEFAULT_THRESHOLD,
+                 driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.management_url = management_url
         self.executor_publish_rows = executor_publish_rows
