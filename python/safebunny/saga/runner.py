@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from safebunny import first_stream
 from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga import topology
 from safebunny.saga.definition import SagaStep
@@ -69,7 +70,7 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
         # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
         # whole interval for the next one; the source paces the batches instead (safebunny.source.pacing)
         writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
-    query = writer.start()
+    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
     note_streaming_started(spark)
     return query
 
