@@ -22,13 +22,14 @@ Over Spark Connect the map lives in the server's JVM, out of reach: starts go st
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["start", "guarded", "sources_created", "INITIALIZING"]
+__all__ = ["start", "guarded", "sources_created", "is_serialization_race", "INITIALIZING"]
 
 log = logging.getLogger("safebunny.session")
 
@@ -36,6 +37,11 @@ log = logging.getLogger("safebunny.session")
 INITIALIZING = frozenset({"Initializing StreamExecution", "Initializing sources"})
 #: how long the first start waits for its sources at most (a source asks the broker while it is created)
 WAIT_S = 120.0
+
+#: the DAGScheduler's abort message when a collection a task holds changed size while it was serialised
+#: (``scala.collection.generic.DefaultSerializationProxy.writeObject``)
+_SERIALIZATION_RACE = re.compile(r"Task serialization failed: java\.lang\.IllegalStateException: "
+                                 r"Illegal size \d+ of collection, expected \d+")
 
 _lock = threading.Lock()
 _done = False
@@ -81,3 +87,9 @@ def guarded(spark: Any) -> Iterator[None]:
         return
     with _lock:
         yield
+
+
+def is_serialization_race(error: BaseException | str) -> bool:
+    """Whether ``error`` (a failed query's exception, or its text) is Spark's task serialisation meeting a
+    collection that changed size meanwhile: what the shared map above does when :func:`start` is bypassed."""
+    return _SERIALIZATION_RACE.search(str(error)) is not None

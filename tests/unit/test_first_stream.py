@@ -135,3 +135,16 @@ def test_a_batch_job_waits_for_a_first_start_and_goes_through_once_it_is_done():
     assert events == ["start a", "publish"]
     with first_stream.guarded(_CLASSIC):  # done: no lock any more
         assert not first_stream._lock.locked()
+
+
+@pytest.mark.parametrize(("text", "race"), [
+    ("Job aborted due to stage failure: Task serialization failed: java.lang.IllegalStateException: Illegal size 1 "
+     "of collection, expected 2\njava.lang.IllegalStateException: ...", True),
+    ("Task serialization failed: java.lang.IllegalStateException: Illegal size 12 of collection, expected 11", True),
+    ("Task serialization failed: java.io.NotSerializableException: org.example.Thing", False),
+    ("java.lang.IllegalStateException: Illegal size 1 of collection, expected 2", False),  # not a task's
+    ("Task not serializable: java.io.NotSerializableException", False),
+])
+def test_the_serialisation_race_is_matched_exactly(text, race):
+    assert first_stream.is_serialization_race(RuntimeError(text)) is race
+    assert first_stream.is_serialization_race(text) is race
