@@ -16,7 +16,9 @@ of the format in that JVM: restarting the query does not help, only a new driver
 sources (its status leaves "Initializing sources"), so the map changes size with nothing else touching
 it; every later start goes straight through. A batch job of the format (``safebunny.publish``) runs in
 :func:`guarded`: until then it holds the same lock, so its tasks are not serialised while the map grows.
-Over Spark Connect the map lives in the server's JVM, out of reach: starts go straight through there.
+Registering the source on a session (``safebunny.register``) gives it a new function with a new map (a Java
+``HashMap``, no safer), which the next start grows again: :func:`new_map` makes that start wait again. Over
+Spark Connect the map lives in the server's JVM, out of reach: starts go straight through there.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["start", "guarded", "sources_created", "is_serialization_race", "INITIALIZING"]
+__all__ = ["start", "guarded", "new_map", "sources_created", "is_serialization_race", "INITIALIZING"]
 
 log = logging.getLogger("safebunny.session")
 
@@ -76,6 +78,13 @@ def start(spark: Any, writer: Any) -> Any:
         query = writer.start()
         _done = sources_created(query)  # not created (failed early): the next start waits again
         return query
+
+
+def new_map() -> None:
+    """The source was registered again (a new function, a new map): the next start waits again."""
+    global _done
+    with _lock:
+        _done = False
 
 
 @contextmanager

@@ -148,3 +148,13 @@ def test_a_batch_job_waits_for_a_first_start_and_goes_through_once_it_is_done():
 def test_the_serialisation_race_is_matched_exactly(text, race):
     assert first_stream.is_serialization_race(RuntimeError(text)) is race
     assert first_stream.is_serialization_race(text) is race
+
+
+def test_a_new_registration_makes_the_next_start_wait_again():
+    events: list[str] = []
+    a = _Query("a")
+    a.created.set()
+    first_stream.start(_CLASSIC, _Writer(a, events))
+    assert first_stream._done
+    first_stream.new_map()
+    assert not first_stream._done
