@@ -92,8 +92,10 @@ def register(spark: Any) -> None:
     already running when the package was attached).
     """
     from pyspark_safebunny import DefaultSource
+    from safebunny import first_stream
 
     spark.dataSource.register(DefaultSource)
+    first_stream.new_map()  # the registered source's map grows at its first stream start
     hide_uri_in_plans(spark)
 
 

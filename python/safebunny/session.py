@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from safebunny import first_stream
+
 __all__ = ["activate", "publish", "read_stream"]
 
 
@@ -34,7 +36,8 @@ def _no_default(jvm: Any) -> bool:
 def publish(df: Any, **options: Any) -> None:
     """``df.write.format("safebunny").options(**options).save()`` from any thread."""
     activate(df.sparkSession)
-    df.write.format("safebunny").mode("append").options(**{k: str(v) for k, v in options.items()}).save()
+    with first_stream.guarded(df.sparkSession):  # its tasks hold the map a first stream start grows
+        df.write.format("safebunny").mode("append").options(**{k: str(v) for k, v in options.items()}).save()
 
 
 def read_stream(spark: Any, **options: Any) -> Any:

@@ -39,21 +39,13 @@ def _why(stderr):
 
 
 # One kill point: the step crash tests cover every point of a batch; here the saga's queries restart together.
-# (The after-effects point failed once in five runs under a loaded machine, in Spark's task serialisation
-# while two queries replayed at once; see the session notes.)
 @pytest.mark.parametrize("crash_at", ["step.after_inbox:4"])
 def test_a_saga_killed_mid_drain_applies_each_effect_once(amqp_uri, tmp_path, crash_at):
     name = f"sbt-crash-{uuid.uuid4().hex[:8]}"
     try:
         crashed = _run(amqp_uri, name, tmp_path, "start", crash_at=crash_at)
         assert crashed.returncode == -signal.SIGKILL, _why(crashed.stderr)
-        finished = _run(amqp_uri, name, tmp_path)
-        if finished.returncode != 0 and "Task serialization failed" in finished.stderr:
-            # Spark's own failure in task serialisation ("Illegal size N of collection", a Scala collection changed
-            # while a task holding it was serialised) with two queries replaying at once on a loaded machine. drain
-            # starts a failed step again, alone; once (CI, 2026-11-23) it still failed three times in a row in one
-            # driver. An operator restarts the driver; exactly-once must still hold after that second restart.
-            finished = _run(amqp_uri, name, tmp_path)
+        finished = _run(amqp_uri, name, tmp_path)  # its steps replay at once; the first starts alone (first_stream)
         assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, _why(finished.stderr)
         want = sorted(f"o{i}" for i in range(120))
         for table in ("reservations", "shipments"):

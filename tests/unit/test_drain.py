@@ -50,13 +50,13 @@ class _Saga:
 
 
 def test_a_step_failing_once_starts_again_and_the_drain_ends(caplog):
-    saga = _Saga({"stock.OrderPlaced": [RuntimeError("Task serialization failed: Illegal size 3 of collection"), 5],
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError("the broker closed the connection"), 5],
                   "shipping.StockReserved": [5]})
     with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
         rounds = drain(None, saga, timeout_s=30, start=saga.start)
     assert saga.started.count("stock.OrderPlaced") == 3  # failed, moved 5, moved nothing
     assert rounds == 3
-    assert "step stock.OrderPlaced failed (Task serialization failed: Illegal size 3 of collection)" in caplog.text
+    assert "step stock.OrderPlaced failed (the broker closed the connection)" in caplog.text
     assert "restart 1 of 2" in caplog.text
 
 
@@ -85,16 +85,36 @@ def test_no_restarts_raises_the_first_failure():
         drain(None, saga, restarts=-1, start=saga.start)
 
 
-def test_the_round_after_a_failure_runs_the_steps_one_after_another():
-    saga = _Saga({"stock.OrderPlaced": [RuntimeError("Illegal size 5 of collection, expected 6"), 5],
+def test_the_round_after_a_failure_runs_the_steps_side_by_side_again():
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError("the broker closed the connection"), 5],
                   "shipping.StockReserved": [5]})
     drain(None, saga, timeout_s=30, start=saga.start)
     a, b = "stock.OrderPlaced", "shipping.StockReserved"
-    assert saga.events == [
-        f"start {a}", f"start {b}", f"end {a}", f"end {b}",  # side by side: both started before either ends
-        f"start {a}", f"end {a}", f"start {b}", f"end {b}", f"end {a}", f"end {b}",  # after the failure: alone
-        f"start {a}", f"start {b}", f"end {a}", f"end {b}",  # the failure is over: side by side again
-    ]
+    assert saga.events == [f"start {a}", f"start {b}", f"end {a}", f"end {b}"] * 3  # both start before either ends
+
+
+_RACE = ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted due to stage failure: Task "
+         "serialization failed: java.lang.IllegalStateException: Illegal size 1 of collection, expected 2\n"
+         "java.lang.IllegalStateException: Illegal size 1 of collection, expected 2\n\tat scala.collection.generic."
+         "DefaultSerializationProxy.writeObject(DefaultSerializationProxy.scala:42)")
+
+
+def test_a_step_failing_in_task_serialisation_on_a_resized_collection_is_named_as_such(caplog):
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError(_RACE), 5], "shipping.StockReserved": [5]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+        drain(None, saga, timeout_s=30, start=saga.start)
+    assert "step stock.OrderPlaced failed ([STREAM_FAILED]" in caplog.text and "restart 1 of 2" in caplog.text
+    assert ("step stock.OrderPlaced: Spark could not serialise a task because a collection in it changed size"
+            in caplog.text)
+    assert "safebunny.first_stream" in caplog.text
+
+
+def test_other_failures_get_no_serialisation_line(caplog):
+    saga = _Saga({"stock.OrderPlaced": [RuntimeError("Task serialization failed: java.io.NotSerializableException: x"),
+                                        5], "shipping.StockReserved": [5]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+        drain(None, saga, timeout_s=30, start=saga.start)
+    assert "restart 1 of 2" in caplog.text and "could not serialise a task" not in caplog.text
 
 
 def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round():

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from safebunny import first_stream
 from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga import topology
 from safebunny.saga.balance import Balancer
@@ -71,7 +72,7 @@ def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> A
         # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
         # whole interval for the next one; the source paces the batches instead (safebunny.source.pacing)
         writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
-    query = writer.start()
+    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
     note_streaming_started(spark)
     return query
 
@@ -156,6 +157,7 @@ class RunningSaga:
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
                               message_of(failure) if failure is not None else "no error", backoff)
+                    _note_serialization_race(self.saga, step, failure)
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
@@ -215,11 +217,10 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
 
     A step whose query fails is started again in the next round, from its checkpoint (the same batch, the
     same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
-    a failure of the moment (a broker restart, Spark's own task serialisation under load) does not end the
-    drain. The round after a failure runs the steps one after another instead of side by side. After
-    ``restarts`` such restarts of one step in a row, its error is raised: safebunny's own error when the
-    query carried one (:func:`safebunny.error_of`), with Spark's exception as its cause. ``start`` starts one step's
-    query (:func:`start_query`; a parameter for tests of this loop)."""
+    a failure of the moment (a broker restart) does not end the drain. After ``restarts`` such restarts of
+    one step in a row, its error is raised: safebunny's own error when the query carried one
+    (:func:`safebunny.error_of`), with Spark's exception as its cause. ``start`` starts one step's query
+    (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s
@@ -229,10 +230,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
     while True:
         rounds += 1
         before = saga._moved()
-        # the steps' queries run side by side; after a failure, one after another: the failures seen in CI
-        # (Spark's task serialisation, "Illegal size N of collection") came with two queries replaying at once
-        alone = bool(errors)
-        queries = []
+        queries = []  # side by side (a new driver's first one alone: start_query)
         for s in saga.units():
             try:
                 query = start(spark, saga, s, None)
@@ -240,8 +238,6 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                 # (over Spark Connect the server starts a Python process per query, which must connect back
                 # within Spark's fixed 10 s; a loaded server misses it now and then)
                 query = _NotStarted(exc)
-            if alone:
-                _wait(query)
             queries.append((s, query))
         errors = []
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
@@ -258,6 +254,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
+            _note_serialization_race(saga, step, error)
         moved = saga._moved() - before
         waiting = saga._waiting()
         if on_round is not None:
@@ -270,6 +267,16 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _note_serialization_race(saga: Any, step: SagaStep, error: BaseException | None) -> None:
+    """One more line when a step failed in Spark's task serialisation on a collection that changed size: with
+    every start through :func:`start_query` the source's shared map no longer does, so say what it is."""
+    if error is not None and first_stream.is_serialization_race(error):
+        log.warning("saga %s: step %s: Spark could not serialise a task because a collection in it changed size "
+                    "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
+                    "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
+                    "it repeats in this driver, start a new driver", saga.name, step.unit_label)
 
 
 def _wait(query: Any) -> None:
