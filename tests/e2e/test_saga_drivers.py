@@ -80,6 +80,20 @@ def _stop(tmp_path, processes):
                 os.killpg(process.pid, signal.SIGKILL)
 
 
+def _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, orders, drivers):
+    """Every order reserved and shipped once, every shard queue empty and held by one consumer, every driver
+    in ``drivers`` (``(process, name)``) alive."""
+    time.sleep(3)  # a second copy would land within a few triggers
+    want = sorted(f"o{i}" for i in range(orders))
+    assert sorted(_order_ids(tmp_path / "reservations")) == want
+    assert sorted(_order_ids(tmp_path / "shipments")) == want
+    depths = topology.depths(saga, shards)
+    assert [d[0] for d in depths.values()] == [0] * len(shards)
+    assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by one consumer"
+    for process, d in drivers:
+        assert process.poll() is None, _log(tmp_path, d)
+
+
 # after the claim (no effect applied yet), after one of two effects' tables, after the publish: each leaves the
 # other driver a different half-done batch of another epoch (claims, app transactions, inbox; DESIGN.md)
 @pytest.mark.parametrize("crash_at", ["step.after_claim:3", "step.after_one_effect:3", "step.after_publish:3"])
@@ -139,15 +153,7 @@ def test_two_drivers_started_at_once_end_exactly_once_with_every_shard_held(spar
         orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
         saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
         _wait_shipped(saga, tmp_path, shards, "a")
-        time.sleep(3)  # a second copy would land within a few triggers
-        want = sorted(f"o{i}" for i in range(ORDERS))
-        assert sorted(_order_ids(tmp_path / "reservations")) == want
-        assert sorted(_order_ids(tmp_path / "shipments")) == want
-        depths = topology.depths(saga, shards)
-        assert [d[0] for d in depths.values()] == [0] * len(shards)
-        assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by one consumer"
-        for process, d in drivers:
-            assert process.poll() is None, _log(tmp_path, d)
+        _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, ORDERS, drivers)
         holders = {(s.step, s.shard): s.last_driver for s in saga.shards()}
         print(f"shards by driver: {holders}")
         assert set(holders.values()) <= {"a", "b"}
@@ -192,17 +198,9 @@ def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effec
             time.sleep(2)
         split = holders()
         print(f"shards by holder after balancing: {split}")
-        want = sorted(f"o{i}" for i in range(sent))
         wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= sent, timeout=240, every=1,
                    what=f"all {sent} orders shipped")
-        time.sleep(3)  # a second copy would land within a few triggers
-        assert sorted(_order_ids(tmp_path / "reservations")) == want
-        assert sorted(_order_ids(tmp_path / "shipments")) == want
-        depths = topology.depths(saga, shards)
-        assert [d[0] for d in depths.values()] == [0] * len(shards)
-        assert [d[1] for d in depths.values()] == [1] * len(shards), "every shard held by one consumer"
-        for process, d in drivers:
-            assert process.poll() is None, _log(tmp_path, d)
+        _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, sent, drivers)
         rows = saga.shards()
         assert all(r.lease_age_seconds is not None and r.lease_age_seconds < 20 for r in rows if r.holder), rows
     finally:
