@@ -180,3 +180,13 @@ def test_the_plugin_does_not_import_the_layers_above_the_source_and_sink(path: P
     hits = sorted(n for n in _imports(path) for banned in PLUGIN_FORBIDDEN
                   if n == f"safebunny.{banned}" or n.startswith(f"safebunny.{banned}."))
     assert not hits, f"{path.name} imports {hits}; the plugin may use the source, sink and option layers only"
+
+
+def test_every_test_module_has_a_name_of_its_own() -> None:
+    """The test folders are not packages, so pytest imports each module by its file name: two modules of one name
+    in two folders stop the whole run at collection."""
+    tests = Path(__file__).resolve().parents[1]
+    names: dict[str, list[str]] = {}
+    for path in tests.rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
