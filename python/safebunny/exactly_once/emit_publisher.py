@@ -85,7 +85,7 @@ class EmitPublisher:
                                                                                       self.options),
                                                         self.partition_rows)
                 else:
-                    publish_table(rows, self._driver_options(), scope)
+                    publish_table(rows, executor_options(self.uri, self.password, self.options), scope)
                     partitions = 1
                 return Published(where, partitions, attempt)
             except Exception as exc:  # noqa: BLE001 - mapped to safebunny's errors; anything else raised as is
@@ -103,12 +103,6 @@ class EmitPublisher:
                             "with the same ids in %.1f s (attempt %d)", self.node, rows.num_rows, where, error,
                             wait, attempt + 1)
                 time.sleep(wait)
-
-    def _driver_options(self) -> dict[str, str]:
-        options = {"uri": self.uri, **self.options}
-        if self.password is not None:
-            options["password"] = self.password
-        return options
 
     def _failed(self, error: SafeBunnyBrokerError, rows: int, where: str, attempts: int,
                 seconds: float) -> SafeBunnyBrokerError:

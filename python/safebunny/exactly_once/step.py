@@ -148,6 +148,7 @@ class Step:
         self.publish_retry_seconds = publish_retry_seconds
         self.executor_publish_rows = executor_publish_rows
         self.executor_partition_rows = executor_partition_rows
+        self._publisher: EmitPublisher | None = None
         self.fixed_epoch = epoch
         self.checkpoint = checkpoint
         self.prepare = prepare
@@ -338,10 +339,12 @@ class Step:
         failure is retried with the same ids, then fails the batch, which Spark replays after a restart."""
         if not self.uri:
             raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass Step(uri=...).", "uri")
-        publisher = EmitPublisher(self.node, self.uri, self.password, self.publish_options,
-                                  retry_seconds=self.publish_retry_seconds, threshold=self.executor_publish_rows,
-                                  partition_rows=self.executor_partition_rows)
-        return publisher.publish(spark, rows, scope)
+        if self._publisher is None:  # one per step: it reads the session's "auto" threshold once
+            self._publisher = EmitPublisher(self.node, self.uri, self.password, self.publish_options,
+                                            retry_seconds=self.publish_retry_seconds,
+                                            threshold=self.executor_publish_rows,
+                                            partition_rows=self.executor_partition_rows)
+        return self._publisher.publish(spark, rows, scope)
 
     def _inbox_rows(self, new: NewMessages, result: Materialized,
                     emitted: Mapping[str, list[str]]) -> list[InboxRow]:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from pyarrow import fs as pafs
 
 from safebunny.atomic import write_atomically
 from safebunny.journal import resolve_location
@@ -126,8 +127,6 @@ class LeaseStore:
 
     def read_all(self) -> list[Lease]:
         """Every lease on storage, live or not (a half-written or foreign file is skipped)."""
-        from pyarrow import fs as pafs
-
         try:
             infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder, allow_not_found=True))
         except FileNotFoundError:

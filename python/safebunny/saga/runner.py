@@ -173,13 +173,13 @@ class RunningSaga:
         query (its consumer leaves, the broker activates the next waiting one) and start it again as a standby.
         Storage that cannot be read or written only stops the balancing for a while, never the saga."""
         assert self.balancer is not None
-        units = {s.unit_label: s for s in self.saga.units()}
         try:
             due = self.balancer.tick([label for label, q in self.queries.items() if q.isActive])
         except Exception as exc:  # noqa: BLE001 - leases are for balance only; the broker keeps shards held
             log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
                         self.saga.name, self.saga.driver, exc)
             return
+        units = {s.unit_label: s for s in self.saga.units()} if due else {}
         for label, target in sorted(due.items()):
             log.info("saga %s: driver %s hands shard %s to driver %s (the live drivers' share)", self.saga.name,
                      self.saga.driver, label, target)
