@@ -98,3 +98,119 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
     merged = sorted((r["messageId"], r["epoch"]) for r in DeltaPath(ledger).read().to_pylist())
     assert merged == [("m1", "E1"), ("m2", "E1"), ("m3", "E1")]
     assert len({p.message_id for _, p, _ in admin.get_all(out)}) == 3
+
+
+def _claim_files(tmp_path):
+    return list((tmp_path / "inbox" / "_claims").rglob("*.json"))
+
+
+def test_a_row_that_failed_in_the_dead_epoch_is_applied_by_the_next(spark, amqp_uri, tmp_path):
+    """Issue 35, case 1: a DataFrame handler's UDF fails one order while a service is down; the batch's other rows
+    are applied, then the driver dies before its inbox marker; the service recovers and a new epoch gets the same
+    messages. The failed order must be applied (once), the others not a second time."""
+    from pyspark.sql.functions import udf
+
+    ledger, inbox, down = str(tmp_path / "ledger"), str(tmp_path / "inbox"), tmp_path / "service-down"
+    down.write_text("down")
+    flag = str(down)
+
+    @udf("string")
+    def charge(mid):
+        import os
+
+        if mid == "m2" and os.path.exists(flag):
+            raise ValueError("the payment service is down")
+        return "charged"
+
+    def handle(df, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(
+            df.select("messageId", charge("messageId").alias("status")), ledger)])
+
+    first = safebunny.Step(node="charge", inbox=inbox, epoch="E0")
+    _fail_inbox_append(first)
+    with pytest.raises(Crash):
+        first.process(_batch(spark, ["m1", "m2", "m3"]), 3, handle)
+    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m3"]
+
+    down.unlink()  # the service is back
+    second = safebunny.Step(node="charge", inbox=inbox, epoch="E1")
+    report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
+    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2", "m3"], \
+        "the order that failed in the dead epoch is applied once, the others are not applied again"
+    assert report.processed == 3 and report.failed == 0
+    assert not _claim_files(tmp_path), "the orphaned claim is retired once its ids are done"
+
+
+def test_a_failed_decision_of_the_dead_epoch_is_decided_again(spark, amqp_uri, make_queue, admin, tmp_path):
+    """Issue 35, case 1 for row handlers: the dead epoch's *failed* decision is not reused (it applied and sent
+    nothing); the message is decided again now that the service answers, and applied once."""
+    out = make_queue(suffix="-out")
+    ledger, inbox = str(tmp_path / "ledger"), str(tmp_path / "inbox")
+    service = {"up": False}
+
+    def decide(msg, ctx):
+        if msg["messageId"] == "m2" and not service["up"]:
+            raise ConnectionError("the service is down")
+        row = {"orderId": msg["messageId"], "decision": "approved"}
+        return safebunny.Outcome(effects=[safebunny.append(row, ledger)],
+                                 emits=[safebunny.emit(row, type="Approved", routing_key=out)])
+
+    first = safebunny.Step(node="approve", inbox=inbox, uri=amqp_uri, epoch="E0", row_retries=0)
+    _fail_inbox_append(first)
+    with pytest.raises(Crash):
+        first.process(_batch(spark, ["m1", "m2"]), 1, decide, rows=True)
+    service["up"] = True
+    second = safebunny.Step(node="approve", inbox=inbox, uri=amqp_uri, epoch="E1", row_retries=0)
+    report = second.process(_batch(spark, ["m1", "m2"]), 0, decide, rows=True)
+    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2"]
+    assert report.failed == 0 and report.processed == 2
+    assert sorted({json.loads(body)["orderId"] for _, _, body in admin.get_all(out)}) == ["m1", "m2"]
+
+
+def test_an_emit_only_row_step_takes_one_branch_per_instance(spark, amqp_uri, make_queue, admin, tmp_path):
+    """Issue 35, case 2: a row handler with no Delta effect (a payment step: it calls a service and emits
+    Charged or Declined) dies after its publish, before its inbox marker; the service's answer then changes.
+    The new epoch must reuse the recorded decisions: every instance ends in exactly one branch."""
+    out = make_queue(suffix="-out")
+    inbox = str(tmp_path / "inbox")
+    answer = {"value": "Charged"}
+
+    def pay(msg, ctx):
+        return safebunny.Outcome(emits=[safebunny.emit({"orderId": msg["messageId"]}, type=answer["value"],
+                                                       routing_key=out)])
+
+    ids = [f"o{i}" for i in range(8)]
+    first = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="E0")
+    _fail_inbox_append(first)
+    with pytest.raises(Crash):
+        first.process(_batch(spark, ids), 5, pay, rows=True)
+    assert _claim_files(tmp_path), "an emit-only row batch records which decisions it took"
+    answer["value"] = "Declined"  # the service answers differently now
+    second = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="E1")
+    second.process(_batch(spark, ids), 0, pay, rows=True)
+    branches: dict[str, set[str]] = {}
+    for _, props, body in admin.get_all(out):
+        branches.setdefault(json.loads(body)["orderId"], set()).add(props.type)
+    assert branches == {mid: {"Charged"} for mid in ids}, "one branch per instance: the first decision"
+    assert not _claim_files(tmp_path)
+
+
+def test_a_claim_older_than_the_window_still_protects_its_effects(spark, amqp_uri, tmp_path):
+    """Issue 35, case 4: a dead batch's claim older than the dedupe window (its messages stayed queued through a
+    long outage or a paused step) must still keep the next epoch from applying its effects again."""
+    ledger, inbox = str(tmp_path / "ledger"), str(tmp_path / "inbox")
+
+    def handle(df, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(df.select("messageId"), ledger)])
+
+    first = safebunny.Step(node="keep", inbox=inbox, epoch="E0")
+    _fail_inbox_append(first)
+    with pytest.raises(Crash):
+        first.process(_batch(spark, ["m1", "m2"]), 2, handle)
+    [claim] = _claim_files(tmp_path)
+    raw = json.loads(claim.read_text())
+    raw["writtenAt"] = 0.0  # written in 1970: far older than any window
+    claim.write_text(json.dumps(raw))
+    second = safebunny.Step(node="keep", inbox=inbox, epoch="E1")
+    second.process(_batch(spark, ["m1", "m2"]), 0, handle)
+    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2"]

@@ -103,3 +103,18 @@ def test_maintain_drops_old_partitions_and_sweeps_staging_files(tmp_path):
     assert done["deleted"] == 1 and done["swept"] == 1 and not os.path.exists(stale)
     assert [r["messageId"] for r in inbox.rows().to_pylist()] == ["new"]
     assert sweep_staging_files(path) == 0
+
+
+def test_maintain_keeps_each_nodes_own_window(tmp_path):
+    """Two nodes share an inbox; maintaining one with its 7-day window leaves the other's rows (30 days) alone."""
+    path = str(tmp_path / "inbox")
+    short = Inbox(path, "billing", window=dt.timedelta(days=7))
+    long = Inbox(path, "it's long", window=dt.timedelta(days=30))
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    short.record([InboxRow("b-old", None, None)], "E", 0, now=start)
+    long.record([InboxRow("l-old", None, None)], "E", 0, now=start)
+    later = start + dt.timedelta(days=10)
+    assert short.maintain(now=later)["deleted"] == 1
+    assert long.maintain(now=later)["deleted"] == 0
+    assert [r["messageId"] for r in long.rows().to_pylist()] == ["l-old"] and not short.rows().num_rows
+    assert long.maintain(now=start + dt.timedelta(days=31))["deleted"] == 1

@@ -31,7 +31,8 @@ def test_batch_done_rows_and_maintenance_statements():
     assert rows_sql("`i`", False, False) == "SELECT * FROM `i`"
     assert rows_sql("`i`", True, True) == "SELECT * FROM `i` WHERE node = :node AND correlationId = :correlation"
     assert rows_sql("`i`", False, True) == "SELECT * FROM `i` WHERE correlationId = :correlation"
-    assert maintenance_sql("`i`") == ["DELETE FROM `i` WHERE processedDate < :cutoff", "OPTIMIZE `i`", "VACUUM `i`"]
+    assert maintenance_sql("`i`") == ["DELETE FROM `i` WHERE node = :node AND processedDate < :cutoff",
+                                      "OPTIMIZE `i`", "VACUUM `i`"]
 
 
 def test_the_backend_follows_the_table_and_can_be_chosen():

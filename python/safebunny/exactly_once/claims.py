@@ -6,26 +6,36 @@ same checkpoint, the replay of (E, N) is stopped by the effects' own app transac
 with a new checkpoint (a new epoch E'), or on another driver, the broker redelivers those messages
 into a batch of E', whose app transactions know nothing of E: without more, the effects apply twice.
 
-So before its effects a batch writes a claim: its epoch, its batch id, the ids of its new messages
-and the effect targets it will write. The claim is removed once the inbox marker is committed. A
-claim whose marker never came is an *orphan*; a later batch that meets its ids asks each target's
-table whether (E, N) was applied there (the app transaction of (node, E, target) is at N or beyond;
-the dead epoch writes no later version) and leaves those ids' rows out of that target only. Every
-id then ends applied once per target, and the later batch's own inbox marker covers it. Emits are
-published again with their derived ids; the next step's inbox drops the copies.
+So before its effects a batch writes a claim: its epoch, its batch id, and for each effect target the
+ids whose rows it is about to write there. A failed or rejected id has no row in any target, so it is
+never counted as applied: a later batch applies it normally once it succeeds. The claim is removed once
+the inbox marker is committed. A claim whose marker never came is an *orphan*; a later batch that meets
+its ids asks each target's table whether (E, N) was applied there (the app transaction of (node, E,
+target) is at N or beyond; the dead epoch writes no later version) and leaves only the ids the orphan
+recorded *for that target* out of it. Every id then ends applied once per target, and the later batch's
+own inbox marker covers it. Emits are published again with their derived ids; the next step's inbox
+drops the copies.
 
-Files: ``<root>/_claims/<node>/<epoch>@<batch>.json`` beside the inbox, one per batch with effects.
-Listing that folder once per batch is the whole cost when nothing crashed (it holds only the batch
-under way).
+A row handler's batch writes a claim too, effects or not, before it publishes or applies anything: it
+names the ids the batch *decided* (not failed), whose recorded decisions
+(:class:`~safebunny.exactly_once.outcome_log.OutcomeLog`) a later epoch reuses, so an instance never
+takes two branches (an emit-only step calling a service whose answer changed).
+
+An orphan's claim lives until every id it holds is done in the inbox (then nothing depends on it), never
+by age: its messages may stay queued for longer than any window (a paused step, a long outage).
+
+Files: ``<root>/_claims/<node>/<epoch>@<batch>.json`` beside the inbox, one per batch with effects or
+decisions. Listing that folder once per batch is the whole cost when nothing crashed (it holds only the
+batch under way).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -35,7 +45,7 @@ from pyarrow import fs as pafs
 from safebunny.atomic import write_atomically
 from safebunny.journal import resolve_location
 
-__all__ = ["Claim", "ClaimLog", "Target", "settle", "leave_out", "expired"]
+__all__ = ["Claim", "ClaimLog", "Target", "settle", "leave_out", "applied_ids"]
 
 #: An effect target as the claim records it: (kind, table, key columns), :attr:`Effect.key`.
 Target = tuple[str, str, tuple[str, ...]]
@@ -43,24 +53,36 @@ Target = tuple[str, str, tuple[str, ...]]
 
 @dataclass(frozen=True)
 class Claim:
-    """Batch ``(epoch, batch_id)`` is about to apply ``targets`` for ``ids``."""
+    """Batch ``(epoch, batch_id)`` is about to apply ``applied[target]`` to each target, and has decided ``ids``.
+
+    ``ids``: every id the batch applies or decided (never a failed one); ``applied``: per target, the ids
+    with rows there. A claim written by an older version (targets without ids) counts every id for every
+    target, as that version did.
+    """
 
     epoch: str
     batch_id: int
     ids: frozenset[str]
-    targets: tuple[Target, ...]
+    applied: Mapping[Target, frozenset[str]]
     written_at: float  # unix seconds
+
+    @property
+    def targets(self) -> tuple[Target, ...]:
+        return tuple(sorted(self.applied))
 
     def to_json(self) -> bytes:
         return orjson.dumps({"epoch": self.epoch, "batchId": self.batch_id, "ids": sorted(self.ids),
-                             "targets": [[k, t, list(on)] for k, t, on in self.targets],
+                             "targets": [[k, t, list(on), sorted(self.applied[(k, t, on)])]
+                                         for k, t, on in self.targets],
                              "writtenAt": self.written_at})
 
     @classmethod
     def from_json(cls, data: bytes) -> Claim:
         raw = orjson.loads(data)
-        return cls(raw["epoch"], int(raw["batchId"]), frozenset(raw["ids"]),
-                   tuple((k, t, tuple(on)) for k, t, on in raw["targets"]), float(raw["writtenAt"]))
+        ids = frozenset(raw["ids"])
+        applied = {(entry[0], entry[1], tuple(entry[2])): frozenset(entry[3]) if len(entry) > 3 else ids
+                   for entry in raw["targets"]}
+        return cls(raw["epoch"], int(raw["batchId"]), ids, applied, float(raw["writtenAt"]))
 
 
 class ClaimLog:
@@ -73,8 +95,11 @@ class ClaimLog:
     def _path(self, epoch: str, batch_id: int) -> str:
         return f"{self.folder}/{urllib.parse.quote(epoch, safe='')}@{batch_id}.json"
 
-    def write(self, epoch: str, batch_id: int, ids: Iterable[str], targets: Iterable[Target]) -> Claim:
-        claim = Claim(epoch, batch_id, frozenset(ids), tuple(sorted(targets)), time.time())
+    def write(self, epoch: str, batch_id: int, ids: Iterable[str],
+              applied: Mapping[Target, Iterable[str]] | None = None) -> Claim:
+        """Write ``(epoch, batch_id)``'s claim: the ids it decided, and per target the ids it applies there."""
+        per_target = {target: frozenset(mids) for target, mids in (applied or {}).items()}
+        claim = Claim(epoch, batch_id, frozenset(ids).union(*per_target.values()), per_target, time.time())
         write_atomically(self.filesystem, self._path(epoch, batch_id), claim.to_json())
         return claim
 
@@ -105,17 +130,30 @@ def settle(orphans: Sequence[Claim], new_ids: Iterable[str],
     """For each target, the new ids whose effect an orphaned batch already applied there.
 
     ``applied(claim, target)`` answers from the target table's app transaction. Only targets an
-    orphan recorded and ids the orphan claimed count; everything else is applied as usual.
+    orphan recorded, and for each only the ids it recorded for that target, count; everything else
+    (a failed id above all) is applied as usual.
     """
     new = set(new_ids)
     out: dict[Target, set[str]] = {}
     for claim in orphans:
-        mine = claim.ids & new
-        if not mine:
-            continue
-        for target in claim.targets:
-            if applied(claim, target):
+        for target, ids in sorted(claim.applied.items()):
+            mine = ids & new
+            if mine and applied(claim, target):
                 out.setdefault(target, set()).update(mine)
+    return out
+
+
+def applied_ids(handled: Mapping[Any, tuple[Any, pa.Table]], written: Mapping[Any, tuple[Any, pa.Table]],
+                failed: Collection[str]) -> dict[Target, set[str]]:
+    """Per target a batch writes (``written``: its settled effects), the ids it applies there: the ids with
+    rows in the handler's tables (``handled``, before a merge kept one row per key: a superseded row is
+    applied by the same commit), never a ``failed`` id."""
+    targets = {item.key for item, _table in written.values()}
+    out: dict[Target, set[str]] = {}
+    for item, table in handled.values():
+        if item.key in targets:
+            ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
+            out.setdefault(item.key, set()).update(ids - set(failed))
     return out
 
 
@@ -125,8 +163,3 @@ def leave_out(table: pa.Table, ids: set[str]) -> pa.Table:
         return table
     keep = pc.invert(pc.is_in(table.column("messageId"), value_set=pa.array(sorted(ids), pa.string())))
     return table.filter(pc.fill_null(keep, True))
-
-
-def expired(claim: Claim, window: dt.timedelta, now: float | None = None) -> bool:
-    """A claim older than the dedupe window: its ids would be processed again anyway."""
-    return (now if now is not None else time.time()) - claim.written_at > window.total_seconds()

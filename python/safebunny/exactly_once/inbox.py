@@ -99,11 +99,13 @@ class Inbox:
         return self._store.rows(None if all_nodes else self.node, correlation_id)
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
-        """Drop partitions older than the window, compact, vacuum and sweep staging files.
+        """Drop this node's partitions older than its window, compact, vacuum and sweep staging files.
 
-        Run it from one job at a time (a daily scheduled job is plenty); see docs/exactly-once.md.
+        Other nodes sharing the table keep their rows: each node is maintained with its own window (a saga
+        maintains every step's inbox). Run it from one job at a time (a daily scheduled job is plenty); see
+        docs/exactly-once.md.
         """
-        return self._store.maintain(_date(now) - self.window, vacuum)
+        return self._store.maintain(_date(now) - self.window, vacuum, self.node)
 
 
 def _store(path: str, backend: str) -> Any:

@@ -64,7 +64,7 @@ class DeltaRsInboxStore:
         found = self.delta.read(flt)
         return INBOX_SCHEMA.empty_table() if found is None else found
 
-    def maintain(self, keep_from: dt.datetime, vacuum: bool) -> dict[str, object]:
+    def maintain(self, keep_from: dt.datetime, vacuum: bool, node: str | None = None) -> dict[str, object]:
         from safebunny.exactly_once.retention import maintain
 
-        return maintain(self.delta, keep_from, vacuum=vacuum)
+        return maintain(self.delta, keep_from, vacuum=vacuum, node=node)

@@ -48,8 +48,9 @@ def rows_sql(ref: str, by_node: bool, by_correlation: bool) -> str:
 
 
 def maintenance_sql(ref: str) -> list[str]:
-    """Delete partitions before ``:cutoff``, compact, vacuum with the default retention: in this order."""
-    return [f"DELETE FROM {ref} WHERE processedDate < :cutoff", f"OPTIMIZE {ref}", f"VACUUM {ref}"]
+    """Delete the node ``:node``'s partitions before ``:cutoff``, compact, vacuum with the default retention:
+    in this order."""
+    return [f"DELETE FROM {ref} WHERE node = :node AND processedDate < :cutoff", f"OPTIMIZE {ref}", f"VACUUM {ref}"]
 
 
 class SparkInboxStore:
@@ -115,12 +116,12 @@ class SparkInboxStore:
         found = self._query(rows_sql(self.ref, node is not None, correlation_id is not None), **args)
         return INBOX_SCHEMA.empty_table() if found is None else found
 
-    def maintain(self, keep_from: dt.datetime, vacuum: bool) -> dict[str, object]:
+    def maintain(self, keep_from: dt.datetime, vacuum: bool, node: str) -> dict[str, object]:
         spark = self._spark()
         if not self._exists(spark):
             return {"deleted": 0, "compacted": 0, "vacuumed": 0, "swept": 0}
         statements = maintenance_sql(self.ref)
-        spark.sql(statements[0], args={"cutoff": keep_from.date().isoformat()})
+        spark.sql(statements[0], args={"node": node, "cutoff": keep_from.date().isoformat()})
         spark.sql(statements[1])
         if vacuum:
             spark.sql(statements[2])

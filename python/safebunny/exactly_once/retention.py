@@ -14,19 +14,21 @@ import time
 
 from safebunny.exactly_once.delta_rs import DeltaPath
 
-__all__ = ["maintain", "sweep_staging_files"]
+__all__ = ["maintain", "retention_predicate", "sweep_staging_files"]
 
 log = logging.getLogger("safebunny.inbox")
 #: A staging file younger than this may belong to a writer still running; leave it.
 STAGING_GRACE_SECONDS = 3600
 
 
-def maintain(delta: DeltaPath, keep_from: dt.datetime, vacuum: bool = True) -> dict[str, object]:
-    """Delete the partitions before ``keep_from``, compact, vacuum; return what was done."""
+def maintain(delta: DeltaPath, keep_from: dt.datetime, vacuum: bool = True, node: str | None = None
+             ) -> dict[str, object]:
+    """Delete ``node``'s partitions (every node's when None) before ``keep_from``, compact, vacuum; return
+    what was done. Each node keeps its own window: a shared inbox is maintained node by node."""
     table = delta.table()
     if table is None:
         return {"deleted": 0, "compacted": 0, "vacuumed": 0, "swept": 0}
-    deleted = table.delete(f"processedDate < '{keep_from.date().isoformat()}'")
+    deleted = table.delete(retention_predicate(keep_from, node))
     table.update_incremental()
     compacted = table.optimize.compact()
     vacuumed = table.vacuum(dry_run=False) if vacuum else []
@@ -36,6 +38,12 @@ def maintain(delta: DeltaPath, keep_from: dt.datetime, vacuum: bool = True) -> d
               "vacuumed": len(vacuumed), "swept": swept}
     log.info("inbox %s maintained: %s", delta.path, result)
     return result
+
+
+def retention_predicate(keep_from: dt.datetime, node: str | None = None) -> str:
+    """The delete predicate of a node's rows older than ``keep_from`` (a SQL string literal, quotes doubled)."""
+    older = f"processedDate < '{keep_from.date().isoformat()}'"
+    return older if node is None else f"node = '{node.replace(chr(39), chr(39) * 2)}' AND {older}"
 
 
 def sweep_staging_files(path: str, now: float | None = None) -> int:

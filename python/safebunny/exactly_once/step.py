@@ -35,7 +35,7 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.batch import Batch, NewMessages, Prepared
-from safebunny.exactly_once.claims import Claim, ClaimLog, Target, expired, leave_out, settle
+from safebunny.exactly_once.claims import Claim, ClaimLog, Target, applied_ids, leave_out, settle
 from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
@@ -198,14 +198,17 @@ class Step:
             result = self._run_rows(new.for_handler(), handler, ctx)
         else:
             result = self._run_frames(spark, new.for_handler(), handler, ctx)
+        handled = result
         result = settle_outcome(result, new.order(), new.rejected)
         clock.lap("handler")
         publish, emitted = self._publish_rows(result, new.correlation_of())
         clock.lap("ids")
         if not replayed:
-            effects, orphans = self._settle(spark, epoch, batch_id, new, result)
-            if effects:
-                self.claims.write(epoch, batch_id, new.ids, effects)
+            effects, orphans = self._settle(spark, epoch, batch_id, new, result, listing=rows)
+            claimed = bool(effects) or (rows and new.count > 0)
+            if claimed:  # what this batch applies per target, and (row handlers) the ids it decided
+                self.claims.write(epoch, batch_id, [m for m in new.ids if m not in result.failed] if rows else (),
+                                  applied_ids(handled.effects, effects, result.failed))
                 crash_point("step.after_claim")
             for key in sorted(effects, key=repr):
                 effect, table = effects[key]
@@ -225,7 +228,7 @@ class Step:
         clock.lap("failed")
         if not replayed:
             self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
-            if effects:
+            if claimed:
                 self.claims.remove(epoch, batch_id)
             self._retire(orphans)
             clock.lap("inbox")
@@ -286,14 +289,17 @@ class Step:
         return result
 
     def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:
-        """What an orphaned batch of another epoch decided for any of ``ids``: its effects may be applied
-        already, so its decisions stand (a handler calling a service may answer differently now)."""
+        """What an orphaned batch of another epoch decided for any of ``ids``: its effects may be applied and
+        its emits published already, so its decisions stand (a handler calling a service may answer
+        differently now). A failed decision is never reused: it applied and sent nothing, so the message is
+        decided again (the service may be back)."""
         wanted, out = set(ids), {}
         for claim in self.claims.others(ctx.epoch, ctx.batch_id):
             if not claim.ids & wanted or self.inbox.batch_done(claim.epoch, claim.batch_id):
                 continue
             recorded = self.outcomes.read(claim.epoch, claim.batch_id) or {}
-            out.update({mid: recorded[mid] for mid in claim.ids & wanted if mid in recorded})
+            out.update({mid: recorded[mid] for mid in claim.ids & wanted
+                        if mid in recorded and recorded[mid].get("ok", True)})
         return out
 
     def _decide(self, handler: Handler, row: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
@@ -358,20 +364,21 @@ class Step:
         return out
 
     # -- claims: effects applied by a batch that never wrote its inbox marker ---------------------
-    def _settle(self, spark: Any, epoch: str, batch_id: int, new: NewMessages, result: Materialized
-                ) -> tuple[dict[tuple, tuple[Effect, pa.Table]], list[Claim]]:
+    def _settle(self, spark: Any, epoch: str, batch_id: int, new: NewMessages, result: Materialized,
+                listing: bool = False) -> tuple[dict[tuple, tuple[Effect, pa.Table]], list[Claim]]:
         """The effects to apply, without the rows an orphaned batch of another epoch already applied
-        (see :mod:`safebunny.exactly_once.claims`), and the orphaned claims met."""
+        (see :mod:`safebunny.exactly_once.claims`), and the orphaned claims met (listed when the batch has
+        effects, or ``listing``: a row handler's batch, whose claims hold decisions)."""
         effects = {key: value for key, value in result.effects.items() if value[1].num_rows}
-        if not effects:
+        if not effects and not listing:
             return effects, []
         orphans = []
         for claim in self.claims.others(epoch, batch_id):
-            if self.inbox.batch_done(claim.epoch, claim.batch_id) or expired(claim, self.inbox.window):
+            if self.inbox.batch_done(claim.epoch, claim.batch_id):
                 self.claims.remove(claim.epoch, claim.batch_id)
-            else:
+            else:  # kept until its ids are done, however old: they may still be queued (a paused step)
                 orphans.append(claim)
-        if not orphans:
+        if not orphans or not effects:
             return effects, orphans
 
         def applied(claim: Claim, target: Target) -> bool:
