@@ -15,7 +15,7 @@ from safebunny.exactly_once.emits import build_publish_rows
 from safebunny.exactly_once.inbox import Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect
 from safebunny.exactly_once.retention import sweep_staging_files
-from safebunny.exactly_once.spark_delta import merge_sql, quote_name
+from safebunny.exactly_once.spark_delta import applied_in_history, commit_tag, merge_sql, quote_name
 
 
 def _publish(rows, **kw):
@@ -118,3 +118,13 @@ def test_maintain_keeps_each_nodes_own_window(tmp_path):
     assert long.maintain(now=later)["deleted"] == 0
     assert [r["messageId"] for r in long.rows().to_pylist()] == ["l-old"] and not short.rows().num_rows
     assert long.maintain(now=start + dt.timedelta(days=31))["deleted"] == 1
+
+
+def test_a_spark_delta_effect_is_applied_when_the_history_holds_its_tag_at_that_version_or_later():
+    """Issue 35, case 5: the orphan check of a table by name reads ``userMetadata`` from DESCRIBE HISTORY."""
+    app = "safebunny.effect.ship.E0.abc"
+    history = [None, "someone else's note", commit_tag(app, 3), commit_tag(app + "x", 9)]
+    assert applied_in_history(history, app, 3) and applied_in_history(history, app, 2)
+    assert not applied_in_history(history, app, 4), "a later batch of that epoch was never committed"
+    assert not applied_in_history(history, "safebunny.effect.ship.E0.ab", 1), "a prefix of another app id"
+    assert not applied_in_history([], app, 0)

@@ -44,10 +44,9 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
 
 def effect_applied(spark: Any, effect: Effect, app_id: str, version: int) -> bool:
     """Whether ``(app_id, version)`` (or a later version of ``app_id``) is committed in ``effect``'s table."""
-    if is_path(effect.table):
-        committed = DeltaPath(effect.table).version_of(app_id)
-    else:
-        committed = spark_delta.transaction_version(spark, effect.table, app_id)
+    if not is_path(effect.table):  # through Spark: the table's history, which fails loudly when unreadable
+        return spark_delta.transaction_applied(spark, effect.table, app_id, version)
+    committed = DeltaPath(effect.table).version_of(app_id)
     return committed is not None and committed >= version
 
 
