@@ -13,7 +13,7 @@ import pytest
 import safebunny
 from safebunny.exactly_once.delta_rs import DeltaPath
 
-step_module = importlib.import_module("safebunny.exactly_once.step")
+takeover_module = importlib.import_module("safebunny.exactly_once.takeover")
 SCHEMA = "messageId string, value binary, correlationId string"
 
 
@@ -75,20 +75,20 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
 
     first = safebunny.Step(node="ship", inbox=inbox, uri=amqp_uri, epoch="E0")
     applied = []
-    original = step_module.apply_effect
+    original = takeover_module.apply_effect
 
-    def append_then_die(spark_, effect, table, app_id, version):
+    def append_then_die(spark_, effect, table, app_id, version, *fence):
         if applied:
             raise Crash("the driver died between the two effects")
         applied.append(effect.kind)
-        return original(spark_, effect, table, app_id, version)
+        return original(spark_, effect, table, app_id, version, *fence)
 
-    step_module.apply_effect = append_then_die
+    takeover_module.apply_effect = append_then_die
     try:
         with pytest.raises(Crash):
             first.process(_batch(spark, ["m1", "m2"]), 7, handle)
     finally:
-        step_module.apply_effect = original
+        takeover_module.apply_effect = original
     assert applied == ["append"]
 
     second = safebunny.Step(node="ship", inbox=inbox, uri=amqp_uri, epoch="E1")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 import urllib.parse
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,9 +43,10 @@ import pyarrow.compute as pc
 from pyarrow import fs as pafs
 
 from safebunny.atomic import write_atomically
+from safebunny.exactly_once.fence import SCHEME
 from safebunny.journal import resolve_location
 
-__all__ = ["Claim", "ClaimLog", "Target", "settle", "leave_out", "applied_ids"]
+__all__ = ["Claim", "ClaimLog", "Target", "leave_out", "applied_ids"]
 
 #: An effect target as the claim records it: (kind, table, key columns), :attr:`Effect.key`.
 Target = tuple[str, str, tuple[str, ...]]
@@ -65,6 +66,8 @@ class Claim:
     ids: frozenset[str]
     applied: Mapping[Target, frozenset[str]]
     written_at: float  # unix seconds
+    #: how its batch writes effects: 1, version N (no fences); 2, version 2N + 1 (:mod:`.fence`)
+    scheme: int = SCHEME
 
     @property
     def targets(self) -> tuple[Target, ...]:
@@ -74,7 +77,7 @@ class Claim:
         return orjson.dumps({"epoch": self.epoch, "batchId": self.batch_id, "ids": sorted(self.ids),
                              "targets": [[k, t, list(on), sorted(self.applied[(k, t, on)])]
                                          for k, t, on in self.targets],
-                             "writtenAt": self.written_at})
+                             "writtenAt": self.written_at, "scheme": self.scheme})
 
     @classmethod
     def from_json(cls, data: bytes) -> Claim:
@@ -82,7 +85,7 @@ class Claim:
         ids = frozenset(raw["ids"])
         applied = {(entry[0], entry[1], tuple(entry[2])): frozenset(entry[3]) if len(entry) > 3 else ids
                    for entry in raw["targets"]}
-        return cls(raw["epoch"], int(raw["batchId"]), ids, applied, float(raw["writtenAt"]))
+        return cls(raw["epoch"], int(raw["batchId"]), ids, applied, float(raw["writtenAt"]), int(raw.get("scheme", 1)))
 
 
 class ClaimLog:
@@ -123,24 +126,6 @@ class ClaimLog:
             except FileNotFoundError:  # removed by its own batch while we listed
                 continue
         return sorted(claims, key=lambda c: (c.written_at, c.epoch, c.batch_id))
-
-
-def settle(orphans: Sequence[Claim], new_ids: Iterable[str],
-           applied: Callable[[Claim, Target], bool]) -> dict[Target, set[str]]:
-    """For each target, the new ids whose effect an orphaned batch already applied there.
-
-    ``applied(claim, target)`` answers from the target table's app transaction. Only targets an
-    orphan recorded, and for each only the ids it recorded for that target, count; everything else
-    (a failed id above all) is applied as usual.
-    """
-    new = set(new_ids)
-    out: dict[Target, set[str]] = {}
-    for claim in orphans:
-        for target, ids in sorted(claim.applied.items()):
-            mine = ids & new
-            if mine and applied(claim, target):
-                out.setdefault(target, set()).update(mine)
-    return out
 
 
 def applied_ids(handled: Mapping[Any, tuple[Any, pa.Table]], written: Mapping[Any, tuple[Any, pa.Table]],

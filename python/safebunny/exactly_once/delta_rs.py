@@ -21,10 +21,12 @@ from pyarrow import fs as pafs
 
 from safebunny.exactly_once.merge_rows import last_per_key
 
-__all__ = ["DeltaPath", "is_path"]
+__all__ = ["DeltaPath", "Guard", "is_path"]
 
 log = logging.getLogger("safebunny.inbox")
 T = TypeVar("T")
+#: ``guard(read)``: checks a snapshot before a commit (``read(app_id)`` is its version there); raises to refuse
+Guard = Callable[[Callable[[str], "int | None"]], None]
 _CONFLICT_RETRIES = 8
 
 
@@ -97,22 +99,33 @@ class DeltaPath:
         return None if table is None else table.transaction_version(app_id)
 
     # -- writing (each a single commit carrying the app transaction) ---------------------------
-    def append(self, data: pa.Table, app_id: str, version: int, partition_by: Sequence[str] | None = None) -> bool:
-        """Append ``data`` unless ``(app_id, version)`` is already committed; True when written."""
+    def append(self, data: pa.Table, app_id: str, version: int, partition_by: Sequence[str] | None = None,
+               fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
+        """Append ``data`` unless ``(app_id, version)`` is already committed; True when written.
+
+        ``fences``: more ``(app id, version)`` transactions for the same commit; ``guard(read)`` runs on the
+        snapshot the commit is made from (``read(app_id)`` gives its version there) and raises to refuse."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         def write() -> bool:
-            if _done(self.version_of(app_id), version):
+            table = self.table()
+            if _done(None if table is None else table.transaction_version(app_id), version):
                 return False
-            write_deltalake(self.path, data, mode="append", partition_by=list(partition_by) if partition_by else None,
-                            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+            if guard is not None:
+                guard(lambda app: None if table is None else table.transaction_version(app))
+            transactions = [Transaction(app_id, version), *(Transaction(a, v) for a, v in fences)]
+            write_deltalake(self.path if table is None else table, data, mode="append",
+                            partition_by=list(partition_by) if partition_by else None,
+                            commit_properties=CommitProperties(app_transactions=transactions))
             return True
 
         return _retry_conflicts(write, self.path)
 
-    def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int) -> bool:
+    def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int,
+              fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
         """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed. Where rows of
-        ``data`` share a key, the last one wins (the step orders them by source first)."""
+        ``data`` share a key, the last one wins (the step orders them by source first). ``fences`` and
+        ``guard`` as for :meth:`append`."""
         from deltalake import CommitProperties, Transaction
 
         data = last_per_key(data, on)
@@ -120,12 +133,15 @@ class DeltaPath:
         def write() -> bool:
             table = self.table()
             if table is None:
-                return self.append(data, app_id, version)
+                return self.append(data, app_id, version, fences=fences, guard=guard)
             if _done(table.transaction_version(app_id), version):
                 return False
+            if guard is not None:
+                guard(table.transaction_version)
+            transactions = [Transaction(app_id, version), *(Transaction(a, v) for a, v in fences)]
             predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
             (table.merge(data, predicate, source_alias="s", target_alias="t",
-                         commit_properties=CommitProperties(app_transactions=[Transaction(app_id, version)]))
+                         commit_properties=CommitProperties(app_transactions=transactions))
              .when_matched_update_all().when_not_matched_insert_all().execute())
             return True
 

@@ -3,33 +3,39 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import spark_delta
-from safebunny.exactly_once.delta_rs import DeltaPath, is_path
+from safebunny.exactly_once.delta_rs import DeltaPath, Guard, is_path
+from safebunny.exactly_once.fence import SCHEME
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["apply_effect", "effect_app_id", "effect_applied", "target_schema"]
+__all__ = ["apply_effect", "effect_app_id", "committed_version", "target_schema"]
 
 
-def effect_app_id(node: str, epoch: str, effect: Effect) -> str:
-    """The app id of ``effect``'s writes: stable per node, epoch and target."""
+def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
+    """The app id of ``effect``'s writes: stable per node, epoch and target (``scheme`` 1: before fences,
+    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.fence`)."""
     target = hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
-    return f"safebunny.effect.{node}.{epoch}.{target}"
+    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{target}"
 
 
-def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, version: int) -> bool:
-    """Write ``table`` as ``effect`` unless ``(app_id, version)`` is committed; True when written."""
+def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, version: int,
+                 fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
+    """Write ``table`` as ``effect`` unless ``(app_id, version)`` is committed; True when written. A target
+    by path also writes ``fences`` in the same commit, after ``guard`` accepted the snapshot it commits from
+    (:mod:`~safebunny.exactly_once.fence`); a table by name takes neither."""
     if table.num_rows == 0:
         return False
     if is_path(effect.table):
         delta = DeltaPath(effect.table)
         if effect.kind == "append":
-            return delta.append(table, app_id, version)
-        return delta.merge(table, effect.on, app_id, version)
+            return delta.append(table, app_id, version, fences=fences, guard=guard)
+        return delta.merge(table, effect.on, app_id, version, fences=fences, guard=guard)
     if not _has_spark_delta(spark):
         raise SafeBunnyOptionError(
             f"The effect table {effect.table!r} is a name, which needs Delta in the Spark session (Databricks, "
@@ -42,12 +48,13 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
     return True
 
 
-def effect_applied(spark: Any, effect: Effect, app_id: str, version: int) -> bool:
-    """Whether ``(app_id, version)`` (or a later version of ``app_id``) is committed in ``effect``'s table."""
-    if not is_path(effect.table):  # through Spark: the table's history, which fails loudly when unreadable
-        return spark_delta.transaction_applied(spark, effect.table, app_id, version)
-    committed = DeltaPath(effect.table).version_of(app_id)
-    return committed is not None and committed >= version
+def committed_version(spark: Any, effect: Effect, app_id: str, version: int) -> int | None:
+    """The version of ``app_id`` in ``effect``'s table. By path, the last one written; by name (Spark
+    Delta), read through the table's history, which only says whether ``version`` or later is in: then
+    ``version``, else None (a failure to read raises: unknown is never "not applied")."""
+    if not is_path(effect.table):
+        return version if spark_delta.transaction_applied(spark, effect.table, app_id, version) else None
+    return DeltaPath(effect.table).version_of(app_id)
 
 
 def target_schema(table: str) -> pa.Schema | None:

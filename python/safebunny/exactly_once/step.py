@@ -35,13 +35,14 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.batch import Batch, NewMessages, Prepared
-from safebunny.exactly_once.claims import Claim, ClaimLog, Target, applied_ids, leave_out, settle
+from safebunny.exactly_once.claims import Claim, ClaimLog, applied_ids
 from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.effects import apply_effect, effect_app_id, effect_applied, target_schema
+from safebunny.exactly_once.effects import target_schema
 from safebunny.exactly_once.emit_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once.fence import FenceMoved
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect, describe
 from safebunny.exactly_once.local_collect import LOCAL_ROWS
@@ -50,12 +51,15 @@ from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
 from safebunny.exactly_once.row_types import build_tables, type_decisions
 from safebunny.exactly_once.settle import settle_outcome
+from safebunny.exactly_once.takeover import Takeover
 from safebunny.session import activate
 
 __all__ = ["Step", "BatchReport", "Handler", "Router", "Prepare"]
 
 log = logging.getLogger("safebunny.step")
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
+#: plans of a batch's effects before it fails (another batch committing to its targets each time)
+_FENCE_ATTEMPTS = 3
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
 Router = Callable[[Emit], "tuple[str, str | Callable[[str], str]]"]
@@ -204,16 +208,15 @@ class Step:
         publish, emitted = self._publish_rows(result, new.correlation_of())
         clock.lap("ids")
         if not replayed:
-            effects, orphans = self._settle(spark, epoch, batch_id, new, result, listing=rows)
+            effects = {key: value for key, value in result.effects.items() if value[1].num_rows}
             claimed = bool(effects) or (rows and new.count > 0)
-            if claimed:  # what this batch applies per target, and (row handlers) the ids it decided
+            orphans: list[Claim] = []
+            if claimed:  # what this batch applies per target, and (row handlers) the ids it decided: before
+                # listing the others, so of two batches on one id at least one sees the other's claim
                 self.claims.write(epoch, batch_id, [m for m in new.ids if m not in result.failed] if rows else (),
                                   applied_ids(handled.effects, effects, result.failed))
                 crash_point("step.after_claim")
-            for key in sorted(effects, key=repr):
-                effect, table = effects[key]
-                apply_effect(spark, effect, table, effect_app_id(self.node, epoch, effect), batch_id)
-                crash_point("step.after_one_effect")
+                orphans = self._apply(spark, epoch, batch_id, new, effects)
             clock.lap("effects")
             crash_point("step.after_effects")
         # the batch's messages go out before its inbox marker: once the marker is in, a copy of these messages
@@ -364,36 +367,32 @@ class Step:
         return out
 
     # -- claims: effects applied by a batch that never wrote its inbox marker ---------------------
-    def _settle(self, spark: Any, epoch: str, batch_id: int, new: NewMessages, result: Materialized,
-                listing: bool = False) -> tuple[dict[tuple, tuple[Effect, pa.Table]], list[Claim]]:
-        """The effects to apply, without the rows an orphaned batch of another epoch already applied
-        (see :mod:`safebunny.exactly_once.claims`), and the orphaned claims met (listed when the batch has
-        effects, or ``listing``: a row handler's batch, whose claims hold decisions)."""
-        effects = {key: value for key, value in result.effects.items() if value[1].num_rows}
-        if not effects and not listing:
-            return effects, []
+    def _apply(self, spark: Any, epoch: str, batch_id: int, new: NewMessages,
+               effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> list[Claim]:
+        """Apply ``effects`` beside the node's other claims (:mod:`~safebunny.exactly_once.takeover`); when
+        another batch commits to a target meanwhile, plan again from what landed. Returns the other claims."""
+        takeover = Takeover(spark, self.node, epoch, batch_id)
+        for attempt in range(1, _FENCE_ATTEMPTS + 1):
+            orphans = self._orphans(epoch, batch_id)
+            try:
+                takeover.apply(effects, orphans, lambda: self.inbox.seen(new.ids, epoch, batch_id))
+                return orphans
+            except FenceMoved:
+                if attempt == _FENCE_ATTEMPTS:
+                    raise
+                log.warning("step %s batch %d: another batch committed to a target this one planned against; "
+                            "planning again (%d/%d)", self.node, batch_id, attempt, _FENCE_ATTEMPTS)
+        raise AssertionError("unreachable")
+
+    def _orphans(self, epoch: str, batch_id: int) -> list[Claim]:
+        """The node's other claims whose batch never wrote its marker (stale ones removed), however old."""
         orphans = []
         for claim in self.claims.others(epoch, batch_id):
             if self.inbox.batch_done(claim.epoch, claim.batch_id):
                 self.claims.remove(claim.epoch, claim.batch_id)
-            else:  # kept until its ids are done, however old: they may still be queued (a paused step)
+            else:  # kept until its ids are done: they may still be queued (a paused step, a long outage)
                 orphans.append(claim)
-        if not orphans or not effects:
-            return effects, orphans
-
-        def applied(claim: Claim, target: Target) -> bool:
-            effect = Effect(target[0], None, target[1], target[2])
-            return effect_applied(spark, effect, effect_app_id(self.node, claim.epoch, effect), claim.batch_id)
-
-        done = settle(orphans, new.ids, applied)
-        if done:
-            log.warning("step %s batch %d: %d message(s) were claimed by a batch of another epoch that applied "
-                        "effects and never recorded them (a crash, then a new checkpoint or driver); their rows "
-                        "in the tables it wrote are left out: %s", self.node, batch_id,
-                        len(set().union(*done.values())),
-                        ", ".join(f"{t[1]} ({len(ids)})" for t, ids in sorted(done.items())))
-        settled = {key: (item, leave_out(table, done.get(key, set()))) for key, (item, table) in effects.items()}
-        return {key: value for key, value in settled.items() if value[1].num_rows}, orphans
+        return orphans
 
     def _retire(self, orphans: list[Claim]) -> None:
         """Remove an orphaned claim once every id it holds is done in the inbox."""

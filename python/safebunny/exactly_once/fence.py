@@ -1,0 +1,134 @@
+"""Fences: a batch that takes over another batch's messages makes that batch unable to commit them.
+
+A claim (:mod:`~safebunny.exactly_once.claims`) is read as an *orphan* by any other batch that meets its
+ids, whether its batch is dead or still running: a driver whose batch failed and is replayed from its
+journal while the broker has given the same messages to a standby, a driver that lost the broker but not
+the storage, a query stopped mid-batch. Two batches could then each apply the same ids. The fence closes
+that, for every effect target given by path (delta-rs):
+
+- batch N of a claim writes its effect on a target with the app transaction ``(app, 2N + 1)``
+  (:func:`apply_version`); a batch that applies ids an unapplied orphan claimed writes, **in the same
+  commit**, the orphan's app transaction at ``2N`` (:func:`fence_version`);
+- delta-rs refuses a commit carrying an app id that another commit wrote after the committer's snapshot
+  ("Concurrent transaction failed", measured: docs/exactly-once.md), so of two batches whose commits both
+  name an app id, exactly one lands; the other fails and its batch is replayed, re-planned against what
+  landed;
+- a target's version of an app id therefore says what happened to it (:func:`state_of`): below ``2N``
+  open, ``2N`` fenced (another batch applied what it took over, in that commit, and its claim or the inbox
+  says which ids), ``2N + 1`` or more applied;
+- before committing, a batch checks on the very snapshot it commits from that every app id it planned
+  with still has the version it read (:class:`TargetPlan.expect`); anything moved means another batch
+  committed meanwhile: the batch fails and is replayed (:class:`FenceMoved`).
+
+Claims of an older version (scheme 1: version N, no fences) and targets given by name (Spark Delta, whose
+writer takes one app transaction per commit) are read as before: applied or open, never fenced.
+
+Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.effects` writes the commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from safebunny.errors import SafeBunnyError
+
+__all__ = ["SCHEME", "APPLIED", "FENCED", "OPEN", "apply_version", "fence_version", "state_of", "TargetPlan",
+           "Orphan", "plan_target", "check_expected", "FenceMoved"]
+
+#: The claim scheme this version writes: effects at 2N + 1, fences at 2N.
+SCHEME = 2
+APPLIED, FENCED, OPEN = "applied", "fenced", "open"
+
+
+class FenceMoved(SafeBunnyError):
+    """Another batch committed to a target this batch planned against: the batch fails and is replayed."""
+
+
+def apply_version(batch_id: int, scheme: int = SCHEME) -> int:
+    """The app transaction version of batch ``batch_id``'s effect commit."""
+    return 2 * batch_id + 1 if scheme >= 2 else batch_id
+
+
+def fence_version(batch_id: int) -> int:
+    """The version another batch writes to fence batch ``batch_id`` out of a target."""
+    return 2 * batch_id
+
+
+def state_of(committed: int | None, batch_id: int, scheme: int = SCHEME) -> str:
+    """What a target's version of a batch's app id says: :data:`APPLIED`, :data:`FENCED` or :data:`OPEN`.
+
+    An epoch runs its batches one after another and a batch that failed is replayed before the next, so a
+    version above the batch's own can only come from that epoch's later batches, which means this one
+    finished."""
+    if scheme < 2:
+        return APPLIED if committed is not None and committed >= batch_id else OPEN
+    if committed is None or committed < fence_version(batch_id):
+        return OPEN
+    return FENCED if committed == fence_version(batch_id) else APPLIED
+
+
+@dataclass(frozen=True)
+class TargetPlan:
+    """How a batch writes one target.
+
+    - ``leave_out``: ids another batch applied there already;
+    - ``fences``: ``(app id, version)`` of the batches this commit fences (written in the same commit);
+    - ``expect``: app id -> the version read when planning (own and fenced); the commit is refused if any
+      moved;
+    - ``done``: this batch's own commit is in already (a replay): nothing to write.
+    """
+
+    leave_out: frozenset[str] = frozenset()
+    fences: tuple[tuple[str, int], ...] = ()
+    expect: Mapping[str, int | None] = field(default_factory=dict)
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class Orphan:
+    """Another claim as one target sees it: its batch, scheme, the ids it recorded there, its app id and
+    the version the target holds for that app id."""
+
+    batch_id: int
+    scheme: int
+    ids: frozenset[str]
+    app_id: str
+    committed: int | None
+
+
+def plan_target(own_app: str, own_committed: int | None, batch_id: int, ids: Iterable[str],
+                orphans: Iterable[Orphan], fenceable: bool) -> TargetPlan:
+    """The plan for one target: ``ids`` are this batch's ids with rows there; ``fenceable``: the target
+    takes several app transactions in one commit (a path, written with delta-rs)."""
+    own_state = state_of(own_committed, batch_id)
+    if own_state == APPLIED:
+        return TargetPlan(done=True)
+    mine = set(ids)
+    leave: set[str] = set()
+    fences: dict[str, int] = {}
+    expect: dict[str, int | None] = {own_app: own_committed} if fenceable else {}
+    for orphan in orphans:
+        overlap = orphan.ids & mine
+        if not overlap:
+            continue
+        state = state_of(orphan.committed, orphan.batch_id, orphan.scheme)
+        if state == APPLIED:
+            leave |= overlap
+        elif fenceable and orphan.scheme >= 2:  # open or fenced already: fence it (again) in this commit
+            fences[orphan.app_id] = fence_version(orphan.batch_id)
+            expect[orphan.app_id] = orphan.committed
+    return TargetPlan(frozenset(leave), tuple(sorted(fences.items())), expect)
+
+
+def check_expected(plan: TargetPlan, read: Callable[[str], int | None], table: str) -> None:
+    """Raise :class:`FenceMoved` when an app id of ``plan`` no longer has the version read when planning."""
+    for app_id, version in plan.expect.items():
+        now = read(app_id)
+        if now != version:
+            raise FenceMoved(
+                f"Another batch committed to the effect table {table!r} while this one was planning (app "
+                f"transaction {app_id!r} moved from {version} to {now}): two drivers hold the same messages (a "
+                "takeover, a handover or a replay beside a standby). This batch fails and is replayed against "
+                "what landed; nothing is applied twice.")
+

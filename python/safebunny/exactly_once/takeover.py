@@ -1,0 +1,94 @@
+"""Applying a batch's Delta effects beside other claims on its ids: leave out, fence, or apply.
+
+The batch's own claim is written first; then every other claim on file is listed, and for each target
+the batch writes, :func:`~safebunny.exactly_once.fence.plan_target` decides from the target's app
+transactions which ids another batch applied there (left out) and which claims this commit fences. Ids
+that another batch marked done after this batch's dedupe (it finished meanwhile and removed its claim)
+are left out too. Each effect is then one commit carrying its own app transaction and its fences,
+refused when anything it planned against moved (:class:`~safebunny.exactly_once.fence.FenceMoved`),
+after which the step plans again from what landed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.crashpoints import crash_point
+from safebunny.exactly_once.claims import Claim, leave_out
+from safebunny.exactly_once.delta_rs import is_path
+from safebunny.exactly_once.effects import apply_effect, committed_version, effect_app_id
+from safebunny.exactly_once.fence import Orphan, TargetPlan, apply_version, check_expected, plan_target
+from safebunny.exactly_once.outcome import Effect
+
+__all__ = ["Takeover"]
+
+log = logging.getLogger("safebunny.step")
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """One batch's effects against the other claims of its node."""
+
+    spark: Any
+    node: str
+    epoch: str
+    batch_id: int
+
+    def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
+              late_done: Callable[[], set[str]]) -> None:
+        """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans``; ``late_done()``
+        gives the batch's ids done in the inbox by now (asked only when another claim is involved)."""
+        late: set[str] | None = None
+        for key in sorted(effects, key=repr):
+            effect, table = effects[key]
+            plan = self._plan(effect, table, orphans)
+            if plan.done:
+                continue
+            if late is None and (orphans or plan.expect.get(self._app(effect)) is not None):
+                late = late_done()
+            skip = plan.leave_out | (late or set())
+            rows = leave_out(table, set(skip))
+            if skip:
+                log.warning("step %s batch %d: %d message(s) of %s were applied by another batch (a crash, then a "
+                            "new checkpoint, or another driver holding them); their rows are left out", self.node,
+                            self.batch_id, table.num_rows - rows.num_rows, effect.table)
+            if plan.fences:
+                log.warning("step %s batch %d: fencing %d other batch(es) out of %s (they claimed messages this "
+                            "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
+
+            def guard(read: Callable[[str], int | None], plan: TargetPlan = plan, name: str = effect.table) -> None:
+                check_expected(plan, read, name)
+
+            apply_effect(self.spark, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences,
+                         guard if plan.expect else None)
+            crash_point("step.after_one_effect")
+
+    def _app(self, effect: Effect) -> str:
+        return effect_app_id(self.node, self.epoch, effect)
+
+    def _plan(self, effect: Effect, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
+        own = self._app(effect)
+        if not is_path(effect.table):  # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion)
+            own_version = None
+        else:
+            own_version = committed_version(self.spark, effect, own, apply_version(self.batch_id))
+        if is_path(effect.table) and own_version is None:  # a batch of this epoch written before fences came
+            legacy = committed_version(self.spark, effect, effect_app_id(self.node, self.epoch, effect, 1),
+                                       self.batch_id)
+            if legacy is not None and legacy >= self.batch_id:
+                return TargetPlan(done=True)
+        views = []
+        for claim in orphans:
+            ids = claim.applied.get(effect.key)
+            if not ids:
+                continue
+            app = effect_app_id(self.node, claim.epoch, effect, claim.scheme)
+            version = committed_version(self.spark, effect, app, apply_version(claim.batch_id, claim.scheme))
+            views.append(Orphan(claim.batch_id, claim.scheme, ids, app, version))
+        ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
+        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=is_path(effect.table))
