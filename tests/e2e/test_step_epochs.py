@@ -214,3 +214,92 @@ def test_a_claim_older_than_the_window_still_protects_its_effects(spark, amqp_ur
     second = safebunny.Step(node="keep", inbox=inbox, epoch="E1")
     second.process(_batch(spark, ["m1", "m2"]), 0, handle)
     assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2"]
+
+
+def _run_in_thread(spark, work):
+    """Run ``work()`` in a thread of its own (a second driver's batch); returns (thread, errors)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def target():
+        from pyspark.sql import SparkSession
+
+        SparkSession._activeSession = spark  # noqa: SLF001 - the thread's active session, as a driver has
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+@pytest.mark.parametrize("both_see", [False, True], ids=["zombie-plans-first", "each-sees-the-other"])
+def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amqp_uri, tmp_path, both_see):
+    """Issue 35, case 3: two drivers hold the same messages at once (a replay from the journal beside the standby
+    the broker gave them to, a handover mid-batch, a partition). Batch A of epoch EA and batch B of epoch EB run
+    side by side on one inbox and one effect table:
+
+    - zombie-plans-first: A lists the claims (B has none yet) and stops before its commit; B then runs to its end
+      (it sees A's claim, fences A in its own commit); A's commit is refused and A plans again: nothing left;
+    - each-sees-the-other: both claims are on file before either lists, so each fences the other; the commits
+      name both app ids and only one lands; the other batch plans again and leaves the ids out.
+    """
+    import threading
+
+    ledger, inbox = str(tmp_path / "ledger"), str(tmp_path / "inbox")
+    ids = [f"m{i}" for i in range(6)]
+
+    def handle(df, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(df.selectExpr("messageId", f"'{ctx.epoch}' AS epoch"),
+                                                           ledger)])
+
+    a_ready, b_may_commit, a_may_go = threading.Event(), threading.Event(), threading.Event()
+    original = takeover_module.apply_effect
+    original_apply = takeover_module.Takeover.apply
+
+    def apply_effect(spark_, effect, table, app_id, version, *fence):
+        if ".EA." in app_id and not a_may_go.is_set():  # A has planned; it commits once B is done
+            a_ready.set()
+            assert a_may_go.wait(120)
+        return original(spark_, effect, table, app_id, version, *fence)
+
+    def plan_after_both_claims(self, effects, orphans, late_done):
+        if self.epoch == "EB" and both_see:
+            b_may_commit.set()
+        if both_see and self.epoch == "EA":  # A lists only once B's claim is on file too
+            assert b_may_commit.wait(120)
+            orphans = step_a._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
+        return original_apply(self, effects, orphans, late_done)
+
+    step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")
+    step_b = safebunny.Step(node="ship", inbox=inbox, epoch="EB")
+    takeover_module.apply_effect = apply_effect
+    takeover_module.Takeover.apply = plan_after_both_claims
+    try:
+        thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 1, handle))
+        if both_see:
+            # B's claim is written while A waits for it; B then plans (seeing A's) and commits first
+            b_done = threading.Event()
+
+            def release_a_after_b():
+                assert b_done.wait(240)
+                a_may_go.set()
+            threading.Thread(target=release_a_after_b, daemon=True).start()
+            step_b.process(_batch(spark, ids), 0, handle)
+            b_done.set()
+        else:
+            assert a_ready.wait(120), "A planned and reached its commit"
+            step_b.process(_batch(spark, ids), 0, handle)
+            a_may_go.set()
+        thread.join(240)
+    finally:
+        takeover_module.apply_effect = original
+        takeover_module.Takeover.apply = original_apply
+    assert not errors, errors
+    rows = DeltaPath(ledger).read().to_pylist()
+    assert sorted(r["messageId"] for r in rows) == ids, "each message applied once, by one of the two batches"
+    assert {r["epoch"] for r in rows} == {"EB"}, "B's commit landed first; A's was refused and left them out"
+    assert not _claim_files(tmp_path)
