@@ -303,3 +303,53 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
     assert sorted(r["messageId"] for r in rows) == ids, "each message applied once, by one of the two batches"
     assert {r["epoch"] for r in rows} == {"EB"}, "B's commit landed first; A's was refused and left them out"
     assert not _claim_files(tmp_path)
+
+
+def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_uri, make_queue, admin, tmp_path):
+    """Issue 35, cases 2 and 3 together: an emit-only row step (a payment service) runs on two drivers holding the
+    same messages; the service answers A "Charged" and B "Declined". A decides first and stops before committing
+    its decisions; B decides, commits (fencing A) and publishes; A's commit is refused, and A adopts B's committed
+    decisions: every instance gets one branch only, B's."""
+    import threading
+
+    out = make_queue(suffix="-out")
+    inbox = str(tmp_path / "inbox")
+    ids = [f"o{i}" for i in range(5)]
+
+    def pay_as(answer):
+        def pay(msg, ctx):
+            return safebunny.Outcome(emits=[safebunny.emit({"orderId": msg["messageId"]}, type=answer,
+                                                           routing_key=out)])
+        return pay
+
+    a_ready, a_may_go = threading.Event(), threading.Event()
+
+    step_a = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EA")
+    step_b = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EB")
+    write_claim = step_a.claims.write
+
+    def claim_after_b(*args, **kwargs):  # A has decided; its claim comes after B's whole batch
+        if not a_may_go.is_set():
+            a_ready.set()
+            assert a_may_go.wait(120)
+        return write_claim(*args, **kwargs)
+
+    step_a.claims.write = claim_after_b
+    try:
+        thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 3, pay_as("Charged"),
+                                                                      rows=True))
+        assert a_ready.wait(120), "A decided and reached its decisions' commit"
+        step_b.process(_batch(spark, ids), 0, pay_as("Declined"), rows=True)
+        a_may_go.set()
+        thread.join(240)
+    finally:
+        step_a.claims.write = write_claim
+    assert not errors, errors
+    branches: dict[str, set[str]] = {}
+    for _, props, body in admin.get_all(out):
+        branches.setdefault(json.loads(body)["orderId"], set()).add(props.type)
+    assert set(branches) == set(ids) and all(len(types) == 1 for types in branches.values()), \
+        f"one branch per instance: {branches}"
+    assert {t for types in branches.values() for t in types} == {"Declined"}, \
+        "A's decisions never reached B's listing, so B's committed first and A adopted them"
+    assert not _claim_files(tmp_path)

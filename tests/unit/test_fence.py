@@ -3,8 +3,19 @@ other claims on its ids (issue 35, case 3: two drivers on one batch)."""
 
 import pytest
 
-from safebunny.exactly_once.fence import (APPLIED, FENCED, OPEN, FenceMoved, Orphan, TargetPlan, apply_version,
-                                          check_expected, fence_version, plan_target, state_of)
+from safebunny.exactly_once.fence import (
+    APPLIED,
+    FENCED,
+    OPEN,
+    FenceMoved,
+    Orphan,
+    TargetPlan,
+    apply_version,
+    check_expected,
+    fence_version,
+    plan_target,
+    state_of,
+)
 
 
 def test_versions_tell_open_fenced_and_applied_apart():

@@ -31,6 +31,7 @@ batch under way).
 
 from __future__ import annotations
 
+import os
 import time
 import urllib.parse
 from collections.abc import Collection, Iterable, Mapping
@@ -92,6 +93,8 @@ class ClaimLog:
     """The claims of one node, under ``<root>/_claims/<node>/`` (``root``: the inbox's path or name)."""
 
     def __init__(self, root: str, node: str) -> None:
+        #: the state root as delta-rs and pyarrow take it (a URI, or an absolute local path)
+        self.root = root.rstrip("/") if "://" in root else os.path.abspath(root)
         self.filesystem, base = resolve_location(root, "inbox")
         self.folder = f"{base}/_claims/{urllib.parse.quote(node, safe='')}"
 

@@ -38,18 +38,18 @@ from safebunny.exactly_once.batch import Batch, NewMessages, Prepared
 from safebunny.exactly_once.claims import Claim, ClaimLog, applied_ids
 from safebunny.exactly_once.connect_epoch import connect_epoch, is_connect
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.effects import target_schema
+from safebunny.exactly_once.decisions import DecisionTable
 from safebunny.exactly_once.emit_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits import PUBLISH_SCHEMA, build_publish_rows
 from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.exactly_once.fence import FenceMoved
 from safebunny.exactly_once.inbox import DEFAULT_WINDOW, Inbox, InboxRow
-from safebunny.exactly_once.isolate import bisect, describe
+from safebunny.exactly_once.isolate import bisect
 from safebunny.exactly_once.local_collect import LOCAL_ROWS
-from safebunny.exactly_once.materialize import Materialized, from_frames, from_rows, merge_all
+from safebunny.exactly_once.materialize import Materialized, from_frames, merge_all
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.outcome_log import OutcomeLog
-from safebunny.exactly_once.row_types import build_tables, type_decisions
+from safebunny.exactly_once.row_run import RowRun
 from safebunny.exactly_once.settle import settle_outcome
 from safebunny.exactly_once.takeover import Takeover
 from safebunny.session import activate
@@ -158,6 +158,8 @@ class Step:
         self.prepare = prepare
         self.outcomes = OutcomeLog(inbox, node)
         self.claims = ClaimLog(inbox, node)
+        self.decisions = DecisionTable(self.claims.root, node)
+        self._rows = RowRun(self.inbox, self.claims, self.outcomes, self.decisions, row_retries)
         self.reports: deque[BatchReport] = deque(maxlen=200)
 
     # -- public ----------------------------------------------------------------------------------
@@ -199,7 +201,8 @@ class Step:
             if prepared is not None:
                 new, ctx = new.with_prepared(prepared), replace(ctx, prepared=True)
         if rows:
-            result = self._run_rows(new.for_handler(), handler, ctx)
+            result = self._rows.run(new.for_handler(), handler, ctx, replayed,
+                                    lambda effects: self._apply(spark, ctx.epoch, batch_id, new, effects)[1])
         else:
             result = self._run_frames(spark, new.for_handler(), handler, ctx)
         handled = result
@@ -213,10 +216,13 @@ class Step:
             orphans: list[Claim] = []
             if claimed:  # what this batch applies per target, and (row handlers) the ids it decided: before
                 # listing the others, so of two batches on one id at least one sees the other's claim
-                self.claims.write(epoch, batch_id, [m for m in new.ids if m not in result.failed] if rows else (),
-                                  applied_ids(handled.effects, effects, result.failed))
+                decided = [m for m in new.ids if m not in result.failed] if rows else []
+                applied = applied_ids(handled.effects, effects, result.failed)
+                if decided:  # the decision table's part, committed already (RowRun)
+                    applied[self.decisions.effect.key] = set(decided)
+                self.claims.write(epoch, batch_id, decided, applied)
                 crash_point("step.after_claim")
-                orphans = self._apply(spark, epoch, batch_id, new, effects)
+                orphans, _ = self._apply(spark, epoch, batch_id, new, effects)
             clock.lap("effects")
             crash_point("step.after_effects")
         # the batch's messages go out before its inbox marker: once the marker is in, a copy of these messages
@@ -272,52 +278,6 @@ class Step:
                         isolation.jobs, error_type, " ".join((reason or "").split())[:300])
         return result
 
-    def _run_rows(self, new: NewMessages, handler: Handler, ctx: StepContext) -> Materialized:
-        if not new.count:
-            return Materialized()
-        decisions = self.outcomes.read(ctx.epoch, ctx.batch_id)
-        if decisions is None:
-            decisions = self._orphan_decisions(ctx, new.ids)
-            for row in new.table.to_pylist():
-                mid = row["messageId"]
-                if mid not in decisions:
-                    decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
-            crash_point("step.in_handler")
-            decisions = type_decisions(decisions, target_schema)
-            self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
-        result = build_tables(decisions, target_schema)
-        correlation = new.correlation_of()
-        for mid, failed in list(result.failed.items()):
-            result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
-        return result
-
-    def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:
-        """What an orphaned batch of another epoch decided for any of ``ids``: its effects may be applied and
-        its emits published already, so its decisions stand (a handler calling a service may answer
-        differently now). A failed decision is never reused: it applied and sent nothing, so the message is
-        decided again (the service may be back)."""
-        wanted, out = set(ids), {}
-        for claim in self.claims.others(ctx.epoch, ctx.batch_id):
-            if not claim.ids & wanted or self.inbox.batch_done(claim.epoch, claim.batch_id):
-                continue
-            recorded = self.outcomes.read(claim.epoch, claim.batch_id) or {}
-            out.update({mid: recorded[mid] for mid in claim.ids & wanted
-                        if mid in recorded and recorded[mid].get("ok", True)})
-        return out
-
-    def _decide(self, handler: Handler, row: dict[str, Any], ctx: StepContext) -> dict[str, Any]:
-        attempts = self.row_retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return from_rows(row["messageId"], handler(row, replace(ctx, attempt=attempt)))
-            except SafeBunnyOptionError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a failing row is retried, then failed with its reason
-                error_type, reason = describe(exc)
-                if attempt < attempts:
-                    time.sleep(min(0.05 * 2 ** attempt, 1.0))
-        return {"ok": False, "reason": reason, "error_type": error_type, "attempts": attempts}
-
     # -- outputs ---------------------------------------------------------------------------------
     def _publish_rows(self, result: Materialized, correlation_of: Mapping[str, str | None]
                       ) -> tuple[pa.Table, dict[str, list[str]]]:
@@ -368,15 +328,16 @@ class Step:
 
     # -- claims: effects applied by a batch that never wrote its inbox marker ---------------------
     def _apply(self, spark: Any, epoch: str, batch_id: int, new: NewMessages,
-               effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> list[Claim]:
+               effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> tuple[list[Claim], bool]:
         """Apply ``effects`` beside the node's other claims (:mod:`~safebunny.exactly_once.takeover`); when
-        another batch commits to a target meanwhile, plan again from what landed. Returns the other claims."""
+        another batch commits to a target meanwhile, plan again from what landed. Returns the other claims,
+        and whether another batch was met (:meth:`Takeover.apply`)."""
         takeover = Takeover(spark, self.node, epoch, batch_id)
         for attempt in range(1, _FENCE_ATTEMPTS + 1):
             orphans = self._orphans(epoch, batch_id)
             try:
-                takeover.apply(effects, orphans, lambda: self.inbox.seen(new.ids, epoch, batch_id))
-                return orphans
+                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(new.ids, epoch, batch_id))
+                return orphans, met
             except FenceMoved:
                 if attempt == _FENCE_ATTEMPTS:
                     raise

@@ -2,11 +2,12 @@
 
 The batch's own claim is written first; then every other claim on file is listed, and for each target
 the batch writes, :func:`~safebunny.exactly_once.fence.plan_target` decides from the target's app
-transactions which ids another batch applied there (left out) and which claims this commit fences. Ids
-that another batch marked done after this batch's dedupe (it finished meanwhile and removed its claim)
-are left out too. Each effect is then one commit carrying its own app transaction and its fences,
-refused when anything it planned against moved (:class:`~safebunny.exactly_once.fence.FenceMoved`),
-after which the step plans again from what landed.
+transactions which ids another batch applied there (left out) and which claims this commit fences. Then
+the inbox is asked again: ids another batch marked done since this batch's dedupe (it ran from start to
+end meanwhile, claim and all) are left out too. Of two batches on one id, either the later one to list
+sees the other's claim, or the other had finished and its marker is in. Each effect is then one commit
+carrying its own app transaction and its fences, refused when anything it planned against moved
+(:class:`~safebunny.exactly_once.fence.FenceMoved`), after which the step plans again from what landed.
 """
 
 from __future__ import annotations
@@ -40,19 +41,24 @@ class Takeover:
     batch_id: int
 
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
-              late_done: Callable[[], set[str]]) -> None:
-        """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans``; ``late_done()``
-        gives the batch's ids done in the inbox by now (asked only when another claim is involved)."""
+              late_done: Callable[[], set[str]]) -> bool:
+        """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans`` (listed after this
+        batch's claim was written); ``late_done()`` gives the batch's ids done in the inbox by now: a batch that
+        finished and removed its claim since this one's dedupe is in no listing, but its marker is in. True when
+        another batch was met: it applied some of these ids, or this batch's own commit was in already."""
         late: set[str] | None = None
+        met = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
             plan = self._plan(effect, table, orphans)
+            met = met or plan.done or bool(plan.leave_out)
             if plan.done:
                 continue
-            if late is None and (orphans or plan.expect.get(self._app(effect)) is not None):
+            if late is None:  # after the claims were listed: a batch that finished since this one's dedupe
                 late = late_done()
-            skip = plan.leave_out | (late or set())
+            skip = plan.leave_out | late
             rows = leave_out(table, set(skip))
+            met = met or rows.num_rows < table.num_rows
             if skip:
                 log.warning("step %s batch %d: %d message(s) of %s were applied by another batch (a crash, then a "
                             "new checkpoint, or another driver holding them); their rows are left out", self.node,
@@ -67,6 +73,7 @@ class Takeover:
             apply_effect(self.spark, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences,
                          guard if plan.expect else None)
             crash_point("step.after_one_effect")
+        return met
 
     def _app(self, effect: Effect) -> str:
         return effect_app_id(self.node, self.epoch, effect)

@@ -28,6 +28,8 @@ from safebunny.spark_logs import note_streaming_started
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry"]
 
 log = logging.getLogger("safebunny.saga")
+#: how long a handover waits for the shard's running batch to end before it stops the query anyway
+HANDOVER_WAIT_S = 30.0
 
 
 def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = None) -> Any:
@@ -121,6 +123,8 @@ class RunningSaga:
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
         self.errors: dict[str, BaseException] = {}
+        #: shards due to be handed over -> when the handover was first due (it waits for the batch to end)
+        self._handing: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
@@ -181,14 +185,28 @@ class RunningSaga:
             return
         units = {s.unit_label: s for s in self.saga.units()} if due else {}
         for label, target in sorted(due.items()):
+            if not self._between_batches(label):
+                continue  # asked again at the next tick: a handover waits for the running batch to end
             log.info("saga %s: driver %s hands shard %s to driver %s (the live drivers' share)", self.saga.name,
                      self.saga.driver, label, target)
+            self._handing.pop(label, None)
             self.queries[label].stop()
             self.balancer.handed(label)
             try:
                 self.queries[label] = self._start(units[label])
             except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
                 self.queries[label] = _NotStarted(exc)
+
+    def _between_batches(self, label: str) -> bool:
+        """Whether the shard's query runs no batch now (a handover stops it there, not mid-batch), or has not
+        come between batches within :data:`HANDOVER_WAIT_S` (then it is stopped anyway: the fence keeps a
+        stopped batch's replay beside the new holder exact, docs/exactly-once.md)."""
+        first = self._handing.setdefault(label, time.monotonic())
+        try:
+            active = bool(self.queries[label].status.get("isTriggerActive"))
+        except Exception:  # noqa: BLE001 - a query that cannot say is treated as busy until the wait ends
+            active = True
+        return not active or time.monotonic() - first > HANDOVER_WAIT_S
 
     def stop(self) -> None:
         """Stop every step's query (each finishes its running batch) and the supervisor."""

@@ -1,0 +1,68 @@
+"""The decision table: what a row handler decided for each message, committed before anything is sent.
+
+A row handler calls services whose answers change, so one message must never be decided twice with
+two outcomes taken (an instance both shipped and compensated). Each batch of a row handler records its
+decisions in its outcome log (:mod:`~safebunny.exactly_once.outcome_log`), then commits the successful
+ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.fence`): of two batches
+deciding the same message at once (two drivers holding it), exactly one commit lands, and the other
+batch adopts the decisions that landed (:meth:`DecisionTable.read`) before it applies or publishes
+anything. A failed decision is never committed: it applied and sent nothing, and the message is decided
+again when it comes back.
+
+Table ``<state>/_decisions`` (delta-rs, beside the claims): ``node``, ``messageId``, ``epoch``,
+``batchId``, ``decision`` (JSON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.exactly_once.outcome import Effect
+
+__all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
+
+DECISIONS_SCHEMA = pa.schema([("node", pa.string()), ("messageId", pa.string()), ("epoch", pa.string()),
+                              ("batchId", pa.int64()), ("decision", pa.string())])
+
+
+class DecisionTable:
+    """The committed row-handler decisions of one node (the table is shared by the nodes of a state root)."""
+
+    def __init__(self, root: str, node: str) -> None:
+        self.path = f"{root.rstrip('/')}/_decisions"
+        self.node = node
+        self.effect = Effect("append", None, self.path)
+        self._delta = DeltaPath(self.path)
+
+    def rows(self, decisions: Mapping[str, Any], ids: Sequence[str], epoch: str, batch_id: int) -> pa.Table:
+        """The table rows of ``ids``' decisions, made by batch ``(epoch, batch_id)``."""
+        return pa.table({"node": [self.node] * len(ids), "messageId": list(ids), "epoch": [epoch] * len(ids),
+                         "batchId": [batch_id] * len(ids),
+                         "decision": [orjson.dumps(decisions[mid], default=_jsonable).decode() for mid in ids]},
+                        schema=DECISIONS_SCHEMA)
+
+    def read(self, ids: Iterable[str]) -> dict[str, Any]:
+        """The committed decision of each of ``ids`` that has one. A message has one row: a batch that meets
+        another's committed decision reuses it and commits nothing for it."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        found = self._delta.read((pc.field("node") == self.node)
+                                 & pc.field("messageId").isin(pa.array(wanted, pa.string())),
+                                 ["messageId", "decision", "epoch", "batchId"])
+        out: dict[str, Any] = {}
+        if found is None:
+            return out
+        for row in found.to_pylist():
+            out.setdefault(row["messageId"], orjson.loads(row["decision"]))
+        return out
+
+
+def _jsonable(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

@@ -1,0 +1,117 @@
+"""A row handler's batch: each message decided once, the decisions recorded and committed before anything else.
+
+``handler(message, ctx)`` is called per message (to call a service); a message whose call raises is
+retried in place (``row_retries``), then failed with its reason. What a batch decides is written to its
+outcome log first, so a replay of the batch applies and publishes the same; a message an orphaned batch
+of another epoch decided keeps that decision (its effects may be in already). The successful decisions are
+then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.decisions`): where another
+batch's decisions for the same messages landed first (two drivers holding them), this batch takes those,
+so an instance never takes two branches.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.crashpoints import crash_point
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.batch import NewMessages
+from safebunny.exactly_once.claims import ClaimLog
+from safebunny.exactly_once.context import StepContext
+from safebunny.exactly_once.decisions import DecisionTable
+from safebunny.exactly_once.effects import target_schema
+from safebunny.exactly_once.inbox import Inbox
+from safebunny.exactly_once.isolate import describe
+from safebunny.exactly_once.materialize import Materialized, from_rows
+from safebunny.exactly_once.outcome import Effect, FailedRow
+from safebunny.exactly_once.outcome_log import OutcomeLog
+from safebunny.exactly_once.row_types import build_tables, type_decisions
+
+__all__ = ["RowRun", "ApplyFenced"]
+
+#: applies effects keyed by target beside the node's other claims; True when another batch was met
+ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
+
+
+class RowRun:
+    """Runs a row handler over a batch's new messages for one step."""
+
+    def __init__(self, inbox: Inbox, claims: ClaimLog, outcomes: OutcomeLog, decisions: DecisionTable,
+                 row_retries: int) -> None:
+        self.inbox = inbox
+        self.claims = claims
+        self.outcomes = outcomes
+        self.decisions = decisions
+        self.row_retries = row_retries
+
+    def run(self, new: NewMessages, handler: Callable[[dict[str, Any], StepContext], Any], ctx: StepContext,
+            replayed: bool, apply: ApplyFenced) -> Materialized:
+        """The batch's outcome from the decisions: recorded ones on a replay, else made now and committed."""
+        if not new.count:
+            return Materialized()
+        decisions = self.outcomes.read(ctx.epoch, ctx.batch_id)
+        if decisions is None:
+            decisions = self._orphan_decisions(ctx, new.ids)
+            for row in new.table.to_pylist():
+                mid = row["messageId"]
+                if mid not in decisions:
+                    decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
+            crash_point("step.in_handler")
+            decisions = type_decisions(decisions, target_schema)
+            self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
+        if not replayed:  # commit the decisions; where another batch's landed first, take those instead
+            adopted = self._commit(ctx, new, decisions, apply)
+            if adopted:
+                decisions = type_decisions({**decisions, **adopted}, target_schema)
+                self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
+        result = build_tables(decisions, target_schema)
+        correlation = new.correlation_of()
+        for mid, failed in list(result.failed.items()):
+            result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
+        return result
+
+    def _commit(self, ctx: StepContext, new: NewMessages, decisions: Mapping[str, Any],
+                apply: ApplyFenced) -> dict[str, Any]:
+        """Claim and commit the batch's successful decisions, fenced; the committed decisions that differ
+        from this batch's when another batch was met (its decisions landed first, or this is a replay)."""
+        ok = [mid for mid in new.ids if decisions.get(mid, {}).get("ok")]
+        if ok:
+            self.claims.write(ctx.epoch, ctx.batch_id, ok, {self.decisions.effect.key: ok})
+            table = self.decisions.rows(decisions, ok, ctx.epoch, ctx.batch_id)
+            if not apply({self.decisions.effect.key: (self.decisions.effect, table)}):
+                return {}
+        committed = self.decisions.read(new.ids)
+        return {mid: decision for mid, decision in committed.items() if decision != decisions.get(mid)}
+
+    def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:
+        """What an orphaned batch of another epoch decided for any of ``ids``: its effects may be applied and
+        its emits published already, so its decisions stand (a handler calling a service may answer
+        differently now). A failed decision is never reused: it applied and sent nothing, so the message is
+        decided again (the service may be back)."""
+        wanted, out = set(ids), {}
+        for claim in self.claims.others(ctx.epoch, ctx.batch_id):
+            if not claim.ids & wanted or self.inbox.batch_done(claim.epoch, claim.batch_id):
+                continue
+            recorded = self.outcomes.read(claim.epoch, claim.batch_id) or {}
+            out.update({mid: recorded[mid] for mid in claim.ids & wanted
+                        if mid in recorded and recorded[mid].get("ok", True)})
+        return out
+
+    def _decide(self, handler: Callable[[dict[str, Any], StepContext], Any], row: dict[str, Any],
+                ctx: StepContext) -> dict[str, Any]:
+        attempts = self.row_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return from_rows(row["messageId"], handler(row, replace(ctx, attempt=attempt)))
+            except SafeBunnyOptionError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing row is retried, then failed with its reason
+                error_type, reason = describe(exc)
+                if attempt < attempts:
+                    time.sleep(min(0.05 * 2 ** attempt, 1.0))
+        return {"ok": False, "reason": reason, "error_type": error_type, "attempts": attempts}
