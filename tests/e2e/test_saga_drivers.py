@@ -30,10 +30,12 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 ORDERS = 150
 
 
-def _driver(uri, name, workdir, driver, crash_at=None):
-    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None):
+    env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT")}
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
+    if fail_at:
+        env["SAFEBUNNY_FAIL_AT"] = fail_at
     out = open(workdir / f"driver-{driver}.log", "w")  # noqa: SIM115 - the process writes it until it ends
     return subprocess.Popen([sys.executable, str(HERE / "shard_driver.py"), uri, name, str(workdir), driver],
                             env=env, cwd=str(HERE), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -135,6 +137,33 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spa
             [("stock.OrderPlaced", i, True, 0) for i in range(STOCK_SHARDS)]
             + [("shipping.StockReserved", i, True, 0) for i in range(SHIPPING_SHARDS)])
         assert {s.last_driver for s in held} <= {"a", "b"} and "b" in {s.last_driver for s in held}
+    finally:
+        _stop(tmp_path, [(first, "a"), (second, "b")])
+        topology.delete(saga)
+
+
+def test_a_failed_batch_replayed_beside_the_standby_that_got_its_messages_is_fenced(spark, amqp_uri, tmp_path):
+    """Issue 35, case 3 with real drivers: driver a's third batch with effects fails after its claim (a storage
+    error, say); its query stops, its consumer leaves and the broker gives the unacked messages to driver b, the
+    standby; a's supervisor restarts a's query, which replays the batch from a's journal beside b. Both hold the
+    same messages at once; every effect still ends exactly once (the fence), and a lives on."""
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)
+    shards = _shard_queues(saga)
+    first = second = None
+    try:
+        first = _driver(amqp_uri, name, tmp_path, "a", fail_at="step.after_claim:3")
+        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
+                   what="driver a attached to every shard")
+        second = _driver(amqp_uri, name, tmp_path, "b")
+        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
+        time.sleep(5)
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        _wait_shipped(saga, tmp_path, shards, "b")
+        assert "injected failure at crash point" in _log(tmp_path, "a"), "driver a's batch failed after its claim"
+        _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, ORDERS,
+                                                     [(first, "a"), (second, "b")])
     finally:
         _stop(tmp_path, [(first, "a"), (second, "b")])
         topology.delete(saga)

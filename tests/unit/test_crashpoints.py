@@ -27,3 +27,15 @@ def test_named_crash_point_kills_its_process_group_on_the_nth_pass():
                          start_new_session=True, timeout=60)
     assert out.returncode == -signal.SIGKILL
     assert "passed once" in out.stdout and "never" not in out.stdout
+
+
+def test_a_failing_crash_point_raises_once_on_the_nth_pass(monkeypatch):
+    import pytest
+
+    from safebunny.crashpoints import CrashPointFailure
+
+    monkeypatch.setenv("SAFEBUNNY_FAIL_AT", "unit.fail:2")
+    crash_point("unit.fail")  # the first pass goes on
+    with pytest.raises(CrashPointFailure, match="unit.fail"):
+        crash_point("unit.fail")
+    crash_point("unit.fail")  # once only: the replay of the failed batch goes through
