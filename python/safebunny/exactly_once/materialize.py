@@ -19,7 +19,7 @@ from safebunny.exactly_once.local_collect import collect_local
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.spark_logs import quiet_task_failures
 
-__all__ = ["Materialized", "from_frames", "from_rows", "merge_all", "decisions_to_materialized"]
+__all__ = ["Materialized", "from_frames", "from_rows", "merge_all"]
 
 #: Spark jobs run side by side to collect one outcome's effects and emits.
 _PARALLEL_JOBS = 4
@@ -141,21 +141,6 @@ def merge_all(parts: Iterable[Materialized]) -> Materialized:
         for key, (item, table) in part.emits.items():
             _add(out, item, table, key)
         out.failed.update(part.failed)
-    return out
-
-
-def decisions_to_materialized(decisions: dict[str, dict[str, Any]]) -> Materialized:
-    """Rebuild the tables from row decisions (first attempt or read back from the outcome log)."""
-    out = Materialized()
-    for message_id, decision in decisions.items():
-        if not decision["ok"]:
-            out.failed[message_id] = FailedRow(message_id, decision["reason"], decision.get("attempts", 1),
-                                               error_type=decision.get("error_type"))
-            continue
-        for e in decision["effects"]:
-            _add(out, Effect(e["kind"], None, e["table"], tuple(e["on"])), pa.Table.from_pylist(e["rows"]))
-        for m in decision["emits"]:
-            _add(out, Emit(None, m["type"], m["exchange"], m["routing_key"]), pa.Table.from_pylist(m["rows"]))
     return out
 
 

@@ -23,10 +23,7 @@ _RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictio
 
 def counts_of(report: Any, retried: int, parked: int) -> BatchCounts:
     """A :class:`BatchCounts` from a step's ``BatchReport`` (the one place that reads its field names)."""
-    duplicates = getattr(report, "duplicates", None)
-    if duplicates is None:
-        duplicates = report.duplicates_in_batch + report.duplicates_in_inbox
-    return BatchCounts(report.received, report.processed, duplicates, report.failed, retried, parked,
+    return BatchCounts(report.received, report.processed, report.duplicates, report.failed, retried, parked,
                        report.emitted, report.seconds, report.finished_at)
 
 
