@@ -132,3 +132,25 @@ def test_a_tick_renews_the_lease_and_hands_over_what_the_other_live_driver_shoul
     assert balancer.tick(labels) == {}  # the handed shard is no longer held; the other is a's share
     balancer.close()
     assert [lease.driver for lease in LeaseStore(str(tmp_path)).read_all()] == ["b"]
+
+
+def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
+    """Issue 35: a handover stops a shard's query between batches, not mid-batch; after the wait it stops anyway
+    (the fence keeps a stopped batch's replay exact)."""
+    from types import SimpleNamespace
+
+    from safebunny.saga import runner
+
+    class Query:
+        def __init__(self):
+            self.status = {"isTriggerActive": True}
+
+    now = [100.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
+    saga = SimpleNamespace(_handing={}, queries={"stock.0": Query()})
+    assert not runner.RunningSaga._between_batches(saga, "stock.0"), "a batch runs: wait"
+    saga.queries["stock.0"].status = {"isTriggerActive": False}
+    assert runner.RunningSaga._between_batches(saga, "stock.0"), "between batches: hand over now"
+    saga.queries["stock.0"].status = {"isTriggerActive": True}
+    now[0] += runner.HANDOVER_WAIT_S + 1
+    assert runner.RunningSaga._between_batches(saga, "stock.0"), "waited long enough: hand over anyway"
