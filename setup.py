@@ -25,7 +25,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",
-                 "pyspark[connect]>=4.3,<4.4"],  # a local Spark Connect server for the Connect tests
+                 "pyspark[connect]>=4.3,<4.4",  # a local Spark Connect server for the Connect tests
+                 "moto[server]>=5"],  # an S3-compatible store on a loopback port for the object-store tests
         "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
         "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now

@@ -294,6 +294,21 @@ def make_exchange(admin: Admin, request: pytest.FixtureRequest) -> Iterator:
 
 
 @pytest.fixture(scope="session")
+def s3_bucket() -> Iterator[str]:
+    """``s3://<bucket>`` on a ``moto_server`` of this session (tests/object_store.py)."""
+    from object_store import moto_store
+
+    with moto_store() as bucket:
+        yield bucket
+
+
+@pytest.fixture
+def s3_root(s3_bucket: str, request: pytest.FixtureRequest) -> str:
+    """A prefix of its own under the session's S3 bucket."""
+    return f"{s3_bucket}/{_name_for(request)}"
+
+
+@pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times).
 

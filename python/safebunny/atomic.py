@@ -1,8 +1,11 @@
 """Writing a small file whole or not at all, on any filesystem pyarrow knows.
 
-The bytes go to a temporary name beside the target, are flushed to disk where the filesystem is
-local (``fsync``: a rename alone can survive a power cut that the data does not), and are renamed
-onto the target, so a reader sees the old file or the new one, never half of one.
+On a local (or mounted) filesystem the bytes go to a temporary name beside the target, are flushed to
+disk (``fsync``: a rename alone can survive a power cut that the data does not), and are renamed onto
+the target, so a reader sees the old file or the new one, never half of one. An object store has no
+atomic rename (pyarrow's ``move`` there is a copy and a delete), but a PUT is atomic by itself: the
+object appears whole when the upload completes (one request, or a multipart upload's completion), so
+there the bytes are written to the target directly.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
-__all__ = ["write_atomically"]
+__all__ = ["write_atomically", "is_object_store"]
 
 
 def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any], None],
@@ -26,6 +29,13 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
     folder = path.rsplit("/", 1)[0]
     if folder:
         filesystem.create_dir(folder, recursive=True)
+    if is_object_store(filesystem):  # a PUT is whole or absent; a "rename" there would not be atomic
+        with filesystem.open_output_stream(path) as f:
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
+        return
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     with filesystem.open_output_stream(tmp) as f:
         if callable(data):
@@ -39,3 +49,10 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
         finally:
             os.close(fd)
     filesystem.move(tmp, path)
+
+
+def is_object_store(filesystem: pafs.FileSystem) -> bool:
+    """Whether ``filesystem`` is an object store (S3, GCS, Azure, or one seen through a SubTree of them)."""
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        return is_object_store(filesystem.base_fs)
+    return filesystem.type_name in ("s3", "gcs", "abfs")

@@ -88,3 +88,16 @@ def test_a_batch_of_several_record_batches_is_written_and_read_back_in_order(tmp
     assert [b.num_rows for b in journal.read(9, 18)] == [3, 2, 4]
     with pytest.raises(ValueError):
         journal.write(18, 18, [])
+
+
+def test_object_stores_are_told_from_local_filesystems():
+    """write_atomically writes an object store's object directly (a PUT is whole or absent; a rename there is a
+    copy and a delete), and keeps temp-file-then-rename on a local filesystem."""
+    from pyarrow import fs as pafs
+
+    from safebunny.atomic import is_object_store
+
+    assert not is_object_store(pafs.LocalFileSystem())
+    assert not is_object_store(pafs.SubTreeFileSystem("/tmp", pafs.LocalFileSystem()))
+    s3 = pafs.S3FileSystem(anonymous=True, region="us-east-1")
+    assert is_object_store(s3) and is_object_store(pafs.SubTreeFileSystem("bucket/x", s3))
