@@ -120,6 +120,21 @@ def test_maintain_keeps_each_nodes_own_window(tmp_path):
     assert long.maintain(now=start + dt.timedelta(days=31))["deleted"] == 1
 
 
+def test_maintain_deletes_a_nodes_row_decisions_older_than_its_window(tmp_path):
+    from safebunny.exactly_once.decisions import DecisionTable
+
+    path = str(tmp_path / "inbox")
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    billing, other = DecisionTable(path, "billing"), DecisionTable(path, "other")
+    decision = {"ok": True, "effects": [], "emits": []}
+    for table in (billing, other):
+        rows = table.rows({"m1": decision}, ["m1"], "E", 0, today=start.date())
+        table._delta.append(rows, f"t.{table.node}", 1)  # noqa: SLF001 - a row as a step commits it
+    assert billing.read(["m1"]) == {"m1": decision}
+    done = Inbox(path, "billing", window=dt.timedelta(days=7)).maintain(now=start + dt.timedelta(days=8))
+    assert done["decisions"] == 1 and billing.read(["m1"]) == {} and other.read(["m1"]) == {"m1": decision}
+
+
 def test_a_spark_delta_effect_is_applied_when_the_history_holds_its_tag_at_that_version_or_later():
     """Issue 35, case 5: the orphan check of a table by name reads ``userMetadata`` from DESCRIBE HISTORY."""
     app = "safebunny.effect.ship.E0.abc"

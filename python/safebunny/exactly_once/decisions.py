@@ -10,11 +10,13 @@ anything. A failed decision is never committed: it applied and sent nothing, and
 again when it comes back.
 
 Table ``<state>/_decisions`` (delta-rs, beside the claims): ``node``, ``messageId``, ``epoch``,
-``batchId``, ``decision`` (JSON).
+``batchId``, ``decision`` (JSON), ``decidedDate``. :meth:`DecisionTable.maintain` (called by
+``Inbox.maintain``) deletes a node's rows older than its dedupe window.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +30,7 @@ from safebunny.exactly_once.outcome import Effect
 __all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
 
 DECISIONS_SCHEMA = pa.schema([("node", pa.string()), ("messageId", pa.string()), ("epoch", pa.string()),
-                              ("batchId", pa.int64()), ("decision", pa.string())])
+                              ("batchId", pa.int64()), ("decision", pa.string()), ("decidedDate", pa.string())])
 
 
 class DecisionTable:
@@ -40,12 +42,23 @@ class DecisionTable:
         self.effect = Effect("append", None, self.path)
         self._delta = DeltaPath(self.path)
 
-    def rows(self, decisions: Mapping[str, Any], ids: Sequence[str], epoch: str, batch_id: int) -> pa.Table:
+    def rows(self, decisions: Mapping[str, Any], ids: Sequence[str], epoch: str, batch_id: int,
+             today: dt.date | None = None) -> pa.Table:
         """The table rows of ``ids``' decisions, made by batch ``(epoch, batch_id)``."""
+        day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
         return pa.table({"node": [self.node] * len(ids), "messageId": list(ids), "epoch": [epoch] * len(ids),
                          "batchId": [batch_id] * len(ids),
-                         "decision": [orjson.dumps(decisions[mid], default=_jsonable).decode() for mid in ids]},
-                        schema=DECISIONS_SCHEMA)
+                         "decision": [orjson.dumps(decisions[mid], default=_jsonable).decode() for mid in ids],
+                         "decidedDate": [day] * len(ids)}, schema=DECISIONS_SCHEMA)
+
+    def maintain(self, keep_from: dt.date) -> int:
+        """Delete this node's decisions made before ``keep_from``; returns how many."""
+        table = self._delta.table()
+        if table is None:
+            return 0
+        node = self.node.replace("'", "''")
+        done = table.delete(f"node = '{node}' AND decidedDate < '{keep_from.isoformat()}'")
+        return int(done.get("num_deleted_rows", 0) or 0)
 
     def read(self, ids: Iterable[str]) -> dict[str, Any]:
         """The committed decision of each of ``ids`` that has one. A message has one row: a batch that meets

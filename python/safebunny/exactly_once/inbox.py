@@ -14,6 +14,7 @@ tier is processed again.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.decisions import DecisionTable
 from safebunny.exactly_once.delta_rs import is_path
 from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA, PARTITIONS
 
@@ -99,13 +101,19 @@ class Inbox:
         return self._store.rows(None if all_nodes else self.node, correlation_id)
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
-        """Drop this node's partitions older than its window, compact, vacuum and sweep staging files.
+        """Drop this node's partitions older than its window, compact, vacuum and sweep staging files; delete
+        its committed row decisions older than the window too.
 
         Other nodes sharing the table keep their rows: each node is maintained with its own window (a saga
         maintains every step's inbox). Run it from one job at a time (a daily scheduled job is plenty); see
         docs/exactly-once.md.
         """
-        return self._store.maintain(_date(now) - self.window, vacuum, self.node)
+        keep_from = _date(now) - self.window
+        done = self._store.maintain(keep_from, vacuum, self.node)
+        # the node's committed row decisions, where its claims live (exactly_once/decisions.py)
+        root = self.path.rstrip("/") if "://" in self.path else os.path.abspath(self.path)
+        done["decisions"] = DecisionTable(root, self.node).maintain(keep_from.date())
+        return done
 
 
 def _store(path: str, backend: str) -> Any:
