@@ -12,11 +12,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.retry import decide
 from safebunny.saga.status_log import BatchCounts, StatusLog
+from safebunny.spark_errors import is_plan_error, raised_in_python
 
-__all__ = ["StepRecorder", "batch_function", "counts_of"]
+__all__ = ["StepRecorder", "batch_function", "counts_of", "plan_error"]
 
 _RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictionary()
 
@@ -68,7 +70,27 @@ def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
     handler = saga._handler_of(step)
 
     def run(batch_df: Any, batch_id: int) -> None:
-        recorder.process(batch_df, batch_id, handler, step.rows)
+        try:
+            recorder.process(batch_df, batch_id, handler, step.rows)
+        except SafeBunnyError:
+            raise
+        except Exception as exc:
+            if not is_plan_error(exc):
+                raise
+            raise plan_error(saga, step, exc) from exc  # one line naming the cause, found by error_of
 
     run.__name__ = f"safebunny_saga_step_{step.node}_{step.consumes}"
     return run
+
+
+def plan_error(saga: Any, step: SagaStep, exc: BaseException) -> SafeBunnyPlanError:
+    """Spark's plan error in step ``step``'s handler as one line: which handler, Spark's own first line (the
+    unknown column and its suggestions, the mismatched types) and what to do."""
+    raised = raised_in_python(exc)
+    cause = (f"{raised[0]}: {raised[1]}" if raised is not None
+             else f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    handler = getattr(step.handler, "__name__", "handler")
+    return SafeBunnyPlanError(
+        f"saga {saga.name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
+        f"handler's plan: {' '.join(cause.split())} This fails every batch, so the step is not restarted: fix the "
+        "handler (or the step's schema=) and run the saga again.")
