@@ -56,11 +56,13 @@ Traceback (most recent call last):
 shop.errors.BadOrder: qty must be positive
 """
 
-PROXY_ERROR = """[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch sink.
+PROXY_ERROR = """[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach \
+batch sink.
 Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
   File "/venv/py4j/clientserver.py", line 617, in _call_proxy
     return_value = getattr(self.pool[obj_id], method)(*params)
-pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name `qtyy` cannot be resolved. Did you mean one of the following? [`qty`]. SQLSTATE: 42703;
+pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name \
+`qtyy` cannot be resolved. Did you mean one of the following? [`qty`]. SQLSTATE: 42703;
 'Project ['qtyy]
 +- LogicalRDD [qty#1], false
 
@@ -85,3 +87,13 @@ def test_plan_errors_are_told_from_others_and_message_of_names_the_cause():
     assert not is_plan_error(RuntimeError(UDF_ERROR)) and not is_plan_error(None)
     assert message_of(RuntimeError(PROXY_ERROR)).startswith("AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION]")
     assert "qtyy" in message_of(RuntimeError(PROXY_ERROR))
+
+
+def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
+    from safebunny.exactly_once.isolate import describe
+
+    class PythonException(Exception):  # noqa: N818 - Spark's name, as a UDF's failure reaches the driver
+        pass
+
+    assert describe(PythonException(UDF_ERROR)) == ("BadOrder", "shop.errors.BadOrder: qty must be positive")
+    assert describe(ValueError("plain"))[0] == "ValueError"

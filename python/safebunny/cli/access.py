@@ -124,7 +124,6 @@ def poison(saga: Any, step: Any, all: bool = False) -> list[dict[str, Any]]:  # 
                    else saga.poison_rows(step.node, step.consumes))
     for row in rows:
         row["step"] = step_label(step)
-        row.setdefault("poisonedAt", row.get("parkedAt"))
     return rows
 
 

@@ -148,21 +148,20 @@ class RunningSaga:
         while not self._stop.wait(1.0):
             for step in self.saga.units():
                 query = self.queries[step.unit_label]
-                if query.isActive or self._stop.is_set():
+                if query.isActive or self._stop.is_set() or step.unit_label in self.given_up:
                     continue
                 now = time.monotonic()
                 if step.unit_label not in retry_at:
-                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
-                    retry_at[step.unit_label] = now + backoff
                     failure = query.exception()
                     if failure is not None:
                         self.errors[step.unit_label] = error_of(failure) or failure
                     if failure is not None and _not_worth_a_restart(failure):
-                        if step.unit_label not in self.given_up:
-                            self.given_up.add(step.unit_label)
-                            log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.name,
-                                      step.unit_label, message_of(failure))
+                        self.given_up.add(step.unit_label)
+                        log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.name,
+                                  step.unit_label, message_of(failure))
                         continue
+                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
+                    retry_at[step.unit_label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
                               message_of(failure) if failure is not None else "no error", backoff)

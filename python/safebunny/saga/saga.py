@@ -412,7 +412,7 @@ class Saga:
         rows = [p.to_dict() for p in self.poison_rows(node, type, all)]
         schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
                   "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
-                  "state string, headers map<string,string>")
+                  "state string, headers map<string,string>, discardReason string, discardedBy string")
         return session.createDataFrame(rows, schema)
 
     def redrive(self, node: str, type: str, ids: Sequence[str] | None = None,  # noqa: A002
