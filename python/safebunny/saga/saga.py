@@ -77,6 +77,15 @@ class TraceEntry:
         return asdict(self)
 
 
+def _max_age(option: str, value: str | None, what: str) -> str | None:
+    """A stream's retention as RabbitMQ's ``x-max-age`` (``"30D"``, ``"12h"``), or None to keep for ever."""
+    if value is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(value)):
+        raise SafeBunnyOptionError(
+            f"{option} must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
+            f"'30D' or '12h', or None to keep {what} for ever; got {value!r}.", option)
+    return value
+
+
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
     under ``root``. ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
@@ -86,10 +95,12 @@ class Saga:
     ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
     host, port 15672). ``poison_max_age``: how long the poison streams keep parked messages (RabbitMQ's
     ``x-max-age``: a number and a unit of ``Y``, ``M``, ``D``, ``h``, ``m``, ``s``; default ``"30D"``;
-    ``None`` keeps them for ever); set when a poison stream is created. ``driver``: this process's name
-    when several drivers run the saga together (each with its own name, the same ``name`` and ``root``):
-    its checkpoints and journals then live under ``root/drivers/<driver>``, and every step must be
-    sharded (``shards=``) so that one driver at a time holds each shard. ``executor_publish_rows``: a step's
+    ``None`` keeps them for ever); set when a poison stream is created. ``unrouted_max_age``: the same for
+    the stream ``<saga>.unrouted``, which keeps the messages no step consumes (default ``"7D"``).
+    ``driver``: this process's name when several drivers run the saga together (each with its own name, the
+    same ``name`` and ``root``): its checkpoints and journals then live under ``root/drivers/<driver>``, and
+    every step must be sharded (``shards=``) so that one driver at a time holds each shard.
+    ``executor_publish_rows``: a step's
     batch with more emitted messages than this publishes them from the executors instead of the driver
     (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
     the driver), about ``executor_partition_rows`` (default 2,500) per task; see
@@ -98,17 +109,14 @@ class Saga:
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
+                 unrouted_max_age: str | None = "7D",
                  driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.management_url = management_url
         self.executor_publish_rows = executor_publish_rows
         self.executor_partition_rows = executor_partition_rows
-        if poison_max_age is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(poison_max_age)):
-            raise SafeBunnyOptionError(
-                f"poison_max_age must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
-                f"'30D' or '12h', or None to keep parked messages for ever; got {poison_max_age!r}.",
-                "poison_max_age")
-        self.poison_max_age = poison_max_age
+        self.poison_max_age = _max_age("poison_max_age", poison_max_age, "parked messages")
+        self.unrouted_max_age = _max_age("unrouted_max_age", unrouted_max_age, "unrouted messages")
         self.name = topology.check_name("saga", name)
         self.driver = None if driver is None else topology.check_name("driver", driver)
         self.password = password
