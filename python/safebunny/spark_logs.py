@@ -3,7 +3,9 @@
 - While a step runs its handler's jobs, a row that makes the handler fail is expected: the step
   isolates it (a sub-job per half of the failing set) and says so once per batch. Spark's executor and
   task-set loggers would print the Python worker's whole traceback for every failed sub-job (hundreds
-  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time.
+  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time, and for
+  :data:`QUIET_GRACE_S` after: when a job fails, its other tasks are killed or fail a moment later, and the
+  scheduler logs them (``WARN TaskSetManager: Lost task ...``) after the driver has the job's error.
 - Spark notes "spark.sql.adaptive.enabled is not supported in streaming" at every query start; a saga
   starts one query per step and round. :func:`note_streaming_started` lets the first note through and
   turns that logger down after it.
@@ -23,7 +25,8 @@ from typing import Any
 
 from safebunny.logs import LEVEL_ENV
 
-__all__ = ["quiet_task_failures", "note_streaming_started", "TASK_FAILURE_LOGGERS", "STREAMING_NOTE_LOGGER"]
+__all__ = ["quiet_task_failures", "note_streaming_started", "TASK_FAILURE_LOGGERS", "STREAMING_NOTE_LOGGER",
+           "QUIET_GRACE_S"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -31,8 +34,12 @@ log = logging.getLogger("safebunny.step")
 TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 STREAMING_NOTE_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream"
 
+#: how long the task-failure loggers stay off after the last quiet block ends (late task failures of its jobs)
+QUIET_GRACE_S = 5.0
+
 _lock = threading.Lock()
 _quiet_users = 0
+_restore: threading.Timer | None = None
 _saved: dict[str, Any] = {}
 _noted = False
 
@@ -69,8 +76,12 @@ def quiet_task_failures(spark: Any) -> Iterator[None]:
     if _verbose():
         yield
         return
+    global _restore
     with _lock:
-        if _quiet_users == 0:
+        if _restore is not None:  # still quiet from the last block: keep it so
+            _restore.cancel()
+            _restore = None
+        if _quiet_users == 0 and not _saved:
             try:
                 for name in TASK_FAILURE_LOGGERS:
                     logger = _logger(spark, name)
@@ -85,13 +96,24 @@ def quiet_task_failures(spark: Any) -> Iterator[None]:
     finally:
         with _lock:
             _quiet_users -= 1
-            if _quiet_users == 0:
-                try:
-                    for logger, saved in _saved.values():
-                        logger.setLevel(saved)
-                except Exception as exc:  # noqa: BLE001
-                    log.debug("could not restore Spark's task-failure logs: %s", exc)
-                _saved.clear()
+            if _quiet_users == 0 and _saved:
+                _restore = threading.Timer(QUIET_GRACE_S, _restore_levels)
+                _restore.daemon = True
+                _restore.start()
+
+
+def _restore_levels() -> None:
+    global _restore
+    with _lock:
+        if _quiet_users or _restore is None:
+            return  # a new quiet block started meanwhile: it restores them
+        _restore = None
+        try:
+            for logger, saved in _saved.values():
+                logger.setLevel(saved)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("could not restore Spark's task-failure logs: %s", exc)
+        _saved.clear()
 
 
 def note_streaming_started(spark: Any) -> None:

@@ -3,6 +3,7 @@ e2e test ``tests/e2e/test_logs.py`` counts a real saga's lines)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -37,9 +38,18 @@ def test_task_failure_loggers_are_off_inside_and_restored_after(monkeypatch: pyt
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     calls: list = []
     spark = _spark(calls)
+    monkeypatch.setattr(spark_logs, "QUIET_GRACE_S", 0.3)
     with spark_logs.quiet_task_failures(spark):
         with spark_logs.quiet_task_failures(spark):  # nested: one switch
             assert calls == [(name, "OFF") for name in spark_logs.TASK_FAILURE_LOGGERS]
+    # a failed job's other tasks are logged a moment after its error: still off for the grace period
+    assert calls == [(name, "OFF") for name in spark_logs.TASK_FAILURE_LOGGERS]
+    with spark_logs.quiet_task_failures(spark):  # the next batch within the grace period: no switching
+        pass
+    assert len(calls) == 2
+    deadline = time.monotonic() + 5
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert calls[2:] == [(name, "WARN") for name in spark_logs.TASK_FAILURE_LOGGERS]
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.parked_ids import ParkedIds, drop_fresh_copies
 from safebunny.saga.retry import decide
 from safebunny.saga.status_log import BatchCounts, StatusLog
 from safebunny.spark_errors import is_plan_error, raised_in_python
@@ -42,22 +44,31 @@ class StepRecorder:
         self.runtime = runtime
         self._route = runtime.on_failed
         self._tally: Counter[str] = Counter()
+        self.parked_ids = ParkedIds(saga.root, step.unit_label)
         runtime.on_failed = self._on_failed
 
     def _on_failed(self, rows: list[Any], ctx: Any) -> None:
         if self._route is not None:
             self._route(rows, ctx)  # published (confirmed) first: a tally never counts an unsent row
+        parked = []
         for row in rows:
             headers = dict((row.row or {}).get("headers") or {})
-            self._tally["parked" if decide(self.retry, headers, row.error_type).target == "poison" else "retried"] += 1
+            to_poison = decide(self.retry, headers, row.error_type).target == "poison"
+            self._tally["parked" if to_poison else "retried"] += 1
+            if to_poison:
+                parked.append(row.message_id)
+        self.parked_ids.add(parked)  # after the poison copies were confirmed
 
     def process(self, batch_df: Any, batch_id: int, handler: Callable[..., Any], rows: bool) -> Any:
-        """Run the batch through the step, then count it (a batch without messages is not counted)."""
+        """Run the batch through the step, then count it (a batch without messages is not counted). A fresh
+        copy of a message the step parked (:mod:`safebunny.saga.parked_ids`) is a duplicate."""
         self._tally.clear()
+        batch_df, copies = drop_fresh_copies(batch_df, self.parked_ids.read())
         report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
-        if report.received:
-            self.log.record(report.epoch, report.batch_id,
-                            counts_of(report, self._tally["retried"], self._tally["parked"]), self.driver)
+        if report.received or copies:
+            counts = counts_of(report, self._tally["retried"], self._tally["parked"])
+            counts = replace(counts, received=counts.received + copies, duplicates=counts.duplicates + copies)
+            self.log.record(report.epoch, report.batch_id, counts, self.driver)
         return report
 
 

@@ -11,16 +11,17 @@ from functools import partial
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once import BatchReport, Inbox, Step
+from safebunny.exactly_once import BatchReport, Step
 from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, checks, instances, parked, topology
+from safebunny.saga import breaker, checks, instances, parked, topology, trace
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.reports import ReportLog
 from safebunny.saga.retry import Retry
+from safebunny.saga.trace import TraceEntry
 from safebunny.session import publish
 from safebunny.uri import split_password, validate_uri, with_password
 
@@ -50,28 +51,6 @@ class StepStatus:
     #: delivered, not yet acknowledged (the management API); None with ``note`` saying why
     unacked: int | None = None
     note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class TraceEntry:
-    """One message of a saga instance as a step's inbox recorded it."""
-
-    node: str
-    type: str | None
-    messageId: str  # noqa: N815 - the inbox's column names
-    causationId: str | None  # noqa: N815
-    status: str
-    reason: str | None
-    attempts: int
-    emitted: list[str]
-    batchId: int  # noqa: N815
-    processedAt: str  # noqa: N815
-    #: the how-manieth time this step processed this message (1, then 2 after a retry tier, ...); ``attempts``
-    #: counts the tries within one delivery (a row handler's in-place retries)
-    delivery: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -380,20 +359,9 @@ class Saga:
 
     def trace(self, correlation_id: str) -> list[TraceEntry]:
         """The path of one saga instance through the steps' inboxes, in processing order. Takes a
-        correlation id or a business key (the key's derived correlation id is tried too)."""
-        inbox = Inbox(self.inbox_path, "trace")
-        rows = inbox.rows(correlation_id, all_nodes=True).to_pylist()
-        if not rows:
-            rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
-        rows.sort(key=lambda r: (r["processedAt"], r["node"]))
-        deliveries: Counter[tuple[str, str]] = Counter()
-        out = []
-        for r in rows:
-            deliveries[(r["node"], r["messageId"])] += 1  # a retry tier's attempt is a new delivery and a new row
-            out.append(TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"],
-                                  r["reason"], r["attempts"], list(r["emitted"] or []), r["batchId"],
-                                  r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])]))
-        return out
+        correlation id or a business key (the key's derived correlation id is tried too); a parked message's
+        last entry says ``parked`` (:mod:`safebunny.saga.trace`)."""
+        return trace.trace(self, correlation_id)
 
     def instances(self, spark: Any = None, state: str | None = None) -> Any:
         """One row per saga instance (business key, correlation id, state, current or last step, started,
