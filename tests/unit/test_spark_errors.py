@@ -95,5 +95,5 @@ def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
     class PythonException(Exception):  # noqa: N818 - Spark's name, as a UDF's failure reaches the driver
         pass
 
-    assert describe(PythonException(UDF_ERROR)) == ("BadOrder", "shop.errors.BadOrder: qty must be positive")
+    assert describe(PythonException(UDF_ERROR)) == ("BadOrder", "qty must be positive")
     assert describe(ValueError("plain"))[0] == "ValueError"
