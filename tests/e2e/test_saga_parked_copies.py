@@ -1,6 +1,7 @@
 """A parked order started again counts as a duplicate (the instance is parked; redrive runs it again), and the
 counters of ``status``, ``trace`` and ``poison_rows`` agree; ``Retry(poison_on=...)`` matches the Python class a
-UDF raised. A real broker, the shared SparkSession, real Delta tables."""
+UDF raised; a discarded instance shows as discarded, with the reason. A real broker, the shared SparkSession,
+real Delta tables."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from pyspark.sql import functions as F  # noqa: N812
 
 import safebunny
+from safebunny.saga.instances import instances_table
 
 
 def test_a_parked_order_started_again_is_a_duplicate_and_trace_agrees_with_poison(spark, amqp_uri, tmp_path):
@@ -54,5 +56,15 @@ def test_a_parked_order_started_again_is_a_duplicate_and_trace_agrees_with_poiso
             assert [e.delivery for e in entries] == list(range(1, poisoned.attempts + 1))
             assert entries[-1].status == "parked" and entries[-1].delivery == poisoned.attempts
             assert all(e.status == "failed" for e in entries[:-1])
+
+        assert saga.discard("stock", "OrderPlaced", [unknown.messageId], "not a product we sell") == 1
+        shown = {p.messageId: p for p in saga.poison_rows("stock", "OrderPlaced", all=True)}
+        assert (shown[unknown.messageId].state, shown[unknown.messageId].discardReason) == (
+            "discarded", "not a product we sell")
+        assert shown[unknown.messageId].discardedBy and shown[flaky.messageId].discardReason is None
+        states = {r["businessKey"]: r for r in instances_table(saga).to_pylist()}
+        assert (states["o2"]["state"], states["o2"]["reason"]) == ("discarded", "not a product we sell")
+        assert states["o3"]["state"] == "parked" and states["o1"]["state"] == "completed"
+        assert saga.trace("o2")[-1].status == "discarded"
     finally:
         safebunny.topology.delete(saga)
