@@ -10,6 +10,10 @@
   starts one query per step and round. :func:`note_streaming_started` lets the first note through and
   turns that logger down after it.
 
+- A handler's plan error (an unknown column) makes PySpark log the error with its whole JVM trace as one
+  JSON line (``DataFrameQueryContextLogger``) when the exception is made; the step raises it again as one
+  ``SafeBunnyPlanError`` line, so :func:`quiet_query_context` drops that record in the step's thread.
+
 ``SAFEBUNNY_LOG_LEVEL=INFO`` (or ``DEBUG``) leaves every Spark logger as it is. On a session without a
 JVM in this process (Spark Connect) nothing is changed.
 """
@@ -25,8 +29,8 @@ from typing import Any
 
 from safebunny.logs import LEVEL_ENV
 
-__all__ = ["quiet_task_failures", "note_streaming_started", "TASK_FAILURE_LOGGERS", "STREAMING_NOTE_LOGGER",
-           "QUIET_GRACE_S"]
+__all__ = ["quiet_task_failures", "quiet_query_context", "note_streaming_started", "TASK_FAILURE_LOGGERS",
+           "STREAMING_NOTE_LOGGER", "QUIET_GRACE_S", "QUERY_CONTEXT_LOGGERS"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -129,3 +133,44 @@ def note_streaming_started(spark: Any) -> None:
         logger.setLevel(_level(spark, "ERROR"))
     except Exception as exc:  # noqa: BLE001
         log.debug("could not turn Spark's streaming notes down: %s", exc)
+
+
+#: PySpark's loggers of an analysis error's query context (``pyspark.errors.exceptions.base``)
+QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+_in_step = threading.local()
+
+
+class _StepThreadFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_in_step, "quiet", False)
+
+
+_FILTER = _StepThreadFilter()
+
+
+@contextmanager
+def quiet_query_context() -> Iterator[None]:
+    """PySpark's query-context error records off in this thread while the block runs."""
+    if _verbose():
+        yield
+        return
+    for name in QUERY_CONTEXT_LOGGERS:
+        logger = _pyspark_logger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    before = getattr(_in_step, "quiet", False)
+    _in_step.quiet = True
+    try:
+        yield
+    finally:
+        _in_step.quiet = before
+
+
+def _pyspark_logger(name: str) -> logging.Logger:
+    """PySpark's own logger ``name`` (made as PySpark makes it, with its JSON handler, when it is new)."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return logging.getLogger(name)
+    return PySparkLogger.getLogger(name)
+

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+from pyspark.logger import PySparkLogger
 
 import safebunny
 from safebunny.errors import SafeBunnyPlanError
@@ -29,8 +30,16 @@ def test_drain_raises_a_plan_error_once_naming_the_column_and_what_to_do(spark, 
     try:
         saga.start(spark.createDataFrame([("o1", 1)], "orderId string, qty int"), node="orders",
                    type="OrderPlaced", business_key="orderId")
-        with caplog.at_level(logging.WARNING, logger="safebunny.saga"), pytest.raises(SafeBunnyPlanError) as info:
-            saga.drain(spark, timeout=240)
+        context: list[logging.LogRecord] = []
+        keep = logging.Handler()
+        keep.emit = context.append  # type: ignore[method-assign]
+        PySparkLogger.getLogger("DataFrameQueryContextLogger").addHandler(keep)
+        try:
+            with caplog.at_level(logging.WARNING, logger="safebunny.saga"), pytest.raises(SafeBunnyPlanError) as info:
+                saga.drain(spark, timeout=240)
+        finally:
+            PySparkLogger.getLogger("DataFrameQueryContextLogger").removeHandler(keep)
+        assert context == []  # PySpark's JSON line with the JVM trace: our one line says it
         message = str(info.value)
         assert "\n" not in message
         assert "step stock.OrderPlaced" in message and "handler reserve" in message and "`qtyy`" in message

@@ -79,3 +79,29 @@ def test_a_session_without_a_jvm_is_left_alone(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     with spark_logs.quiet_task_failures(SimpleNamespace()):  # Spark Connect: no _jvm, no sparkContext
         pass
+
+
+def test_query_context_records_are_dropped_in_the_steps_thread_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+    import threading
+
+    monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
+    seen: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = spark_logs._pyspark_logger("DataFrameQueryContextLogger")
+    handler = _Keep()
+    logger.addHandler(handler)
+    try:
+        with spark_logs.quiet_query_context():
+            logger.error("in the step")
+            other = threading.Thread(target=lambda: logger.error("another thread"))
+            other.start()
+            other.join()
+        logger.error("after")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["another thread", "after"]

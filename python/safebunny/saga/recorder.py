@@ -19,6 +19,7 @@ from safebunny.saga.parked_ids import ParkedIds, drop_fresh_copies
 from safebunny.saga.retry import decide
 from safebunny.saga.status_log import BatchCounts, StatusLog
 from safebunny.spark_errors import is_plan_error, raised_in_python
+from safebunny.spark_logs import quiet_query_context
 
 __all__ = ["StepRecorder", "batch_function", "counts_of", "plan_error"]
 
@@ -82,7 +83,8 @@ def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
 
     def run(batch_df: Any, batch_id: int) -> None:
         try:
-            recorder.process(batch_df, batch_id, handler, step.rows)
+            with quiet_query_context():  # a plan error is raised again as one line below
+                recorder.process(batch_df, batch_id, handler, step.rows)
         except SafeBunnyError:
             raise
         except Exception as exc:
