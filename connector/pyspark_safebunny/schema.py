@@ -22,16 +22,15 @@ def schema_for(include_headers: bool, include_offset: bool) -> StructType:
 def source_schema(raw_options: Mapping[str, str]) -> StructType:
     """Validate the options (so errors come at ``load()``) and return the schema.
 
-    When the queue may need a journal and ``journalLocation`` is missing, this asks the broker
-    for the queue's type (``queueType=auto``), so a missing queue, a wrong password or an
-    unreachable host are reported at ``load()`` too. The ``offset`` column is always present:
+    With ``queueType=auto`` (the default) this asks the broker for the queue's type, so a missing
+    queue, a wrong password or an unreachable host are reported at ``load()``, with safebunny's
+    error at the end of Spark's message, not when the query runs (where Spark's query description
+    follows it). The ``offset`` column is always present:
     it is the stream offset for stream queues and null for classic and quorum queues.
     """
     options = parse_source_options(raw_options)
-    if options["queueType"] in ("classic", "quorum") or (
-        options["queueType"] == "auto" and not options["journalLocation"]
-    ):
-        # fail at load(), not when the query starts, when a journal is needed and missing
+    if options["queueType"] in ("classic", "quorum", "auto"):
+        # fail at load(), not when the query starts: a missing queue, a refused login, a journal needed and missing
         from pyspark_safebunny.stream_reader import require_journal, resolve_queue_type
 
         require_journal(options, resolve_queue_type(options))

@@ -18,6 +18,7 @@ __all__ = [
     "VhostNotFoundError",
     "SafeBunnyDataLossError",
     "SafeBunnyMissingDependencyError",
+    "SafeBunnyPlanError",
 ]
 
 
@@ -67,3 +68,8 @@ class SafeBunnyDataLossError(SafeBunnyError):
 
 class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
     """A package a feature needs is not installed; the message says what to ``pip install``."""
+
+
+class SafeBunnyPlanError(SafeBunnyError):
+    """A step's handler built a plan Spark refused (an unknown column, a type mismatch): it fails the same way
+    on every batch, so ``drain`` and ``run`` do not restart the step; fix the handler and start again."""

@@ -6,6 +6,9 @@ handler called back from the JVM) reaches the driver as a ``StreamingQueryExcept
 traceback as text, followed by Spark's own lines. :func:`error_of` finds the last
 ``safebunny...<Class>: <message>`` line there and rebuilds that error, class and message, so that
 ``except SafeBunnyError`` works and the message is the last line a user sees.
+:func:`raised_in_python` finds the Python exception (class and message) a worker's traceback ends with, and
+:func:`is_plan_error` says whether a failure is a plan error (Spark's ``AnalysisException``: an unknown column,
+a type mismatch), which fails again on every restart.
 """
 
 from __future__ import annotations
@@ -15,10 +18,14 @@ import re
 
 from safebunny.errors import SafeBunnyError
 
-__all__ = ["error_of", "message_of"]
+__all__ = ["error_of", "is_plan_error", "message_of", "raised_in_python"]
 
 # a traceback's last line: the exception's qualified class name, ": ", the message
 _RAISED = re.compile(r"^\s*(?P<module>safebunny(?:\.\w+)*)\.(?P<cls>\w+): (?P<message>.+?)\s*$", re.M)
+_TRACEBACK = "Traceback (most recent call last):"
+# the line a Python traceback ends with: ``[module.]Class: message`` (or the class alone), not indented
+_EXCEPTION_LINE = re.compile(r"^(?P<qualified>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+_PLAN_ERRORS = ("AnalysisException", "ParseException")
 
 
 def _error_class(module: str, name: str) -> type[SafeBunnyError] | None:
@@ -68,5 +75,44 @@ def message_of(exc: BaseException) -> str:
     error = error_of(exc)
     if error is not None:
         return f"{type(error).__name__}: {error}"
+    raised = raised_in_python(exc)  # Py4J's "An exception was raised by the Python Proxy" says nothing
+    if raised is not None:
+        return f"{raised[0]}: {raised[1]}" if raised[1] else raised[0]
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def raised_in_python(exc: BaseException | str) -> tuple[str, str] | None:
+    """``(class name, message's first line)`` of the Python exception that the last traceback in ``exc``'s text
+    ends with (a UDF's ``ValueError`` inside Spark's ``PythonException``, the ``AnalysisException`` a
+    ``foreachBatch`` function raised inside the JVM's error), or ``None`` when the text holds no traceback.
+    The class name is without its module (``BadOrder`` for ``shop.errors.BadOrder``)."""
+    text = exc if isinstance(exc, str) else str(exc)
+    start = text.rfind(_TRACEBACK)
+    if start < 0:
+        return None
+    for line in text[start + len(_TRACEBACK):].splitlines():
+        if not line.strip() or line.startswith((" ", "\t")):
+            continue  # the frames, indented
+        match = _EXCEPTION_LINE.match(line.rstrip())
+        if match is None:
+            return None
+        return match["qualified"].rsplit(".", 1)[-1], (match["message"] or "").strip()
+    return None
+
+
+def is_plan_error(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or the Python exception its text ends with) is a plan error: Spark's
+    ``AnalysisException`` (an unknown column, a type mismatch) or a parse error. Such an error comes back on
+    every restart from the same checkpoint, so it is not worth one."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(cls.__name__ in _PLAN_ERRORS for cls in type(exc).__mro__):
+            return True
+        raised = raised_in_python(exc)
+        if raised is not None and raised[0] in _PLAN_ERRORS:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+

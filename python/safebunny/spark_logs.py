@@ -3,10 +3,16 @@
 - While a step runs its handler's jobs, a row that makes the handler fail is expected: the step
   isolates it (a sub-job per half of the failing set) and says so once per batch. Spark's executor and
   task-set loggers would print the Python worker's whole traceback for every failed sub-job (hundreds
-  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time.
+  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time, and for
+  :data:`QUIET_GRACE_S` after: when a job fails, its other tasks are killed or fail a moment later, and the
+  scheduler logs them (``WARN TaskSetManager: Lost task ...``) after the driver has the job's error.
 - Spark notes "spark.sql.adaptive.enabled is not supported in streaming" at every query start; a saga
   starts one query per step and round. :func:`note_streaming_started` lets the first note through and
   turns that logger down after it.
+
+- A handler's plan error (an unknown column) makes PySpark log the error with its whole JVM trace as one
+  JSON line (``DataFrameQueryContextLogger``) when the exception is made; the step raises it again as one
+  ``SafeBunnyPlanError`` line, so :func:`quiet_query_context` drops that record in the step's thread.
 
 ``SAFEBUNNY_LOG_LEVEL=INFO`` (or ``DEBUG``) leaves every Spark logger as it is. On a session without a
 JVM in this process (Spark Connect) nothing is changed.
@@ -23,7 +29,8 @@ from typing import Any
 
 from safebunny.logs import LEVEL_ENV
 
-__all__ = ["quiet_task_failures", "note_streaming_started", "TASK_FAILURE_LOGGERS", "STREAMING_NOTE_LOGGER"]
+__all__ = ["quiet_task_failures", "quiet_query_context", "note_streaming_started", "TASK_FAILURE_LOGGERS",
+           "STREAMING_NOTE_LOGGER", "QUIET_GRACE_S", "QUERY_CONTEXT_LOGGERS"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -31,8 +38,12 @@ log = logging.getLogger("safebunny.step")
 TASK_FAILURE_LOGGERS = ("org.apache.spark.executor.Executor", "org.apache.spark.scheduler.TaskSetManager")
 STREAMING_NOTE_LOGGER = "org.apache.spark.sql.execution.streaming.runtime.ResolveWriteToStream"
 
+#: how long the task-failure loggers stay off after the last quiet block ends (late task failures of its jobs)
+QUIET_GRACE_S = 5.0
+
 _lock = threading.Lock()
 _quiet_users = 0
+_restore: threading.Timer | None = None
 _saved: dict[str, Any] = {}
 _noted = False
 
@@ -69,8 +80,12 @@ def quiet_task_failures(spark: Any) -> Iterator[None]:
     if _verbose():
         yield
         return
+    global _restore
     with _lock:
-        if _quiet_users == 0:
+        if _restore is not None:  # still quiet from the last block: keep it so
+            _restore.cancel()
+            _restore = None
+        if _quiet_users == 0 and not _saved:
             try:
                 for name in TASK_FAILURE_LOGGERS:
                     logger = _logger(spark, name)
@@ -85,13 +100,24 @@ def quiet_task_failures(spark: Any) -> Iterator[None]:
     finally:
         with _lock:
             _quiet_users -= 1
-            if _quiet_users == 0:
-                try:
-                    for logger, saved in _saved.values():
-                        logger.setLevel(saved)
-                except Exception as exc:  # noqa: BLE001
-                    log.debug("could not restore Spark's task-failure logs: %s", exc)
-                _saved.clear()
+            if _quiet_users == 0 and _saved:
+                _restore = threading.Timer(QUIET_GRACE_S, _restore_levels)
+                _restore.daemon = True
+                _restore.start()
+
+
+def _restore_levels() -> None:
+    global _restore
+    with _lock:
+        if _quiet_users or _restore is None:
+            return  # a new quiet block started meanwhile: it restores them
+        _restore = None
+        try:
+            for logger, saved in _saved.values():
+                logger.setLevel(saved)
+        except Exception as exc:  # noqa: BLE001
+            log.debug("could not restore Spark's task-failure logs: %s", exc)
+        _saved.clear()
 
 
 def note_streaming_started(spark: Any) -> None:
@@ -107,3 +133,44 @@ def note_streaming_started(spark: Any) -> None:
         logger.setLevel(_level(spark, "ERROR"))
     except Exception as exc:  # noqa: BLE001
         log.debug("could not turn Spark's streaming notes down: %s", exc)
+
+
+#: PySpark's loggers of an analysis error's query context (``pyspark.errors.exceptions.base``)
+QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
+_in_step = threading.local()
+
+
+class _StepThreadFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_in_step, "quiet", False)
+
+
+_FILTER = _StepThreadFilter()
+
+
+@contextmanager
+def quiet_query_context() -> Iterator[None]:
+    """PySpark's query-context error records off in this thread while the block runs."""
+    if _verbose():
+        yield
+        return
+    for name in QUERY_CONTEXT_LOGGERS:
+        logger = _pyspark_logger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+    before = getattr(_in_step, "quiet", False)
+    _in_step.quiet = True
+    try:
+        yield
+    finally:
+        _in_step.quiet = before
+
+
+def _pyspark_logger(name: str) -> logging.Logger:
+    """PySpark's own logger ``name`` (made as PySpark makes it, with its JSON handler, when it is new)."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return logging.getLogger(name)
+    return PySparkLogger.getLogger(name)
+

@@ -63,7 +63,7 @@ def test_operator_session(spark, cli_env: Path, capsys: pytest.CaptureFixture[st
     bad = parked[0]
     assert bad["correlationId"] == correlation_id_for("order-bad")
     assert "sku not in the catalogue" in bad["reason"] and bad["attempts"] >= 2
-    assert bad["state"] == "parked" and bad["poisonedAt"]
+    assert bad["state"] == "parked" and bad["parkedAt"]
     rc, shown_one = _json(capsys, "poison", "show", SAGA_FILE, "--id", bad["messageId"])
     assert rc == 0 and shown_one["messageId"] == bad["messageId"]
     assert "sku not in the catalogue" in shown_one["headers"]["x-safebunny-reason"]

@@ -96,3 +96,53 @@ def test_a_saga_with_a_poison_row_and_idle_triggers_prints_few_lines(amqp_uri, u
     assert "falling behind" not in idle
     assert output.count("spark.sql.adaptive.enabled is not supported in streaming") <= 1
     assert "1 message(s) poisoned" in output and "no poison, please" in output  # safebunny's summary says why
+
+
+DRAIN_DRIVER = r'''
+import sys
+from pyspark.sql import SparkSession, functions as F
+import safebunny
+
+uri, name, root = sys.argv[1], sys.argv[2], sys.argv[3]
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+saga = safebunny.Saga(name, uri=uri, root=root, retry=safebunny.Retry(delays=("1s",)))
+
+@F.udf("string")
+def loud(name):
+    if name.startswith("bad"):
+        raise ValueError("no bad names")
+    return name.upper()
+
+@saga.step("shouter", consumes="NameGiven", from_node="app", schema="name string", produces=["Shouted"])
+def shout(names, ctx):
+    ok = names.select("messageId", loud("name").alias("loud"))
+    return safebunny.Outcome(effects=[safebunny.append(ok, root + "/loud")], emits=[safebunny.emit(ok, type="Shouted")])
+
+@saga.step("printer", consumes="Shouted", from_node="shouter", schema="loud string")
+def show(rows, ctx):
+    return safebunny.Outcome(effects=[safebunny.append(rows.select("messageId", "loud"), root + "/printed")])
+
+names = [(f"n{i}",) for i in range(30)] + [("bad1",), ("bad2",), ("bad3",)]
+saga.start(spark.createDataFrame(names, "name string"), node="app", type="NameGiven", business_key="name")
+saga.drain(spark)
+poisoned = len(saga.poison_rows("shouter", "NameGiven"))
+safebunny.topology.delete(saga)
+spark.stop()
+print("DRIVER-DONE poisoned", poisoned)
+'''
+
+
+def test_a_drained_saga_with_failing_rows_and_a_stopped_session_prints_no_worker_or_task_noise(amqp_uri, unique_name,
+                                                                                                tmp_path):
+    """Three rows failing in a UDF on two cores (tasks of one job fail side by side), retried and parked, then
+    ``spark.stop()``: no ``Lost task`` lines from Spark's scheduler, no ``EOFError`` from PySpark's daemon."""
+    environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", DRAIN_DRIVER, amqp_uri, unique_name, str(tmp_path / "saga")],
+                          capture_output=True, text=True, timeout=600, env=environment)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0 and "DRIVER-DONE poisoned 3" in done.stdout, output[-5000:]
+    assert "TaskSetManager" not in output and "Lost task" not in output, output[-5000:]
+    assert "EOFError" not in output and "daemon.py" not in output, output[-5000:]
+    assert "3 message(s) poisoned (ValueError)" in output and "no bad names" in output

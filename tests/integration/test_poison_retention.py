@@ -4,6 +4,7 @@ without it (as earlier versions declared them) keeps working, with a warning. Re
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
 import pika
@@ -63,3 +64,58 @@ def test_a_retention_that_rabbitmq_would_not_read_is_refused_before_anything_is_
         with pytest.raises(safebunny.SafeBunnyOptionError, match="poison_max_age"):
             _saga(amqp_uri, tmp_path, poison_max_age=bad)
     assert _saga(amqp_uri, tmp_path, poison_max_age=None).poison_max_age is None
+
+
+def test_the_unrouted_stream_has_a_retention_and_an_existing_one_keeps_its_own(amqp_uri, tmp_path, admin,
+                                                                                 caplog) -> None:
+    saga = _saga(amqp_uri, tmp_path, unrouted_max_age="2D")
+    unrouted = safebunny.topology.unrouted_name(saga)
+    try:
+        saga.declare()
+        assert _declares(admin, unrouted, {"x-queue-type": "stream", "x-max-age": "2D"})
+        assert not _declares(admin, unrouted, {"x-queue-type": "stream", "x-max-age": "7D"})
+        again = _saga(amqp_uri, tmp_path)  # the default, 7D, for the stream that exists with 2D
+        again.name = saga.name
+        with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+            again.declare()
+        assert "unrouted queue" in caplog.text and "keeps its own retention" in caplog.text
+        assert _declares(admin, unrouted, {"x-queue-type": "stream", "x-max-age": "2D"})
+    finally:
+        safebunny.topology.delete(saga)
+    with pytest.raises(safebunny.SafeBunnyOptionError, match="unrouted_max_age"):
+        _saga(amqp_uri, tmp_path, unrouted_max_age="7 days")
+
+
+def test_status_counts_the_unrouted_messages_and_warns(amqp_uri, tmp_path, capsys, monkeypatch) -> None:
+    from safebunny.cli.main import main
+    from safebunny.saga.status import unrouted_depth
+
+    name = f"sbu-{uuid.uuid4().hex[:8]}"
+    module = tmp_path / "unrouted_saga.py"
+    module.write_text("import safebunny\n"
+                      f"saga = safebunny.Saga({name!r}, uri={amqp_uri!r}, root={str(tmp_path / 'saga')!r})\n"
+                      "@saga.step('stock', consumes='OrderPlaced', from_node='orders', schema='orderId string')\n"
+                      "def reserve(orders, ctx):\n    return None\n")
+    monkeypatch.delenv("SAFEBUNNY_URI", raising=False)
+    saga = _saga(amqp_uri, tmp_path)
+    saga.name = name
+    try:
+        saga.declare()
+        assert unrouted_depth(saga) == 0
+        conn = pika.BlockingConnection(pika.URLParameters(amqp_uri))
+        ch = conn.channel()
+        ch.confirm_delivery()
+        for i in range(3):  # a type no step consumes: the exchange's alternate exchange keeps it
+            ch.basic_publish(name, "orders.OrderCancelled", b"{}", pika.BasicProperties(message_id=f"c{i}"),
+                             mandatory=True)
+        conn.close()
+        deadline = time.monotonic() + 30  # a stream's count in a passive declare lags a second or two
+        while unrouted_depth(saga) != 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert unrouted_depth(saga) == 3
+        assert main(["status", f"{module}:saga"]) == 0
+        out = capsys.readouterr().out
+        assert f"WARNING unrouted: 3 message(s) in {name}.unrouted" in out and "no step consumes" in out
+    finally:
+        safebunny.topology.delete(saga)
+    assert unrouted_depth(saga) is None

@@ -249,3 +249,12 @@ def test_trace_accepts_a_correlation_id_or_a_business_key() -> None:
     corr = correlation_id_for("order-7")
     assert candidates("order-7") == [corr]
     assert candidates(corr.upper()) == [corr, correlation_id_for(corr.upper())]
+
+
+def test_python_dash_m_safebunny_runs_the_cli() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "safebunny", "--help"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "usage: safebunny" in done.stdout and "poison" in done.stdout

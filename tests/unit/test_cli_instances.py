@@ -24,3 +24,19 @@ def test_a_wrong_state_or_limit_is_a_usage_error(argv: list[str]) -> None:
 
 def test_the_cli_offers_exactly_the_saga_states() -> None:
     assert set(instances.STATES) == set(STATES)
+
+
+def test_instances_shows_the_newest_fifty_unless_asked_and_says_how_many_more(monkeypatch, capsys) -> None:
+    from safebunny.cli import access
+
+    rows = [{"businessKey": f"k{i}", "state": "completed"} for i in range(instances.DEFAULT_LIMIT + 7)]
+    monkeypatch.setattr(access, "instances", lambda saga, state: rows)
+    parser = build_parser()
+    assert instances._instances(parser.parse_args(["instances", "s.py"]), None) == 0
+    out, err = capsys.readouterr()
+    assert "k49" in out and "k50" not in out and "7 older instance(s)" in err and "--all" in err
+    instances._instances(parser.parse_args(["instances", "s.py", "--all"]), None)
+    out, err = capsys.readouterr()
+    assert "k56" in out and not err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["instances", "s.py", "--all", "--limit", "3"])

@@ -186,3 +186,16 @@ def test_a_raised_step_error_is_safebunnys_own_with_sparks_as_its_cause(caplog):
     assert str(err.value) == "Queue 'orders' does not exist in vhost '/' at 127.0.0.1:5672. Declare it."
     assert err.value.__cause__ is spark_error
     assert "failed (QueueNotFoundError: Queue 'orders' does not exist" in caplog.text  # one line, not the trace
+
+
+def test_a_plan_error_is_raised_at_once_without_a_restart(caplog):
+    from safebunny.errors import SafeBunnyPlanError
+
+    plan = RuntimeError("Traceback (most recent call last):\n  File \"x\", line 1\n"
+                        "safebunny.errors.SafeBunnyPlanError: step stock.OrderPlaced: unknown column `qtyy`")
+    saga = _Saga({"stock.OrderPlaced": [plan, 5], "shipping.StockReserved": [5]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"), pytest.raises(SafeBunnyPlanError) as info:
+        drain(None, saga, timeout_s=30, start=saga.start)
+    assert saga.started.count("stock.OrderPlaced") == 1
+    assert "unknown column `qtyy`" in str(info.value) and info.value.__cause__ is plan
+    assert "starting it again" not in caplog.text

@@ -83,3 +83,13 @@ def test_a_parked_message_processed_after_a_redrive_no_longer_parks_its_instance
     parked = [Parked("payment.StockReserved", failed["messageId"], failed["correlationId"], "x")]
     (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
     assert row["state"] == "completed" and row["businessKey"] is None and row["messages"] == 3
+
+
+def test_an_instance_whose_parked_message_was_discarded_is_discarded_with_the_reason() -> None:
+    inbox = _path("gone", [("stock", "OrderPlaced", "StockReserved", "done"),
+                           ("payment", "StockReserved", None, "failed")])
+    failed = inbox[1]
+    parked = [Parked("payment.StockReserved", failed["messageId"], failed["correlationId"], "refunded by hand",
+                     "discarded")]
+    (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
+    assert (row["state"], row["step"], row["reason"]) == ("discarded", "payment.StockReserved", "refunded by hand")

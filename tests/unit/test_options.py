@@ -37,6 +37,9 @@ def test_spark_options_pass_through():
         ({}, ["'uri' is required", "AMQP URI"]),
         ({"uri": "amqp://h", "maxMessagePerTrigger": "1"}, ["Unknown option 'maxMessagePerTrigger'",
                                                             "Did you mean 'maxMessagesPerTrigger'"]),
+        ({"uri": "amqp://h", "maxmessagespertriger": "1"}, [  # as Spark hands it over: lower case
+            "Unknown option 'maxmessagespertriger' (Spark passes option names in lower case)",
+            "Did you mean 'maxMessagesPerTrigger'"]),
         ({"uri": "amqp://h", "maxMessagesPerTrigger": "ten"}, ["'maxMessagesPerTrigger'", "'ten'", "integer"]),
         ({"uri": "amqp://h", "maxMessagesPerTrigger": "0"}, ["at least 1", "got 0"]),
         ({"uri": "amqp://h", "failOnDataLoss": "yes"}, ["'failOnDataLoss'", "'true' or 'false'", "'yes'"]),

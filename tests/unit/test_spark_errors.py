@@ -47,3 +47,53 @@ def test_a_cause_or_the_error_itself_counts_and_other_errors_carry_none():
 def test_message_of_is_one_line():
     assert message_of(RuntimeError(TRACE)) == "JournalOwnerError: Option 'journalLocation' belongs to another query."
     assert message_of(RuntimeError("first\nsecond")) == "first"
+
+
+UDF_ERROR = """[PYTHON_EXCEPTION] An exception was thrown from the Python worker. Please see the stack trace below.
+Traceback (most recent call last):
+  File "/job/shop.py", line 12, in loud
+    raise shop.errors.BadOrder("qty must be positive")
+shop.errors.BadOrder: qty must be positive
+"""
+
+PROXY_ERROR = """[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach \
+batch sink.
+Reason: An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):
+  File "/venv/py4j/clientserver.py", line 617, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column with name \
+`qtyy` cannot be resolved. Did you mean one of the following? [`qty`]. SQLSTATE: 42703;
+'Project ['qtyy]
++- LogicalRDD [qty#1], false
+
+ SQLSTATE: 39000
+=== Streaming Query ===
+Current State: ACTIVE
+Thread State: RUNNABLE"""
+
+
+def test_the_python_exception_class_a_worker_raised_is_found_without_its_module():
+    from safebunny.spark_errors import raised_in_python
+
+    assert raised_in_python(RuntimeError(UDF_ERROR)) == ("BadOrder", "qty must be positive")
+    assert raised_in_python(PROXY_ERROR)[0] == "AnalysisException"
+    assert raised_in_python("no traceback here") is None
+
+
+def test_plan_errors_are_told_from_others_and_message_of_names_the_cause():
+    from safebunny.spark_errors import is_plan_error
+
+    assert is_plan_error(RuntimeError(PROXY_ERROR))
+    assert not is_plan_error(RuntimeError(UDF_ERROR)) and not is_plan_error(None)
+    assert message_of(RuntimeError(PROXY_ERROR)).startswith("AnalysisException: [UNRESOLVED_COLUMN.WITH_SUGGESTION]")
+    assert "qtyy" in message_of(RuntimeError(PROXY_ERROR))
+
+
+def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
+    from safebunny.exactly_once.isolate import describe
+
+    class PythonException(Exception):  # noqa: N818 - Spark's name, as a UDF's failure reaches the driver
+        pass
+
+    assert describe(PythonException(UDF_ERROR)) == ("BadOrder", "qty must be positive")
+    assert describe(ValueError("plain"))[0] == "ValueError"

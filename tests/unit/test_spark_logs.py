@@ -3,6 +3,7 @@ e2e test ``tests/e2e/test_logs.py`` counts a real saga's lines)."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -37,9 +38,18 @@ def test_task_failure_loggers_are_off_inside_and_restored_after(monkeypatch: pyt
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     calls: list = []
     spark = _spark(calls)
+    monkeypatch.setattr(spark_logs, "QUIET_GRACE_S", 0.3)
     with spark_logs.quiet_task_failures(spark):
         with spark_logs.quiet_task_failures(spark):  # nested: one switch
             assert calls == [(name, "OFF") for name in spark_logs.TASK_FAILURE_LOGGERS]
+    # a failed job's other tasks are logged a moment after its error: still off for the grace period
+    assert calls == [(name, "OFF") for name in spark_logs.TASK_FAILURE_LOGGERS]
+    with spark_logs.quiet_task_failures(spark):  # the next batch within the grace period: no switching
+        pass
+    assert len(calls) == 2
+    deadline = time.monotonic() + 5
+    while len(calls) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert calls[2:] == [(name, "WARN") for name in spark_logs.TASK_FAILURE_LOGGERS]
 
 
@@ -69,3 +79,29 @@ def test_a_session_without_a_jvm_is_left_alone(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     with spark_logs.quiet_task_failures(SimpleNamespace()):  # Spark Connect: no _jvm, no sparkContext
         pass
+
+
+def test_query_context_records_are_dropped_in_the_steps_thread_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+    import threading
+
+    monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
+    seen: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = spark_logs._pyspark_logger("DataFrameQueryContextLogger")
+    handler = _Keep()
+    logger.addHandler(handler)
+    try:
+        with spark_logs.quiet_query_context():
+            logger.error("in the step")
+            other = threading.Thread(target=lambda: logger.error("another thread"))
+            other.start()
+            other.join()
+        logger.error("after")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["another thread", "after"]

@@ -69,3 +69,7 @@ def test_an_existing_poison_stream_keeps_its_own_retention():
     consumer = topology.QueueSpec("s.n.T", "consumer", {"x-queue-type": "quorum"}, "n.T")
     assert topology._kept_retention(consumer, reply.replace("s.n.T.poison", "s.n.T")) is None
     assert topology._kept_retention(spec, reply.replace("x-max-age", "x-queue-type")) is None
+    stream = ("PRECONDITION_FAILED - inequivalent arg 'x-max-age' for queue 's.unrouted' in vhost '/': received '7D' "
+              "but current is '2D'")  # a stream's reply names the values without "the value"
+    unrouted = topology.QueueSpec("s.unrouted", "unrouted", {"x-queue-type": "stream", "x-max-age": "7D"})
+    assert topology._kept_retention(unrouted, stream).arguments["x-max-age"] == "2D"

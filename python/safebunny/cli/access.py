@@ -110,6 +110,14 @@ def status(saga: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def unrouted(saga: Any) -> tuple[str, int | None]:
+    """The saga's unrouted stream and how many messages it holds (None: not declared)."""
+    from safebunny.saga import topology
+    from safebunny.saga.status import unrouted_depth
+
+    return topology.unrouted_name(saga), unrouted_depth(saga)
+
+
 def instances(saga: Any, state: str | None) -> list[dict[str, Any]]:
     """One row per saga instance (``state`` keeps one state), from :mod:`safebunny.saga.instances`."""
     from safebunny.saga.instances import instances_table
@@ -124,7 +132,6 @@ def poison(saga: Any, step: Any, all: bool = False) -> list[dict[str, Any]]:  # 
                    else saga.poison_rows(step.node, step.consumes))
     for row in rows:
         row["step"] = step_label(step)
-        row.setdefault("poisonedAt", row.get("parkedAt"))
     return rows
 
 

@@ -1,25 +1,33 @@
-"""``safebunny instances <saga> [--state STATE] [--limit N]``: one line per saga instance."""
+"""``safebunny instances <saga> [--state STATE] [--limit N | --all]``: one line per saga instance, the newest
+:data:`DEFAULT_LIMIT` unless asked for more."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from safebunny.cli import access
 from safebunny.cli.output import print_rows
 
-__all__ = ["add_parsers", "COLUMNS", "STATES"]
+__all__ = ["add_parsers", "COLUMNS", "DEFAULT_LIMIT", "STATES"]
 
 COLUMNS = ["businessKey", "correlationId", "state", "step", "stepsDone", "started", "lastUpdate", "reason"]
 #: the states an instance can be in (safebunny.saga.instance_state.STATES, without importing the saga here)
-STATES = ("running", "retrying", "parked", "compensated", "completed")
+STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
+#: instances shown without --limit or --all (the newest)
+DEFAULT_LIMIT = 50
 
 
 def _instances(args: argparse.Namespace, saga: Any) -> int:
     rows = access.instances(saga, args.state)
-    if args.limit is not None:
-        rows = rows[: args.limit]
+    limit = None if args.all else (args.limit or DEFAULT_LIMIT)
+    more = len(rows) - limit if limit is not None and len(rows) > limit else 0
+    rows = rows[:limit] if limit is not None else rows
     print_rows(args, rows, COLUMNS, empty=f"no {args.state or ''} instances".replace("  ", " "))
+    if more:
+        print(f"... and {more} older instance(s): --limit N shows more, --all shows every one, "
+              "--state STATE keeps one state", file=sys.stderr)
     return 0
 
 
@@ -39,5 +47,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                          help="saga instances: business key, state, current or last step (newest first)")
     cmd.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     cmd.add_argument("--state", choices=STATES, help="only instances in this state")
-    cmd.add_argument("--limit", type=_limit, metavar="N", help="at most N instances (the newest)")
+    shown = cmd.add_mutually_exclusive_group()
+    shown.add_argument("--limit", type=_limit, metavar="N",
+                       help=f"at most N instances, the newest (default {DEFAULT_LIMIT})")
+    shown.add_argument("--all", action="store_true", help="every instance")
     cmd.set_defaults(run=_instances)

@@ -6,7 +6,7 @@ Commands (``safebunny <command> --help`` for each)::
     safebunny status <saga> [--shards] [--watch [SECONDS]]
     safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
     safebunny trace <saga> <correlation id or business key>
-    safebunny instances <saga> [--state running|retrying|parked|compensated|completed] [--limit N]
+    safebunny instances <saga> [--state running|retrying|parked|discarded|compensated|completed] [--limit N|--all]
     safebunny message-id <causation id> <node> <type> [index]
     safebunny correlation-id <business key>
 

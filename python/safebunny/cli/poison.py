@@ -11,7 +11,7 @@ from safebunny.cli.output import print_record, print_rows
 
 __all__ = ["add_parsers", "COLUMNS"]
 
-COLUMNS = ["step", "messageId", "correlationId", "attempts", "state", "reason", "poisonedAt"]
+COLUMNS = ["step", "messageId", "correlationId", "attempts", "state", "reason", "parkedAt"]
 
 
 def _list(args: argparse.Namespace, saga: Any) -> int:

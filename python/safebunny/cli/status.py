@@ -10,7 +10,7 @@ from typing import Any
 from safebunny.cli import access
 from safebunny.cli.output import print_rows, wants_json
 
-__all__ = ["add_parsers", "COLUMNS", "SHARD_COLUMNS", "positive_seconds"]
+__all__ = ["add_parsers", "COLUMNS", "SHARD_COLUMNS", "positive_seconds", "unrouted_line"]
 
 COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "received", "processed",
            "duplicates", "failed", "retried", "parked", "rate", "lastBatch", "breaker"]
@@ -24,14 +24,28 @@ def _rows(args: argparse.Namespace, saga: Any) -> list[dict[str, Any]]:
     return access.shards(saga) if args.shards else access.status(saga)
 
 
-def _print(args: argparse.Namespace, rows: list[dict[str, Any]], empty: str = "(none)") -> None:
+def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Any, empty: str = "(none)") -> None:
     if args.shards:
         print_rows(args, rows, SHARD_COLUMNS, empty="(no step is sharded)")
         return
     print_rows(args, rows, COLUMNS, empty=empty)
     notes = sorted({r["note"] for r in rows if r.get("note")})
-    if notes and not wants_json(args):
+    if wants_json(args):
+        return
+    if notes:
         print("\n".join(notes))
+    print(unrouted_line(*access.unrouted(saga)))
+
+
+def unrouted_line(queue: str, depth: int | None) -> str:
+    """The status line of the saga's unrouted stream: its depth, and a warning when it holds messages."""
+    if depth is None:
+        return f"unrouted: {queue} is not declared (safebunny topology declare)"
+    if not depth:
+        return f"unrouted: 0 messages in {queue}"
+    return (f"WARNING unrouted: {depth} message(s) in {queue}: types sent to the saga's exchange that no step "
+            "consumes (kept for the saga's unrouted_max_age, default 7 days). Add a step that consumes them, or "
+            f"stop sending them; read them with spark.read.format('safebunny').option('queue', '{queue}')")
 
 
 def positive_seconds(text: str) -> float:
@@ -47,7 +61,7 @@ def positive_seconds(text: str) -> float:
 
 def _status(args: argparse.Namespace, saga: Any) -> int:
     if args.watch is None:
-        _print(args, _rows(args, saga), empty="(the saga has no steps)")
+        _print(args, _rows(args, saga), saga, empty="(the saga has no steps)")
         return 0
     try:
         while True:
@@ -55,7 +69,7 @@ def _status(args: argparse.Namespace, saga: Any) -> int:
             if not wants_json(args) and sys.stdout.isatty():
                 sys.stdout.write("\x1b[H\x1b[2J")
             print(f"{access.saga_name(saga)}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
-            _print(args, rows)
+            _print(args, rows, saga)
             sys.stdout.flush()
             time.sleep(args.watch)
     except KeyboardInterrupt:

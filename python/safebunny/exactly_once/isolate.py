@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from safebunny.spark_errors import raised_in_python
+
 __all__ = ["Isolation", "bisect", "describe"]
 
 K = TypeVar("K")
@@ -27,13 +29,22 @@ class Isolation(Generic[K, R]):
 
 
 def describe(exc: BaseException, limit: int = 1500) -> tuple[str, str]:
-    """(error type, a one-paragraph reason) for an exception, Python and Spark errors alike."""
+    """(error type, a one-paragraph reason) for an exception, Python and Spark errors alike. For an error a
+    UDF raised in a Python worker (Spark's ``PythonException``) the type is the class the UDF raised
+    (``ValueError``), so ``Retry(poison_on=("ValueError",))`` matches it."""
     text = str(exc).strip()
+    error_type = type(exc).__name__
     for marker in ("Traceback (most recent call last)",):
         if marker in text:  # Spark wraps the worker's traceback; keep its last line, which says what
+            raised = raised_in_python(text)
             lines = [ln for ln in text.splitlines() if ln.strip()]
             text = next((ln for ln in reversed(lines) if not ln.startswith((" ", "\t", "at "))), lines[-1])
-    return type(exc).__name__, text[:limit]
+            if raised is not None:  # the class is the error type: the reason is its message, as for a row handler
+                error_type = raised[0]
+                qualified = text.split(": ", 1)[0]
+                if ": " in text and qualified.rsplit(".", 1)[-1] == error_type:
+                    text = text.split(": ", 1)[1]
+    return error_type, text[:limit]
 
 
 def bisect(keys: Sequence[K], run: Callable[[Sequence[K]], R], max_jobs: int = 64,

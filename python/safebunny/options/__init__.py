@@ -137,8 +137,10 @@ def parse_options(
             if close:
                 match = next(n for n in names if n.lower() == close[0].lower())
                 hint = f" Did you mean '{match}'?"
+            # Spark hands a Python data source its option names in lower case: say so, or the name looks mangled
+            typed = " (Spark passes option names in lower case)" if key == lower and close else ""
             raise SafeBunnyOptionError(
-                f"Unknown option '{key}' for the safebunny {role}.{hint} "
+                f"Unknown option '{key}'{typed} for the safebunny {role}.{hint} "
                 f"Valid options: {', '.join(sorted(names))}.",
                 key,
             )

@@ -16,12 +16,13 @@ from safebunny import _lazy
 
 _LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaMetrics": "safebunny.saga.metrics",
          "StepStatus": "safebunny.saga.saga",
-         "TraceEntry": "safebunny.saga.saga"}
+         "TraceEntry": "safebunny.saga.trace"}
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: safebunny.saga.breaker alone stays light
 
 if TYPE_CHECKING:
     from safebunny.saga.metrics import SagaMetrics
     from safebunny.saga.retry import Retry
-    from safebunny.saga.saga import Saga, StepStatus, TraceEntry
+    from safebunny.saga.saga import Saga, StepStatus
+    from safebunny.saga.trace import TraceEntry
 
 __all__ = ["Saga", "Retry", "SagaMetrics", "StepStatus", "TraceEntry"]

@@ -42,8 +42,10 @@ def unfed_routes(steps: Sequence[SagaStep], started: Iterable[tuple[str, str]] =
             makers = sorted(f"{p.label} produces {list(p.produces)}" for p in steps if p.node == s.from_node)
             problems.append(f"step {s.label} consumes {s.consumes!r} from node {s.from_node!r}, but no step of "
                             f"node {s.from_node!r} lists {s.consumes!r} in produces or fails_as ({'; '.join(makers)}) "
-                            "and no saga.start sends it: its queue would stay empty. Fix the type or from_node, or "
-                            "add the type to the producing step's produces.")
+                            "and no saga.start sends it. produces does not route: what a step of node "
+                            f"{s.from_node!r} emits as {s.consumes!r} still reaches this step, but the saga cannot "
+                            "check the route; if nothing emits it, this step's queue stays empty. Add the type to "
+                            "the producing step's produces, or fix the type or from_node.")
     return problems
 
 
@@ -51,8 +53,9 @@ def undeclared_emits(step: SagaStep, types: Iterable[str]) -> list[str]:
     """The emitted ``types`` that step ``step`` does not list in ``produces``."""
     declared = set(step.produces)
     return [f"step {step.label} emitted a message of type {t!r}, which is not in its produces {list(step.produces)}: "
-            f"no step may consume it (it goes to the unrouted queue when none does). Add {t!r} to produces, or fix "
-            "the type." for t in sorted(set(types)) if t not in declared]
+            f"it was published all the same (produces does not route): a step consuming {t!r} from node "
+            f"{step.node!r} gets it, and when none does it is kept in the saga's unrouted stream. Add {t!r} to "
+            "produces, or fix the type." for t in sorted(set(types)) if t not in declared]
 
 
 def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str] | None = None) -> None:

@@ -13,7 +13,9 @@ one): its emits, if any, leave the saga. An instance is **completed** when nothi
 reached a terminal step, or a step that processed its message with nothing to emit) and no compensation step
 ran; **compensated** when nothing is open and a compensation step (``compensates=...``) processed one of its
 messages. A message parked at a step with ``fails_as`` counts as compensated once a compensation step ran.
-States by precedence: ``parked``, ``retrying``, ``running``, ``compensated``, ``completed``.
+An instance whose parked messages were all given up on (``saga.discard``) and that has nothing else open is
+**discarded**, with the reason given. States by precedence: ``parked``, ``retrying``, ``running``,
+``discarded``, ``compensated``, ``completed``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from safebunny.ids import message_id
 
 __all__ = ["STATES", "INSTANCE_SCHEMA", "Parked", "instance_rows", "terminal_steps"]
 
-STATES = ("running", "retrying", "parked", "compensated", "completed")
+STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
 INSTANCE_SCHEMA = pa.schema([
     ("businessKey", pa.string()), ("correlationId", pa.string()), ("state", pa.string()), ("step", pa.string()),
     ("started", pa.timestamp("us", tz="UTC")), ("lastUpdate", pa.timestamp("us", tz="UTC")),
@@ -46,6 +48,8 @@ class Parked:
     message_id: str | None
     correlation_id: str | None
     reason: str | None = None
+    #: ``parked`` (or ``redriven``, not yet processed) or ``discarded`` (``reason`` is then the discard's reason)
+    state: str = "parked"
 
 
 def terminal_steps(steps: Sequence[Any]) -> set[str]:
@@ -109,18 +113,22 @@ def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Park
     rows = sorted(rows, key=lambda r: r["processedAt"])
     done = [r for r in rows if r["status"] == "done"]
     compensated = any(_label(r) in compensation for r in done)
-    stuck = [p for p in parked if not (compensated and p.step in with_fails_as)]
+    discarded = [p for p in parked if p.state == "discarded"]
+    stuck = [p for p in parked if p.state != "discarded" and not (compensated and p.step in with_fails_as)]
     failing = [r for r in rows if r["status"] == "failed" and (_label(r), r["messageId"]) not in done_at
                and not any(p.message_id == r["messageId"] for p in parked)]
-    in_flight = [(r, e) for r in done for e in (r["emitted"] or ()) if e not in done_ids]
+    given_up = {p.message_id for p in discarded}
+    in_flight = [(r, e) for r in done for e in (r["emitted"] or ()) if e not in done_ids and e not in given_up]
     open_emits = [r for r, e in in_flight if e in _expected(r, consumed_by)]
     last = rows[-1] if rows else None
     if stuck:
         state, step, reason = "parked", stuck[-1].step, stuck[-1].reason
     elif failing:
         state, step, reason = "retrying", _label(failing[-1]), failing[-1]["reason"]
-    elif open_emits or not rows:
+    elif open_emits or (not rows and not discarded):
         state, step, reason = "running", _label(last) if last else None, None
+    elif discarded:
+        state, step, reason = "discarded", discarded[-1].step, discarded[-1].reason
     else:
         state, step, reason = ("compensated" if compensated else "completed"), _label(last), None
     times = [r["processedAt"] for r in rows]

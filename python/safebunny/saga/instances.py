@@ -63,8 +63,11 @@ def _parked(saga: Any) -> list[Parked]:
     for name, step in names.items():
         if depth.get(name) is None:
             continue  # not declared: nothing parked
-        for p in saga.poison_rows(step.node, step.consumes):
-            out.append(Parked(p.step, p.messageId, p.correlationId, p.reason))
+        for p in saga.poison_rows(step.node, step.consumes, all=True):  # discarded ones too: their own state
+            if p.state == "discarded":
+                out.append(Parked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded"))
+            elif p.state != "resolved":
+                out.append(Parked(p.step, p.messageId, p.correlationId, p.reason))
     return out
 
 

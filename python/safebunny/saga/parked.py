@@ -41,6 +41,9 @@ class Parked:
     body: str
     state: str = "parked"  # parked, redriven, resolved or discarded (see safebunny.saga.poison_ledger)
     headers: dict[str, str] | None = None  # the message's headers as text
+    #: for a discarded message: the reason given and who gave it (``saga.discard`` / ``poison discard``)
+    discardReason: str | None = None  # noqa: N815
+    discardedBy: str | None = None  # noqa: N815
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,14 +111,17 @@ def read_parked(saga: Any, node: str, message_type: str, all: bool = False) -> l
     for props, body, offset in entries:
         h = props.headers or {}
         at = _parked_at(props)
+        entry = ledger.get(str(props.message_id)) or {}
         state = state_of(ledger.get(str(props.message_id)), at, str(props.message_id) in done)
         if state in HIDDEN_STATES and not all:
             continue
+        discarded = state == "discarded"
         parked.append(Parked(str(h.get(STEP, f"{node}.{message_type}")), offset, props.message_id,
                              props.correlation_id, props.type, _text(h.get(REASON) or h.get(ERROR)),
                              _text(h.get(ERROR_TYPE)), int(h.get(ATTEMPT, 0) or 0), _text(h.get(FIRST_FAILURE)),
                              at, body.decode("utf-8", "replace"), state,
-                             {str(k): _text(v) or "" for k, v in h.items() if k != "x-stream-offset"}))
+                             {str(k): _text(v) or "" for k, v in h.items() if k != "x-stream-offset"},
+                             entry.get("reason") if discarded else None, entry.get("by") if discarded else None))
     return parked
 
 

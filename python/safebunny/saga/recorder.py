@@ -10,13 +10,18 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.parked_ids import ParkedIds, drop_fresh_copies
 from safebunny.saga.retry import decide
 from safebunny.saga.status_log import BatchCounts, StatusLog
+from safebunny.spark_errors import is_plan_error, raised_in_python
+from safebunny.spark_logs import quiet_query_context
 
-__all__ = ["StepRecorder", "batch_function", "counts_of"]
+__all__ = ["StepRecorder", "batch_function", "counts_of", "plan_error"]
 
 _RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictionary()
 
@@ -37,22 +42,31 @@ class StepRecorder:
         self.runtime = runtime
         self._route = runtime.on_failed
         self._tally: Counter[str] = Counter()
+        self.parked_ids = ParkedIds(saga.root, step.unit_label)
         runtime.on_failed = self._on_failed
 
     def _on_failed(self, rows: list[Any], ctx: Any) -> None:
         if self._route is not None:
             self._route(rows, ctx)  # published (confirmed) first: a tally never counts an unsent row
+        parked = []
         for row in rows:
             headers = dict((row.row or {}).get("headers") or {})
-            self._tally["parked" if decide(self.retry, headers, row.error_type).target == "poison" else "retried"] += 1
+            to_poison = decide(self.retry, headers, row.error_type).target == "poison"
+            self._tally["parked" if to_poison else "retried"] += 1
+            if to_poison:
+                parked.append(row.message_id)
+        self.parked_ids.add(parked)  # after the poison copies were confirmed
 
     def process(self, batch_df: Any, batch_id: int, handler: Callable[..., Any], rows: bool) -> Any:
-        """Run the batch through the step, then count it (a batch without messages is not counted)."""
+        """Run the batch through the step, then count it (a batch without messages is not counted). A fresh
+        copy of a message the step parked (:mod:`safebunny.saga.parked_ids`) is a duplicate."""
         self._tally.clear()
+        batch_df, copies = drop_fresh_copies(batch_df, self.parked_ids.read())
         report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
-        if report.received:
-            self.log.record(report.epoch, report.batch_id,
-                            counts_of(report, self._tally["retried"], self._tally["parked"]), self.driver)
+        if report.received or copies:
+            counts = counts_of(report, self._tally["retried"], self._tally["parked"])
+            counts = replace(counts, received=counts.received + copies, duplicates=counts.duplicates + copies)
+            self.log.record(report.epoch, report.batch_id, counts, self.driver)
         return report
 
 
@@ -65,7 +79,28 @@ def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
     handler = saga._handler_of(step)
 
     def run(batch_df: Any, batch_id: int) -> None:
-        recorder.process(batch_df, batch_id, handler, step.rows)
+        try:
+            with quiet_query_context():  # a plan error is raised again as one line below
+                recorder.process(batch_df, batch_id, handler, step.rows)
+        except SafeBunnyError:
+            raise
+        except Exception as exc:
+            if not is_plan_error(exc):
+                raise
+            raise plan_error(saga, step, exc) from exc  # one line naming the cause, found by error_of
 
     run.__name__ = f"safebunny_saga_step_{step.node}_{step.consumes}"
     return run
+
+
+def plan_error(saga: Any, step: SagaStep, exc: BaseException) -> SafeBunnyPlanError:
+    """Spark's plan error in step ``step``'s handler as one line: which handler, Spark's own first line (the
+    unknown column and its suggestions, the mismatched types) and what to do."""
+    raised = raised_in_python(exc)
+    cause = (f"{raised[0]}: {raised[1]}" if raised is not None
+             else f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    handler = getattr(step.handler, "__name__", "handler")
+    return SafeBunnyPlanError(
+        f"saga {saga.name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
+        f"handler's plan: {' '.join(cause.split())} This fails every batch, so the step is not restarted: fix the "
+        "handler (or the step's schema=) and run the saga again.")

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from safebunny import first_stream
+from safebunny.errors import SafeBunnyPlanError
 from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga import topology
 from safebunny.saga.balance import Balancer
@@ -22,7 +23,7 @@ from safebunny.saga.leases import TTL_S
 from safebunny.saga.recorder import batch_function
 from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
-from safebunny.spark_errors import error_of, message_of
+from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry"]
@@ -125,6 +126,8 @@ class RunningSaga:
         self.errors: dict[str, BaseException] = {}
         #: shards due to be handed over -> when the handover was first due (it waits for the batch to end)
         self._handing: dict[str, float] = {}
+        #: steps stopped by a plan error (:class:`~safebunny.errors.SafeBunnyPlanError`): not restarted
+        self.given_up: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
@@ -149,15 +152,20 @@ class RunningSaga:
         while not self._stop.wait(1.0):
             for step in self.saga.units():
                 query = self.queries[step.unit_label]
-                if query.isActive or self._stop.is_set():
+                if query.isActive or self._stop.is_set() or step.unit_label in self.given_up:
                     continue
                 now = time.monotonic()
                 if step.unit_label not in retry_at:
-                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
-                    retry_at[step.unit_label] = now + backoff
                     failure = query.exception()
                     if failure is not None:
                         self.errors[step.unit_label] = error_of(failure) or failure
+                    if failure is not None and _not_worth_a_restart(failure):
+                        self.given_up.add(step.unit_label)
+                        log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.name,
+                                  step.unit_label, message_of(failure))
+                        continue
+                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
+                    retry_at[step.unit_label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
                               message_of(failure) if failure is not None else "no error", backoff)
@@ -267,7 +275,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                 failed[step.unit_label] = failed.get(step.unit_label, 0) + 1
                 errors.append((step, error))
         for step, error in errors:
-            if failed[step.unit_label] > restarts:
+            if failed[step.unit_label] > restarts or _not_worth_a_restart(error):
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
@@ -285,6 +293,11 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _not_worth_a_restart(error: BaseException) -> bool:
+    """A plan error (an unknown column, a type mismatch in a handler) fails every restart the same way."""
+    return isinstance(error_of(error), SafeBunnyPlanError) or is_plan_error(error)
 
 
 def _note_serialization_race(saga: Any, step: SagaStep, error: BaseException | None) -> None:

@@ -11,16 +11,17 @@ from functools import partial
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once import BatchReport, Inbox, Step
+from safebunny.exactly_once import BatchReport, Step
 from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, checks, instances, parked, topology
+from safebunny.saga import breaker, checks, instances, parked, topology, trace
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.reports import ReportLog
 from safebunny.saga.retry import Retry
+from safebunny.saga.trace import TraceEntry
 from safebunny.session import publish
 from safebunny.uri import split_password, validate_uri, with_password
 
@@ -55,26 +56,13 @@ class StepStatus:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class TraceEntry:
-    """One message of a saga instance as a step's inbox recorded it."""
-
-    node: str
-    type: str | None
-    messageId: str  # noqa: N815 - the inbox's column names
-    causationId: str | None  # noqa: N815
-    status: str
-    reason: str | None
-    attempts: int
-    emitted: list[str]
-    batchId: int  # noqa: N815
-    processedAt: str  # noqa: N815
-    #: the how-manieth time this step processed this message (1, then 2 after a retry tier, ...); ``attempts``
-    #: counts the tries within one delivery (a row handler's in-place retries)
-    delivery: int = 1
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def _max_age(option: str, value: str | None, what: str) -> str | None:
+    """A stream's retention as RabbitMQ's ``x-max-age`` (``"30D"``, ``"12h"``), or None to keep for ever."""
+    if value is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(value)):
+        raise SafeBunnyOptionError(
+            f"{option} must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
+            f"'30D' or '12h', or None to keep {what} for ever; got {value!r}.", option)
+    return value
 
 
 class Saga:
@@ -86,10 +74,12 @@ class Saga:
     ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
     host, port 15672). ``poison_max_age``: how long the poison streams keep parked messages (RabbitMQ's
     ``x-max-age``: a number and a unit of ``Y``, ``M``, ``D``, ``h``, ``m``, ``s``; default ``"30D"``;
-    ``None`` keeps them for ever); set when a poison stream is created. ``driver``: this process's name
-    when several drivers run the saga together (each with its own name, the same ``name`` and ``root``):
-    its checkpoints and journals then live under ``root/drivers/<driver>``, and every step must be
-    sharded (``shards=``) so that one driver at a time holds each shard. ``executor_publish_rows``: a step's
+    ``None`` keeps them for ever); set when a poison stream is created. ``unrouted_max_age``: the same for
+    the stream ``<saga>.unrouted``, which keeps the messages no step consumes (default ``"7D"``).
+    ``driver``: this process's name when several drivers run the saga together (each with its own name, the
+    same ``name`` and ``root``): its checkpoints and journals then live under ``root/drivers/<driver>``, and
+    every step must be sharded (``shards=``) so that one driver at a time holds each shard.
+    ``executor_publish_rows``: a step's
     batch with more emitted messages than this publishes them from the executors instead of the driver
     (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
     the driver), about ``executor_partition_rows`` (default 2,500) per task; see
@@ -98,17 +88,14 @@ class Saga:
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
+                 unrouted_max_age: str | None = "7D",
                  driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         self.management_url = management_url
         self.executor_publish_rows = executor_publish_rows
         self.executor_partition_rows = executor_partition_rows
-        if poison_max_age is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(poison_max_age)):
-            raise SafeBunnyOptionError(
-                f"poison_max_age must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
-                f"'30D' or '12h', or None to keep parked messages for ever; got {poison_max_age!r}.",
-                "poison_max_age")
-        self.poison_max_age = poison_max_age
+        self.poison_max_age = _max_age("poison_max_age", poison_max_age, "parked messages")
+        self.unrouted_max_age = _max_age("unrouted_max_age", unrouted_max_age, "unrouted messages")
         self.name = topology.check_name("saga", name)
         self.driver = None if driver is None else topology.check_name("driver", driver)
         self.password = password
@@ -372,20 +359,9 @@ class Saga:
 
     def trace(self, correlation_id: str) -> list[TraceEntry]:
         """The path of one saga instance through the steps' inboxes, in processing order. Takes a
-        correlation id or a business key (the key's derived correlation id is tried too)."""
-        inbox = Inbox(self.inbox_path, "trace")
-        rows = inbox.rows(correlation_id, all_nodes=True).to_pylist()
-        if not rows:
-            rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
-        rows.sort(key=lambda r: (r["processedAt"], r["node"]))
-        deliveries: Counter[tuple[str, str]] = Counter()
-        out = []
-        for r in rows:
-            deliveries[(r["node"], r["messageId"])] += 1  # a retry tier's attempt is a new delivery and a new row
-            out.append(TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"],
-                                  r["reason"], r["attempts"], list(r["emitted"] or []), r["batchId"],
-                                  r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])]))
-        return out
+        correlation id or a business key (the key's derived correlation id is tried too); a parked message's
+        last entry says ``parked`` (:mod:`safebunny.saga.trace`)."""
+        return trace.trace(self, correlation_id)
 
     def instances(self, spark: Any = None, state: str | None = None) -> Any:
         """One row per saga instance (business key, correlation id, state, current or last step, started,
@@ -412,7 +388,7 @@ class Saga:
         rows = [p.to_dict() for p in self.poison_rows(node, type, all)]
         schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
                   "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
-                  "state string, headers map<string,string>")
+                  "state string, headers map<string,string>, discardReason string, discardedBy string")
         return session.createDataFrame(rows, schema)
 
     def redrive(self, node: str, type: str, ids: Sequence[str] | None = None,  # noqa: A002

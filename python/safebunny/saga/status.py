@@ -13,7 +13,7 @@ from safebunny.saga import breaker, topology
 from safebunny.saga.leases import Lease, LeaseStore, live
 from safebunny.saga.status_log import StatusLog, StepCounters
 
-__all__ = ["status_fields", "combined", "ShardStatus", "shard_status"]
+__all__ = ["status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
 
 
 def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
@@ -116,3 +116,12 @@ def _holder(label: str, alive: list[Lease], leases: dict[str, Lease], last_drive
         return lease.driver, round(lease.age(now), 1)
     lease = leases.get(last_driver or "")
     return None, None if lease is None else round(lease.age(now), 1)
+
+
+def unrouted_depth(saga: Any) -> int | None:
+    """How many messages the stream ``<saga>.unrouted`` holds: types sent to the saga's exchange that no step
+    consumes (kept for ``unrouted_max_age``); None when it is not declared."""
+    name = topology.unrouted_name(saga)
+    found = topology.depths(saga, [name]).get(name)
+    return None if found is None else int(found[0])
+

@@ -48,8 +48,8 @@ log = logging.getLogger("safebunny.saga")
 
 class SagaShape(Protocol):
     """What the topology reads of a saga: its name, its steps (each with ``node``, ``consumes`` and
-    ``from_node``), ``retry.delays_ms``, ``quorum``, ``delivery_limit``, ``poison_max_age`` and, to talk to
-    the broker, ``connection_uri``."""
+    ``from_node``), ``retry.delays_ms``, ``quorum``, ``delivery_limit``, ``poison_max_age``,
+    ``unrouted_max_age`` and, to talk to the broker, ``connection_uri``."""
 
     name: str
     steps: Sequence[Any]
@@ -206,7 +206,10 @@ def plan(saga: SagaShape) -> Topology:
     """The saga's topology, computed without a broker."""
     exchange = exchange_name(saga)
     unrouted = unrouted_name(saga)
-    queues = [QueueSpec(unrouted, "unrouted", {"x-queue-type": "stream", "x-max-age": "7D"})]
+    unrouted_args: dict[str, Any] = {"x-queue-type": "stream"}
+    if getattr(saga, "unrouted_max_age", "7D"):
+        unrouted_args["x-max-age"] = getattr(saga, "unrouted_max_age", "7D")
+    queues = [QueueSpec(unrouted, "unrouted", unrouted_args)]
     bindings = [Binding(unrouted, unrouted, "")]
     for step in saga.steps:
         label = f"{step.node}.{step.consumes}"
@@ -242,8 +245,8 @@ def plan(saga: SagaShape) -> Topology:
 
 _INEQUIVALENT = re.compile(
     r"inequivalent arg '(?P<arg>[^']+)' for (?P<what>queue|exchange) '(?P<name>[^']+)'.*?received "
-    r"(?:the value '(?P<ours>[^']*)'(?: of type '[^']+')?|none) but current is "
-    r"(?:the value '(?P<theirs>[^']*)'(?: of type '[^']+')?|none)")
+    r"(?:(?:the value )?'(?P<ours>[^']*)'(?: of type '[^']+')?|none) but current is "
+    r"(?:(?:the value )?'(?P<theirs>[^']*)'(?: of type '[^']+')?|none)")  # streams' replies: "received '7D'"
 
 
 def parse_inequivalent(text: str) -> dict[str, str] | None:
@@ -305,13 +308,13 @@ def _exists(conn: Any, kind: str, name: str) -> bool:
 
 
 def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
-    """A poison stream that exists with another ``x-max-age`` (or none, as before retention was declared)
-    keeps it: a stream's arguments cannot change after it is created, and refusing would stop the saga
-    for a setting. Warned, with what to do; None for any other mismatch."""
+    """A poison or unrouted stream that exists with another ``x-max-age`` (or none, as before retention was
+    declared) keeps it: a stream's arguments cannot change after it is created, and refusing would stop the
+    saga for a setting. Warned, with what to do; None for any other mismatch."""
     found = parse_inequivalent(reply)
-    if queue.role != "poison" or found is None or found["arg"] != "x-max-age":
+    if queue.role not in ("poison", "unrouted") or found is None or found["arg"] != "x-max-age":
         return None
-    log.warning("poison queue %r exists with x-max-age = %s, not %s as the saga declares; it keeps its own "
+    log.warning(f"{queue.role} queue %r exists with x-max-age = %s, not %s as the saga declares; it keeps its own "
                 "retention (a stream's arguments are fixed when it is created). To change it, set a policy "
                 "(rabbitmqctl set_policy --apply-to queues <name> '^%s$' '{\"max-age\":\"%s\"}') or drain, "
                 "delete and declare it again.", queue.name, found["theirs"], found["ours"], re.escape(queue.name),

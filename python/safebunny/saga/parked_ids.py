@@ -1,0 +1,72 @@
+"""The ids a step has parked, so that a fresh copy of a parked message counts as a duplicate.
+
+``saga.start`` derives a message's id from the business key: starting an order twice publishes the same id
+twice. The step's inbox drops the second copy when the first succeeded; when the first was parked, the copy
+would run through the retry tiers and poison again (and count as failed, retried and parked twice). The
+instance is parked: a copy that arrives fresh (no ``x-safebunny-attempt`` header from a retry tier, no
+``x-safebunny-redriven`` header from ``redrive``) is dropped and counted as a duplicate; ``redrive`` is the
+way to run it again.
+
+The ids live in ``<root>/poison/<unit label>.parked.json`` (a JSON list written whole), written after the
+poison copy was confirmed, so an id found there is in the poison stream. One file per query (a shard has its
+own): a copy of an instance goes to the same shard as its first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from safebunny.atomic import write_atomically
+from safebunny.journal import resolve_location
+from safebunny.saga.retry import ATTEMPT
+
+__all__ = ["ParkedIds", "REDRIVEN", "drop_fresh_copies"]
+
+#: the header ``redrive`` sets on the copies it sends back
+REDRIVEN = "x-safebunny-redriven"
+
+
+class ParkedIds:
+    """The message ids query ``label`` of a saga under ``root`` has parked."""
+
+    def __init__(self, root: str, label: str) -> None:
+        self.filesystem, base = resolve_location(root, "root")
+        self.path = f"{base.rstrip('/')}/poison/{label}.parked.json"
+        self._cache: tuple[Any, frozenset[str]] | None = None
+
+    def read(self) -> frozenset[str]:
+        from pyarrow import fs
+
+        info = self.filesystem.get_file_info(self.path)
+        if info.type == fs.FileType.NotFound:
+            return frozenset()
+        stamp = (info.mtime_ns, info.size)
+        if self._cache is None or self._cache[0] != stamp:
+            with self.filesystem.open_input_stream(self.path) as f:
+                data = f.read()
+            self._cache = (stamp, frozenset(orjson.loads(data) if data else ()))
+        return self._cache[1]
+
+    def add(self, ids: Iterable[str]) -> None:
+        new = {str(i) for i in ids if i is not None}
+        known = self.read()
+        if new - known:
+            write_atomically(self.filesystem, self.path, orjson.dumps(sorted(known | new)))
+            self._cache = None
+
+
+def drop_fresh_copies(batch_df: Any, parked: frozenset[str]) -> tuple[Any, int]:
+    """``batch_df`` without the fresh copies of ``parked`` ids, and how many there were (one Spark job, only
+    when the step has parked something)."""
+    if not parked:
+        return batch_df, 0
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual name
+
+    headers = F.col("headers")
+    fresh = headers.getItem(ATTEMPT).isNull() & headers.getItem(REDRIVEN).isNull()
+    copy = F.coalesce(fresh & F.col("messageId").isin(sorted(parked)), F.lit(False))
+    dropped = batch_df.where(copy).count()
+    return (batch_df.where(~copy), dropped) if dropped else (batch_df, 0)

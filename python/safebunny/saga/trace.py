@@ -1,0 +1,86 @@
+"""``saga.trace``: the path of one saga instance through the steps' inboxes, and where it stopped.
+
+Each inbox row is one delivery of a message to a step (a retry tier's copy is a new delivery and a new row).
+A message whose last delivery failed and that sits in the step's poison stream shows that: its last ``failed``
+entry reads ``parked`` (or ``discarded`` / ``redriven``, from the step's poison ledger), with ``delivery``
+counted as the poison record counts its attempts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from safebunny.errors import SafeBunnyError
+from safebunny.ids import correlation_id_for
+from safebunny.saga import topology
+
+__all__ = ["TraceEntry", "trace"]
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One message of a saga instance as a step's inbox recorded it."""
+
+    node: str
+    type: str | None
+    messageId: str  # noqa: N815 - the inbox's column names
+    causationId: str | None  # noqa: N815
+    status: str
+    reason: str | None
+    attempts: int
+    emitted: list[str]
+    batchId: int  # noqa: N815
+    processedAt: str  # noqa: N815
+    #: the how-manieth time this step processed this message (1, then 2 after a retry tier, ...); ``attempts``
+    #: counts the tries within one delivery (a row handler's in-place retries)
+    delivery: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def trace(saga: Any, correlation_id: str) -> list[TraceEntry]:
+    """The entries of instance ``correlation_id`` (or of a business key's derived one), in processing order;
+    the last failed entry of a parked message says ``parked`` (``discarded``, ``redriven``)."""
+    from safebunny.exactly_once import Inbox
+
+    inbox = Inbox(saga.inbox_path, "trace")
+    rows = inbox.rows(correlation_id, all_nodes=True).to_pylist()
+    if not rows:
+        rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
+    rows.sort(key=lambda r: (r["processedAt"], r["node"]))
+    deliveries: Counter[tuple[str, str]] = Counter()
+    out = []
+    for r in rows:
+        deliveries[(r["node"], r["messageId"])] += 1
+        out.append(TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"],
+                              r["reason"], r["attempts"], list(r["emitted"] or []), r["batchId"],
+                              r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])]))
+    return _mark_parked(saga, out)
+
+
+def _mark_parked(saga: Any, entries: list[TraceEntry]) -> list[TraceEntry]:
+    last_failed = {}  # (node, type, message id) -> index of its last entry, when that one failed
+    for i, e in enumerate(entries):
+        key = (e.node, e.type, e.messageId)
+        if e.status == "failed":
+            last_failed[key] = i
+        else:
+            last_failed.pop(key, None)
+    for node, mtype in sorted({(n, t) for n, t, _ in last_failed if t is not None}):
+        poison = topology.poison_queue_name(saga, node, mtype)
+        try:
+            saga.step_of(node, mtype)
+            if topology.depths(saga, [poison]).get(poison) is None:
+                continue  # not declared (deleted since): nothing to say
+            found = {p.messageId: p for p in saga.poison_rows(node, mtype, all=True)}
+        except SafeBunnyError:
+            continue  # a step no longer defined: nothing to say
+        for (n, t, mid), i in last_failed.items():
+            p = found.get(mid)
+            if (n, t) == (node, mtype) and p is not None and p.state != "resolved":
+                entries[i] = replace(entries[i], status=p.state, reason=p.reason or entries[i].reason,
+                                     delivery=max(entries[i].delivery, p.attempts))
+    return entries
