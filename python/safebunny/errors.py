@@ -18,6 +18,7 @@ __all__ = [
     "VhostNotFoundError",
     "SafeBunnyDataLossError",
     "SafeBunnyMissingDependencyError",
+    "SafeBunnySparkVersionError",
 ]
 
 
@@ -67,3 +68,12 @@ class SafeBunnyDataLossError(SafeBunnyError):
 
 class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
     """A package a feature needs is not installed; the message says what to ``pip install``."""
+
+
+class SafeBunnySparkVersionError(SafeBunnyError, RuntimeError):
+    """The running PySpark is older than safebunny supports, or missing; ``found`` and ``needed`` say which."""
+
+    def __init__(self, message: str, found: str | None = None, needed: str | None = None) -> None:
+        super().__init__(message)
+        self.found = found
+        self.needed = needed
