@@ -18,9 +18,11 @@ import logging
 import os
 import sys
 
-__all__ = ["install", "LEVEL_ENV"]
+__all__ = ["install", "LEVEL_ENV", "LOG_LEVELS"]
 
 LEVEL_ENV = "SAFEBUNNY_LOG_LEVEL"
+#: the levels ``SAFEBUNNY_LOG_LEVEL`` and the source's and sink's ``logLevel`` option take
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _FORMAT = "%(asctime)s safebunny %(levelname)s %(name)s [pid %(process)d]: %(message)s"
 
 

@@ -13,8 +13,7 @@ import os
 from typing import Any
 
 from safebunny import first_stream
-from safebunny.logs import LEVEL_ENV
-from safebunny.options.connection import LOG_LEVELS
+from safebunny.logs import LEVEL_ENV, LOG_LEVELS
 
 __all__ = ["activate", "publish", "read_stream"]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from safebunny.logs import LOG_LEVELS
 from safebunny.options import OptionSpec, parse_choice, parse_str
 from safebunny.uri import validate_uri, with_password
 
 __all__ = ["CONNECTION_OPTIONS", "LOG_LEVELS", "apply_password", "apply_log_level"]
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _uri(name: str, raw: str) -> str:
