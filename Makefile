@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv install test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
+.PHONY: venv install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,9 +20,46 @@ venv: $(PY)
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
 install: $(PY)
-	$(PIP) install -q ".[test,bench]" 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PIP) install -q ".[spark,test,bench]" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PIP) install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import safebunny, pyspark_safebunny"
+
+# The compatibility tier: the Spark-facing tests on the oldest PySpark we support (Databricks Runtime 19's
+# line), in a venv of its own. PySpark goes in first, then safebunny with no extra, as `%pip install
+# safebunny` on a runtime does: it must leave that PySpark as it is (checked below).
+VENV_COMPAT ?= .venv-compat
+COMPAT_PYSPARK ?= 4.2.1
+PYC := $(VENV_COMPAT)/bin/python
+COMPAT_TESTS ?= tests/unit/test_spark_version.py \
+	tests/e2e/test_registration.py::test_format_resolves_without_register_in_a_fresh_jvm \
+	tests/e2e/test_sink.py::test_batch_write_publishes_every_row_with_ids_and_properties \
+	tests/e2e/test_sink.py::test_a_retried_task_republishes_the_same_ids \
+	tests/e2e/test_sink.py::test_streaming_write_commits_after_confirms \
+	tests/e2e/test_sink.py::test_a_replayed_micro_batch_republishes_the_same_ids \
+	tests/e2e/test_queue_source.py::test_available_now_reads_every_message_once_over_several_batches \
+	tests/e2e/test_queue_source.py::test_continuous_query_acks_while_idle_and_holds_messages_unacked_during_a_batch \
+	tests/e2e/test_queue_source.py::test_lag_is_reported_in_progress_and_no_password_in_plans_or_progress \
+	tests/e2e/test_step.py::test_step_applies_each_message_once_and_emits_derived_ids \
+	tests/e2e/test_step.py::test_row_handler_retries_in_place_and_fails_rows_without_failing_the_batch \
+	tests/e2e/test_saga.py::test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_redrive \
+	tests/e2e/test_connect.py::test_a_step_over_connect_applies_and_emits_each_message_once \
+	tests/e2e/test_connect.py::test_a_saga_over_connect_started_twice_drains_exactly_once
+
+$(PYC):
+	$(PYTHON) -m venv $(VENV_COMPAT)
+	$(PYC) -m pip install -q --upgrade pip setuptools wheel
+
+install-compat: $(PYC)
+	$(PYC) -m pip install -q "pyspark[sql,connect]==$(COMPAT_PYSPARK)" "pandas<3" pytest pytest-timeout hypothesis \
+		2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYC) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYC) -m pip install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYC) -c "import pyspark, safebunny, pyspark_safebunny; v = pyspark.__version__; \
+		assert v == '$(COMPAT_PYSPARK)', f'installing safebunny replaced PySpark $(COMPAT_PYSPARK) with {v}'"
+
+test-compat: install-compat
+	PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
+		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
 
 test: install
 	$(PY) -m pytest tests -q -p no:cacheprovider --durations=25

@@ -1,5 +1,9 @@
 """One installable distribution: the core library ``safebunny`` and its Spark plugin
-``pyspark_safebunny`` (a top-level module, so Spark finds it by itself)."""
+``pyspark_safebunny`` (a top-level module, so Spark finds it by itself).
+
+PySpark is not a requirement: a Spark cluster or a Databricks runtime brings its own, and a second one
+installed over it breaks that environment. ``pip install 'safebunny[spark]'`` adds it for a local install;
+``safebunny.spark_version`` checks the running one (4.2 or newer)."""
 
 from setuptools import find_packages, setup
 
@@ -14,8 +18,6 @@ setup(
     packages=["pyspark_safebunny", "safebunny", *(f"safebunny.{p}" for p in find_packages("python/safebunny"))],
     package_data={"safebunny": ["py.typed", "scala/*.scala"], "pyspark_safebunny": ["py.typed"]},
     install_requires=[
-        "pyspark[sql]>=4.3,<4.4",
-        "pandas<3",
         "pika>=1.3,<2",  # the consumer hands deliveries to its callback through pika 1.x internals (F6)
         "orjson>=3.9",
         "pyarrow>=15",
@@ -24,8 +26,11 @@ setup(
         "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
     ],
     extras_require={
+        # a local install (the suite runs 4.3 with make test, 4.2 with make test-compat); pandas only for PySpark,
+        # which warns on pandas 3: kept out of the core's requirements so a runtime's pandas stays as it is
+        "spark": ["pyspark[sql]>=4.2,<4.4", "pandas<3"],
         "test": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",
-                 "pyspark[connect]>=4.3,<4.4",  # a local Spark Connect server for the Connect tests
+                 "pyspark[connect]>=4.2,<4.4",  # a local Spark Connect server for the Connect tests
                  "moto[server]>=5"],  # an S3-compatible store on a loopback port for the object-store tests
         "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
         "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],

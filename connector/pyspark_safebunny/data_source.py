@@ -7,9 +7,11 @@ what it runs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
+
+from safebunny.spark_version import require_supported
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import (
@@ -25,6 +27,12 @@ __all__ = ["SafeBunnyDataSource"]
 
 class SafeBunnyDataSource(DataSource):
     """RabbitMQ as a Spark data source: read queues (ack on commit), publish with confirms."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        # once per process, in the Python that Spark builds the source in: an older PySpark fails here with a
+        # clear error (not when Spark's data source lookup imports this module, which every format shares)
+        require_supported()
+        super().__init__(options)
 
     @classmethod
     def name(cls) -> str:

@@ -89,8 +89,12 @@ def register(spark: Any) -> None:
 
     Installing the package is enough for sessions started after the install; call this in
     a session whose JVM looked up data sources before the install (a notebook that was
-    already running when the package was attached).
+    already running when the package was attached). Raises
+    :class:`~safebunny.errors.SafeBunnySparkVersionError` on a PySpark older than 4.2.
     """
+    from safebunny.spark_version import require_supported
+
+    require_supported()  # before the plugin imports PySpark's data source API
     from pyspark_safebunny import DefaultSource
     from safebunny import first_stream
 

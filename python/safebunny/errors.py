@@ -19,6 +19,7 @@ __all__ = [
     "SafeBunnyDataLossError",
     "SafeBunnyMissingDependencyError",
     "SafeBunnyPlanError",
+    "SafeBunnySparkVersionError",
 ]
 
 
@@ -73,3 +74,12 @@ class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
 class SafeBunnyPlanError(SafeBunnyError):
     """A step's handler built a plan Spark refused (an unknown column, a type mismatch): it fails the same way
     on every batch, so ``drain`` and ``run`` do not restart the step; fix the handler and start again."""
+
+
+class SafeBunnySparkVersionError(SafeBunnyError, RuntimeError):
+    """The running PySpark is older than safebunny supports, or missing; ``found`` and ``needed`` say which."""
+
+    def __init__(self, message: str, found: str | None = None, needed: str | None = None) -> None:
+        super().__init__(message)
+        self.found = found
+        self.needed = needed

@@ -7,7 +7,9 @@ logger a stderr handler that speaks only while the application has configured no
 (checked at each record, so configuring logging later takes over). ``SAFEBUNNY_LOG_LEVEL`` sets its
 level (default ``WARNING``; ``INFO`` shows every batch summary of the source, the sink and the steps).
 In local mode those processes write to the driver's stderr; on a cluster, to the executors' stderr
-logs (set it there with ``spark.executorEnv.SAFEBUNNY_LOG_LEVEL``).
+logs: there the level comes with the source's and sink's ``logLevel`` option, which ``read_stream``,
+``publish``, steps and sagas fill in from the driver's ``SAFEBUNNY_LOG_LEVEL`` (no ``spark.executorEnv.*``
+needed, which Databricks' standard access refuses).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import logging
 import os
 import sys
 
-__all__ = ["install", "LEVEL_ENV"]
+__all__ = ["install", "LEVEL_ENV", "LOG_LEVELS"]
 
 LEVEL_ENV = "SAFEBUNNY_LOG_LEVEL"
+#: the levels ``SAFEBUNNY_LOG_LEVEL`` and the source's and sink's ``logLevel`` option take
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 _FORMAT = "%(asctime)s safebunny %(levelname)s %(name)s [pid %(process)d]: %(message)s"
 
 

@@ -2,41 +2,63 @@
 
 The file holds the epoch time a pause ends. The queue source reads it in every ``latestOffset`` and takes
 nothing while the time is still ahead; whoever pauses (a saga's circuit breaker, an operator) writes it
-whole, so a reader never sees half a number. The pause ends by itself.
+whole, so a reader never sees half a number. The pause ends by itself. The path is a local path or any URI
+pyarrow opens (``file://``, ``s3://``, ...), resolved as a journal's location is
+(:func:`safebunny.journal.resolve_location`), so a saga whose root is a URI keeps its pause files there.
 """
 
 from __future__ import annotations
 
-import os
+import threading
 import time
 
 from pyarrow import fs as pafs
 
 from safebunny.atomic import write_atomically
+from safebunny.journal import resolve_location
 
 __all__ = ["write_pause", "clear_pause", "paused_until"]
+
+_resolved: dict[str, tuple[pafs.FileSystem, str]] = {}
+_lock = threading.Lock()
+
+
+def _resolve(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and path of ``path``. A URI's is kept per process (the source reads the file in every
+    ``latestOffset``, and an object store's filesystem is not free to make); a local path is made absolute
+    at each call, against the working directory of the moment, as before."""
+    if "://" not in path:
+        return resolve_location(path, "pauseFile")
+    with _lock:
+        found = _resolved.get(path)
+        if found is None:
+            found = _resolved[path] = resolve_location(path, "pauseFile")
+        return found
 
 
 def write_pause(path: str, seconds: float) -> float:
     """Pause whatever reads ``path`` for ``seconds``; returns the epoch time the pause ends."""
     until = time.time() + float(seconds)
-    write_atomically(pafs.LocalFileSystem(), os.path.abspath(path), repr(until).encode(), durable=False)
+    filesystem, where = _resolve(path)
+    write_atomically(filesystem, where, repr(until).encode(), durable=False)
     return until
 
 
 def clear_pause(path: str) -> None:
     """End the pause at ``path`` now (nothing happens when there is none)."""
+    filesystem, where = _resolve(path)
     try:
-        os.remove(path)
+        filesystem.delete_file(where)
     except FileNotFoundError:
         pass
 
 
 def paused_until(path: str, now: float | None = None) -> float | None:
     """The end of the pause recorded in ``path`` if it is still running, else ``None``."""
+    filesystem, where = _resolve(path)
     try:
-        with open(path) as f:
-            until = float(f.read().strip() or 0)
-    except (FileNotFoundError, ValueError):
+        with filesystem.open_input_stream(where) as f:
+            until = float(f.read().decode().strip() or 0)
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
         return None
     return until if until > (now if now is not None else time.time()) else None

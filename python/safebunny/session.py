@@ -9,9 +9,11 @@ sides; safebunny calls it wherever it runs Spark work (steps, sagas), and :func:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from safebunny import first_stream
+from safebunny.logs import LEVEL_ENV, LOG_LEVELS
 
 __all__ = ["activate", "publish", "read_stream"]
 
@@ -37,10 +39,21 @@ def publish(df: Any, **options: Any) -> None:
     """``df.write.format("safebunny").options(**options).save()`` from any thread."""
     activate(df.sparkSession)
     with first_stream.guarded(df.sparkSession):  # its tasks hold the map a first stream start grows
-        df.write.format("safebunny").mode("append").options(**{k: str(v) for k, v in options.items()}).save()
+        df.write.format("safebunny").mode("append").options(**_with_log_level(options)).save()
 
 
 def read_stream(spark: Any, **options: Any) -> Any:
     """``spark.readStream.format("safebunny").options(**options).load()`` from any thread."""
     activate(spark)
-    return spark.readStream.format("safebunny").options(**{k: str(v) for k, v in options.items()}).load()
+    return spark.readStream.format("safebunny").options(**_with_log_level(options)).load()
+
+
+def _with_log_level(options: dict[str, Any]) -> dict[str, str]:
+    """``options`` as strings, with ``logLevel`` from this process's ``SAFEBUNNY_LOG_LEVEL`` unless given: the
+    level reaches the processes Spark runs the source and sink in through the options, not their environment
+    (which needs ``spark.executorEnv.*`` on a cluster)."""
+    found = {k: str(v) for k, v in options.items()}
+    level = os.environ.get(LEVEL_ENV, "").strip().upper()
+    if level in LOG_LEVELS and not any(k.lower() == "loglevel" for k in found):
+        found["logLevel"] = level
+    return found

@@ -1,7 +1,10 @@
 """The connection options (``uri``, ``password``) that the source and the sink share."""
 
+import logging
+
 import pytest
 
+from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.sink import parse_sink_options
 from safebunny.options.source import parse_source_options
 
@@ -25,3 +28,29 @@ def test_password_option_replaces_the_uri_password(parse, required, uri, passwor
 @pytest.mark.parametrize("parse, required", ROLES, ids=["source", "sink"])
 def test_without_password_option_the_uri_is_kept(parse, required):
     assert parse({"uri": "amqp://a:b@h/%2F", **required})["uri"] == "amqp://a:b@h/%2F"
+
+
+def test_log_level_option_sets_the_level_where_the_options_are_parsed() -> None:
+    logger = logging.getLogger("safebunny")
+    before = logger.level
+    try:
+        parse_sink_options({"uri": "amqp://h/%2F", "routingKey": "k", "logLevel": "info"})
+        assert logger.level == logging.INFO
+        parse_source_options({"uri": "amqp://h/%2F", "queue": "q", "logLevel": "DEBUG"})
+        assert logger.level == logging.DEBUG
+        with pytest.raises(SafeBunnyOptionError, match="logLevel"):
+            parse_sink_options({"uri": "amqp://h/%2F", "routingKey": "k", "logLevel": "LOUD"})
+    finally:
+        logger.setLevel(before)
+
+
+def test_the_driver_s_log_level_travels_in_the_options(monkeypatch) -> None:
+    from safebunny.session import _with_log_level
+
+    monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
+    assert _with_log_level({"queue": "q", "maxMessagesPerTrigger": 5}) == {"queue": "q", "maxMessagesPerTrigger": "5"}
+    monkeypatch.setenv("SAFEBUNNY_LOG_LEVEL", "info")
+    assert _with_log_level({"queue": "q"}) == {"queue": "q", "logLevel": "INFO"}
+    assert _with_log_level({"queue": "q", "logLevel": "ERROR"})["logLevel"] == "ERROR"  # given: kept
+    monkeypatch.setenv("SAFEBUNNY_LOG_LEVEL", "chatty")  # not a level: nothing added
+    assert "logLevel" not in _with_log_level({"queue": "q"})

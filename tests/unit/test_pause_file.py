@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from safebunny.errors import SafeBunnyOptionError
 from safebunny.pause_file import clear_pause, paused_until, write_pause
 from safebunny.saga import breaker
 
@@ -32,3 +35,29 @@ def test_the_breaker_writes_where_the_saga_s_source_reads(tmp_path) -> None:
     assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) == until
     breaker.resume(str(tmp_path), "billing", "InvoiceRequested")
     assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) is None
+
+
+def test_a_file_uri_works_like_its_path(tmp_path) -> None:
+    uri = (tmp_path / "control" / "n.T.pause").as_uri()
+    assert uri.startswith("file:///")
+    until = write_pause(uri, 30)
+    assert (tmp_path / "control" / "n.T.pause").read_text() == repr(until)  # written where the path says
+    assert paused_until(uri) == until == paused_until(str(tmp_path / "control" / "n.T.pause"))
+    clear_pause(uri)
+    assert not (tmp_path / "control" / "n.T.pause").exists()
+    assert paused_until(uri) is None
+    clear_pause(uri)  # nothing to clear: no error
+
+
+def test_the_breaker_keeps_a_uri_root_s_pause_under_it(tmp_path) -> None:
+    root = tmp_path.as_uri()
+    until = breaker.pause(root, "billing", "InvoiceRequested", 5)
+    assert (tmp_path / "control" / "billing.InvoiceRequested.pause").read_text() == repr(until)
+    assert paused_until(breaker.pause_path(root, "billing", "InvoiceRequested")) == until
+    breaker.resume(root, "billing", "InvoiceRequested")
+    assert paused_until(breaker.pause_path(root, "billing", "InvoiceRequested")) is None
+
+
+def test_a_uri_pyarrow_cannot_open_is_a_clear_error() -> None:
+    with pytest.raises(SafeBunnyOptionError, match="pauseFile"):
+        paused_until("nosuchscheme://bucket/p")

@@ -20,6 +20,7 @@ import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
 from safebunny.exactly_once.merge_rows import last_per_key
+from safebunny.volumes import refuse_volume
 
 __all__ = ["DeltaPath", "Guard", "is_path"]
 
@@ -38,7 +39,8 @@ def is_path(table: str) -> bool:
 class DeltaPath:
     """One Delta table at a path: transaction-checked appends and merges, filtered reads."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, what: str = "The Delta table", option: str = "table") -> None:
+        refuse_volume(path, what, option)  # every delta-rs table (inbox, effect tables) goes through here
         self.path = _absolute(path)
 
     # -- reading -------------------------------------------------------------------------------

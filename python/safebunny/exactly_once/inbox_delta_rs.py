@@ -25,7 +25,7 @@ class DeltaRsInboxStore:
     """One inbox table at a path, read and written with delta-rs."""
 
     def __init__(self, path: str, indexed: bool = True) -> None:
-        self.delta = DeltaPath(path)
+        self.delta = DeltaPath(path, "The inbox", "inbox")
         self.path = self.delta.path
         self.indexed = indexed
         self._indexes: dict[str, SeenIndex] = {}

@@ -29,6 +29,13 @@ class Effect:
     table: str
     on: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        from safebunny.exactly_once.delta_rs import is_path
+        from safebunny.volumes import refuse_volume
+
+        if is_path(self.table):  # refused when the handler builds it, before any effect of its batch is applied
+            refuse_volume(self.table, "The effect table", "table")
+
     @property
     def key(self) -> tuple[str, str, tuple[str, ...]]:
         return (self.kind, self.table, self.on)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from safebunny.options import OptionSpec, parse_str
+from safebunny.logs import LOG_LEVELS
+from safebunny.options import OptionSpec, parse_choice, parse_str
 from safebunny.uri import validate_uri, with_password
 
-__all__ = ["CONNECTION_OPTIONS", "apply_password"]
+__all__ = ["CONNECTION_OPTIONS", "LOG_LEVELS", "apply_password", "apply_log_level"]
 
 
 def _uri(name: str, raw: str) -> str:
@@ -20,10 +22,25 @@ CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("password", parse_str, values="string",
                doc="The broker password, replacing the one in `uri`. Prefer it to a password inside `uri`: "
                    "Spark redacts an option named `password` in query plans, not one inside `uri`."),
+    OptionSpec("logLevel", parse_choice(*LOG_LEVELS), values=", ".join(f"`{v}`" for v in LOG_LEVELS),
+               doc="The level of safebunny's loggers in the processes Spark runs this source or sink in (its reader "
+                   "process, the executors' Python workers), where the driver's `SAFEBUNNY_LOG_LEVEL` does not "
+                   "reach on a cluster (and `spark.executorEnv.*` may be refused, as on Databricks standard access). "
+                   "`safebunny.read_stream`, `safebunny.publish`, steps and sagas set it from the driver's "
+                   "`SAFEBUNNY_LOG_LEVEL` when that is set."),
 )
 
 
 def apply_password(options: dict[str, Any]) -> dict[str, Any]:
     """Fold the parsed ``password`` option into ``uri`` (in place) and return ``options``."""
     options["uri"] = with_password(options["uri"], options.pop("password"))
+    return options
+
+
+def apply_log_level(options: dict[str, Any]) -> dict[str, Any]:
+    """Set the ``safebunny`` logger's level in this process from the parsed ``logLevel`` option, when given
+    (each process that parses a source's or sink's options is one Spark runs it in); returns ``options``."""
+    level = options.get("logLevel")
+    if level is not None:
+        logging.getLogger("safebunny").setLevel(getattr(logging, level))
     return options

@@ -7,7 +7,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
-from safebunny.options.connection import CONNECTION_OPTIONS, apply_password
+from safebunny.options.connection import CONNECTION_OPTIONS, apply_log_level, apply_password
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table", "parse_ending_offsets"]
 
@@ -124,7 +124,7 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
 def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
     """Validate the source's options; raises :class:`SafeBunnyOptionError` naming the option."""
     options = parse_options(raw, SOURCE_OPTIONS, role="source")
-    return apply_password(options)
+    return apply_log_level(apply_password(options))
 
 
 def source_options_table() -> str:

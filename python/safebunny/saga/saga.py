@@ -24,6 +24,7 @@ from safebunny.saga.retry import Retry
 from safebunny.saga.trace import TraceEntry
 from safebunny.session import publish
 from safebunny.uri import split_password, validate_uri, with_password
+from safebunny.volumes import refuse_volume
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -100,6 +101,7 @@ class Saga:
         self.driver = None if driver is None else topology.check_name("driver", driver)
         self.password = password
         self.uri = uri
+        refuse_volume(root, "The saga's root", "root")  # before anything is written under it
         self.root = root if "://" in root else os.path.abspath(root)
         self.retry = retry or Retry()
         self.quorum = quorum

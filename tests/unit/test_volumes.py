@@ -1,0 +1,99 @@
+"""Unity Catalog volumes: a delta-rs table or a saga's root under /Volumes fails at construction, writing nothing."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from safebunny import Saga, Step, append, merge
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once import Inbox
+from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.volumes import is_volume_path, refuse_volume
+
+URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
+VOLUME = "/Volumes/main/sagas/state/orders"
+
+
+@pytest.mark.parametrize("path", [
+    VOLUME, "/Volumes", "dbfs:/Volumes/main/s/v/t", "dbfs:///Volumes/main/s/v/t", "file:/Volumes/main/s/v/t",
+    "file:///Volumes/main/s/v/t", "DBFS:/Volumes/x", "/Volumes/main/../main/s/v",
+])
+def test_volume_paths_are_recognised(path: str) -> None:
+    assert is_volume_path(path)
+
+
+@pytest.mark.parametrize("path", [
+    "s3://bucket/Volumes/x", "abfss://c@a.dfs.core.windows.net/Volumes/x", "/dbfs/tmp/x", "/tmp/Volumes/x",
+    "/volumes/x", "/VolumesX/y", "dbfs:/tmp/x", "relative/path", "",
+])
+def test_other_paths_are_not_volumes(path: str) -> None:
+    assert not is_volume_path(path)
+
+
+def test_a_relative_path_that_resolves_under_volumes_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os.path, "abspath", lambda p: p if p.startswith("/") else f"/Volumes/main/s/v/{p}")
+    assert is_volume_path("inbox")
+
+
+def test_the_error_names_the_path_the_option_and_both_ways_that_work() -> None:
+    with pytest.raises(SafeBunnyOptionError) as caught:
+        refuse_volume(f"dbfs:{VOLUME}/inbox", "The inbox", "inbox")
+    message = str(caught.value)
+    assert caught.value.option == "inbox"
+    assert f"'dbfs:{VOLUME}/inbox'" in message and "Unity Catalog volume" in message
+    assert "s3://" in message and "abfss://" in message  # the volume's cloud URI, with delta-rs
+    assert "Unity Catalog table by name" in message and "Spark Delta" in message
+    assert "os error 38" in message
+
+
+def test_a_saga_root_error_offers_the_cloud_uri_only() -> None:
+    with pytest.raises(SafeBunnyOptionError) as caught:
+        refuse_volume(VOLUME, "The saga's root", "root")
+    assert caught.value.option == "root"
+    assert "s3://" in str(caught.value) and "table by name" not in str(caught.value)
+
+
+def test_a_saga_with_its_root_on_a_volume_fails_at_construction() -> None:
+    for root in (VOLUME, f"dbfs:{VOLUME}"):
+        with pytest.raises(SafeBunnyOptionError, match="saga's root is on a Unity Catalog volume") as caught:
+            Saga("shop", uri=URI, root=root)
+        assert caught.value.option == "root"
+
+
+def test_a_step_with_its_delta_rs_inbox_on_a_volume_fails_at_construction() -> None:
+    for inbox in (f"{VOLUME}/inbox", f"dbfs:{VOLUME}/inbox"):
+        with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume") as caught:
+            Step("billing", inbox=inbox, uri=URI)
+        assert caught.value.option == "inbox"
+    with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume"):
+        Inbox(f"{VOLUME}/inbox", "billing", backend="delta-rs")
+
+
+def test_an_inbox_by_table_name_is_not_a_path(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    # a name on Spark Delta is fine even when the driver's working directory is under /Volumes
+    monkeypatch.setattr(os.path, "abspath", lambda p: p if p.startswith("/") else f"/Volumes/main/s/v/{p}")
+    assert Inbox("main.sagas.inbox", "billing").backend == "spark"
+
+
+def test_effects_on_a_volume_fail_when_the_handler_builds_them() -> None:
+    rows = pa.table({"messageId": ["m1"], "v": [1]})
+    with pytest.raises(SafeBunnyOptionError, match="effect table is on a Unity Catalog volume") as caught:
+        append(rows, f"{VOLUME}/orders")
+    assert caught.value.option == "table"
+    with pytest.raises(SafeBunnyOptionError, match="effect table is on a Unity Catalog volume"):
+        merge(rows, f"dbfs:{VOLUME}/orders", on="messageId")
+    with pytest.raises(SafeBunnyOptionError, match="Delta table is on a Unity Catalog volume"):
+        DeltaPath(f"{VOLUME}/orders")
+    assert append(rows, "main.sales.orders").table == "main.sales.orders"  # a table name: Spark Delta
+
+
+def test_nothing_is_written_on_the_way_to_the_error(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SafeBunnyOptionError):
+        Saga("shop", uri=URI, root=f"dbfs:{VOLUME}")
+    with pytest.raises(SafeBunnyOptionError):
+        Step("billing", inbox=f"dbfs:{VOLUME}/inbox", uri=URI)
+    assert list(tmp_path.iterdir()) == []  # a 'dbfs:' path was once made relative to the working directory
