@@ -171,6 +171,38 @@ def test_no_import_cycle_between_folders() -> None:
 
 
 PLUGIN = REPO / "connector" / "pyspark_safebunny"
+
+
+def _plugin_graph(folder: Path = PLUGIN) -> dict[str, set[str]]:
+    """Which of the plugin's modules import which, lazy imports inside functions included (the plugin is flat,
+    so its modules are the nodes; its ``__init__`` re-exports and is left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] == folder.name and len(parts) > 1 and (folder / f"{parts[1]}.py").exists():
+                if parts[1] != path.stem:
+                    graph.setdefault(path.stem, set()).add(parts[1])
+    return graph
+
+
+def test_no_import_cycle_between_the_plugins_modules() -> None:
+    cycle = find_cycle(_plugin_graph())
+    assert cycle is None, f"the plugin's modules import each other in a cycle: {' -> '.join(cycle or [])}"
+
+
+def test_the_plugin_cycle_check_sees_a_lazy_import_cycle(tmp_path: Path) -> None:
+    """The check reads imports inside functions too: the cycle it was written for was one."""
+    pkg = tmp_path / "pyspark_safebunny"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pyspark_safebunny.a import x\n")
+    (pkg / "a.py").write_text("from pyspark_safebunny.b import y\n")
+    (pkg / "b.py").write_text("def f():\n    from pyspark_safebunny.a import x\n")
+    assert find_cycle(_plugin_graph(pkg)) == ["a", "b", "a"]
+    (pkg / "b.py").write_text("def f():\n    return 1\n")
+    assert find_cycle(_plugin_graph(pkg)) is None
 #: the Spark plugin is the source and the sink: the layers above them are not its business
 PLUGIN_FORBIDDEN = {"exactly_once", "saga", "cli", "demo"}
 
@@ -190,3 +222,4 @@ def test_every_test_module_has_a_name_of_its_own() -> None:
     for path in tests.rglob("test_*.py"):
         names.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
