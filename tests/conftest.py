@@ -138,7 +138,18 @@ class Admin:
         self.channel = self.connection.channel()
 
     def _ch(self):  # type: ignore[no-untyped-def]
-        if self.channel.is_closed:
+        """The channel, on a new connection when the broker dropped this one: a blocking connection sends no
+        heartbeats while the test waits for a driver, so after a few idle minutes the broker resets it."""
+        import pika
+
+        try:
+            self.connection.process_data_events(0)
+        except pika.exceptions.AMQPError:
+            pass
+        if self.connection.is_closed:
+            self.connection = pika.BlockingConnection(pika.URLParameters(self.uri))
+            self.channel = self.connection.channel()
+        elif self.channel.is_closed:
             self.channel = self.connection.channel()
         return self.channel
 

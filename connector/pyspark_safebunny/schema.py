@@ -31,7 +31,7 @@ def source_schema(raw_options: Mapping[str, str]) -> StructType:
     options = parse_source_options(raw_options)
     if options["queueType"] in ("classic", "quorum", "auto"):
         # fail at load(), not when the query starts: a missing queue, a refused login, a journal needed and missing
-        from pyspark_safebunny.stream_reader import require_journal, resolve_queue_type
+        from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
 
         require_journal(options, resolve_queue_type(options))
     return schema_for(options["includeHeaders"], include_offset=True)

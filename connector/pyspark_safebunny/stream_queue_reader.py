@@ -95,7 +95,7 @@ def _empty_wait_s(options: dict[str, Any]) -> float:
 
 
 class _DriverConnection:
-    """The driver side's client, kept between calls (opening one costs 5-25 ms, more over TLS).
+    """The driver side's client, kept between calls (opening one costs a round trip or more, TLS more).
 
     Between triggers nobody services its heartbeats, so a client idle for longer than
     ``MAX_IDLE_S`` is replaced rather than trusted; a broker error other than a definite

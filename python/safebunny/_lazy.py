@@ -2,7 +2,8 @@
 
 ``import safebunny.source.consumer`` runs ``safebunny/__init__.py`` first. Were that to import the whole
 public API eagerly, every process that needs one module (Spark's source runner, each Python worker) would
-load pandas and pyarrow.dataset for the inbox: about 0.3-1 s per process start here. A package lists its
+load pandas and pyarrow.dataset for the inbox, a cost paid at every process start (docs/performance.md).
+A package lists its
 re-exports in ``_LAZY`` (name -> defining module) instead; ``tests/unit/test_layout.py`` checks those
 modules against the dependency rules as if they were imports.
 """

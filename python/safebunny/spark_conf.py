@@ -3,12 +3,12 @@
 Spark's default checkpoint file manager (``FileContextBasedCheckpointFileManager``) writes each
 offset-log and commit-log file through Hadoop's ``FileContext`` on ``ChecksumFs`` over
 ``RawLocalFileSystem``. Without Hadoop's native library (a pip-installed PySpark has none) that
-stack starts a process for each ``chmod`` and each ``readlink`` it makes: measured with Java Flight
-Recorder on PySpark 4.3.0, 10 processes per checkpoint file, about 20 per micro-batch (its offset
-file and its commit file). Spark's own ``FileSystemBasedCheckpointFileManager`` writes the same
-files through Hadoop's ``FileSystem`` API: a temporary file in the same folder, then ``rename(2)``
-onto the batch's name after checking that name is free, as the default does. It starts 2
-processes per file (the ``chmod`` of the temporary file and of its ``.crc``), 4 per micro-batch.
+stack starts a process for each ``chmod`` and each ``readlink`` it makes, several per checkpoint file
+(its offset file and its commit file; counts in docs/performance.md). Spark's own
+``FileSystemBasedCheckpointFileManager`` writes the same files through Hadoop's ``FileSystem`` API: a
+temporary file in the same folder, then ``rename(2)`` onto the batch's name after checking that name is
+free, as the default does. It starts
+processes only for the ``chmod`` of the temporary file and of its ``.crc``.
 
 :func:`local_checkpoint_conf` returns that setting; :func:`use_local_checkpoints` applies it to a
 ``SparkSession.builder`` or to a running session. safebunny's data source never changes a
@@ -48,10 +48,9 @@ def local_checkpoint_conf() -> dict[str, str]:
 
     Returns ``{"spark.sql.streaming.checkpointFileManagerClass": <Spark's
     FileSystemBasedCheckpointFileManager>}``; pass it to ``SparkSession.builder.config(map=...)``
-    (merge it with your own settings). It saves 16 process starts per micro-batch and, measured on
-    two shared cores, 30-80 ms each of the offset log (``walCommit``) and the commit log
-    (``commitOffsets``) phases. Not for checkpoints on S3, ABFS, GCS, DBFS or HDFS, nor on Databricks:
-    keep Spark's default there.
+    (merge it with your own settings). It saves most of the process starts of each micro-batch's offset
+    log (``walCommit``) and commit log (``commitOffsets``) phases (docs/performance.md). Not for
+    checkpoints on S3, ABFS, GCS, DBFS or HDFS, nor on Databricks: keep Spark's default there.
     """
     return {CHECKPOINT_FILE_MANAGER_KEY: LOCAL_CHECKPOINT_FILE_MANAGER}
 

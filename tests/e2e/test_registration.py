@@ -4,40 +4,45 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+# One fresh JVM for both checks: first as installed (Spark's own lookup), then after safebunny.register
 SCRIPT = textwrap.dedent(
     """
-    import sys
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
              .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    if sys.argv[1] == "register":
-        import safebunny
-        safebunny.register(spark)
-    manager = spark._jsparkSession.sessionState().dataSourceManager()
-    print("EXISTS", manager.dataSourceExists("safebunny"), manager.dataSourceExists("nosuchformat"))
-    try:
-        spark.read.format("safebunny").load()
-    except Exception as exc:
-        print("LOAD-ERROR", "DATA_SOURCE_NOT_FOUND" in str(exc), "safebunny" in str(exc))
+
+    def check(mode):
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        print(mode, "EXISTS", manager.dataSourceExists("safebunny"), manager.dataSourceExists("nosuchformat"))
+        try:
+            spark.read.format("safebunny").load()
+        except Exception as exc:
+            print(mode, "LOAD-ERROR", "DATA_SOURCE_NOT_FOUND" in str(exc), "safebunny" in str(exc))
+
+    check("auto")
+    import safebunny
+    safebunny.register(spark)
+    check("register")
     spark.stop()
     """
 )
 
 
-def _run(mode: str) -> str:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def fresh_jvm() -> str:
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
 
 
-def test_format_resolves_without_register_in_a_fresh_jvm():
-    out = _run("auto")
-    assert "EXISTS True False" in out
+def test_format_resolves_without_register_in_a_fresh_jvm(fresh_jvm):
+    assert "auto EXISTS True False" in fresh_jvm
     # load() reaches safebunny's own code (its error), not Spark's DATA_SOURCE_NOT_FOUND
-    assert "LOAD-ERROR False True" in out
+    assert "auto LOAD-ERROR False True" in fresh_jvm
 
 
-def test_explicit_register_also_works():
-    out = _run("register")
-    assert "EXISTS True False" in out
-    assert "LOAD-ERROR False True" in out
+def test_explicit_register_also_works(fresh_jvm):
+    assert "register EXISTS True False" in fresh_jvm
+    assert "register LOAD-ERROR False True" in fresh_jvm

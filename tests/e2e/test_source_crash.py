@@ -5,11 +5,12 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import publish_numbered, queue_totals, wait_until
+from conftest import Admin, publish_numbered, queue_totals, wait_until
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 1000
@@ -42,17 +43,45 @@ def _fill(amqp_uri, queue):
     publish_numbered(amqp_uri, queue, N, body=lambda i: b"x")
 
 
-@pytest.mark.parametrize("crash_at", ["effect:2", "source.after_journal_write:1", "source.after_journal_write:2",
-                                      "source.before_ack:2"])
-def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, amqp_uri, make_queue, tmp_path, crash_at):
-    queue = make_queue()
-    _fill(amqp_uri, queue)
+def _done(finished, workdir):
+    return f"DRIVER-DONE {workdir}\n" in finished.stdout
 
-    crashed = _run(amqp_uri, queue, tmp_path, crash_at)
+
+CRASH_POINTS = ["effect:2", "source.after_journal_write:1", "source.after_journal_write:2", "source.before_ack:2"]
+
+
+@pytest.fixture(scope="module")
+def kill_points(broker, amqp_uri, tmp_path_factory):
+    """Each kill point in a driver of its own (its own queue and folder, N messages); then one driver restarts
+    them all from their checkpoints, one after another. Yields ``{crash_at: (queue, workdir, crashed,
+    first_runs)}`` and the restart's result."""
+    admin = Admin(amqp_uri)
+    runs = {}
+    try:
+        for crash_at in CRASH_POINTS:
+            tag = crash_at.replace(".", "-").replace(":", "-")
+            queue = admin.declare_queue(f"sbt-source-crash-{tag}-{uuid.uuid4().hex[:6]}")
+            workdir = tmp_path_factory.mktemp(tag)
+            _fill(amqp_uri, queue)
+            crashed = _run(amqp_uri, queue, workdir, crash_at)
+            runs[crash_at] = (queue, workdir, crashed, _batches(workdir))
+        env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+        env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps([{"queue": q, "workdir": str(w)} for q, w, _, _ in runs.values()])
+        finished = subprocess.run([sys.executable, str(DRIVER), amqp_uri], env=env, capture_output=True, text=True,
+                                  timeout=120 + 120 * len(runs), start_new_session=True)
+        yield runs, finished
+    finally:
+        for queue, _, _, _ in runs.values():
+            admin.delete_queue(queue)
+        admin.close()
+
+
+@pytest.mark.parametrize("crash_at", CRASH_POINTS)
+def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, kill_points, crash_at):
+    runs, finished = kill_points
+    queue, tmp_path, crashed, first_runs = runs[crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
-    first_runs = _batches(tmp_path)
-    finished = _run(amqp_uri, queue, tmp_path)
-    assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    assert _done(finished, tmp_path), finished.stderr[-3000:]
 
     batches = _batches(tmp_path)
     # a batch that ran in both drivers was replayed: same ids, same order, same flags
@@ -90,7 +119,7 @@ def test_missing_journal_of_a_logged_batch_fails_unless_failOnDataLoss_is_false(
     assert failed.returncode != 0 and "DRIVER-DONE" not in failed.stdout
     assert "is missing" in failed.stderr and "failOnDataLoss" in failed.stderr
     skipped = _run(amqp_uri, queue, tmp_path, fail_on_data_loss=False)
-    assert skipped.returncode == 0 and "DRIVER-DONE" in skipped.stdout, skipped.stderr[-3000:]
+    assert skipped.returncode == 0 and _done(skipped, tmp_path), skipped.stderr[-3000:]
     # the skipped batch's messages were never acked: the broker requeued them, nothing is lost
     final = [row for _, runs in sorted(_batches(tmp_path).items()) for row in runs[max(runs)]]
     assert {m for m, _ in final} == {f"m{i}" for i in range(N)}

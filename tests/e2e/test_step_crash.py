@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,19 @@ def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None,
                           text=True, timeout=400, start_new_session=True)
 
 
+def _restart_all(uri, scenarios):
+    """One driver process that restarts every scenario (each killed in its own driver before), one after
+    another: a new process for each crash, one Spark session start for all of their restarts."""
+    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(scenarios)
+    return subprocess.run([sys.executable, str(DRIVER), uri], env=env, capture_output=True, text=True,
+                          timeout=120 + 120 * len(scenarios), start_new_session=True)
+
+
+def _done(finished, workdir):
+    return f"DRIVER-DONE {workdir}\n" in finished.stdout
+
+
 def _check(broker, admin, queue, out, workdir, ids):
     effects = DeltaPath(str(Path(workdir) / "effects")).read().column("messageId").to_pylist()
     assert sorted(effects) == sorted(ids), "each input exactly once in the effect table"
@@ -45,51 +59,90 @@ def _check(broker, admin, queue, out, workdir, ids):
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
 
 
-@pytest.mark.parametrize("crash_at, executor_rows", [
+def _kill_matrix(uri, tmp_path_factory, name, points, **restart):
+    """For each ``(crash_at, settings)``: its own queues and folder, N messages, a driver killed at
+    ``crash_at``; then one driver restarts them all with ``restart`` (checkpoint, journal) over each one's
+    ``settings``. Yields ``{crash_at: (queue, out, workdir, crashed)}`` and the restart's result; deletes the
+    queues at the end."""
+    admin = Admin(uri)
+    runs, scenarios = {}, []
+    try:
+        for crash_at, settings in points:
+            tag = crash_at.replace(".", "-").replace(":", "-")
+            queue = admin.declare_queue(f"sbt-{name}-{tag}-{uuid.uuid4().hex[:6]}")
+            out = admin.declare_queue(f"{queue}-out")
+            workdir = tmp_path_factory.mktemp(tag)
+            publish_numbered(uri, queue, N)
+            crashed = _run(uri, queue, out, workdir, crash_at, **settings)
+            runs[crash_at] = (queue, out, workdir, crashed)
+            scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
+        yield runs, _restart_all(uri, scenarios)
+    finally:
+        for queue, out, _, _ in runs.values():
+            admin.delete_queue(queue)
+            admin.delete_queue(out)
+        admin.close()
+
+
+SAME_CHECKPOINT = [
     ("source.after_consume:2", None), ("source.after_journal_write:2", None), ("step.in_handler:2", None),
     ("step.after_effects:2", None), ("step.after_inbox:2", None), ("sink.mid_publish:1", None),
     ("source.before_ack:2", None),
     # the batches' 50 emits published from the executors (over a threshold of 10), killed once they are out
-    ("step.after_publish:2", 10)])
-def test_a_step_killed_at_any_point_ends_exactly_once(broker, amqp_uri, make_queue, admin, tmp_path, crash_at,
-                                                      executor_rows):
-    queue, out = make_queue(), make_queue(suffix="-out")
-    publish_numbered(amqp_uri, queue, N)
-    crashed = _run(amqp_uri, queue, out, tmp_path, crash_at, executor_rows=executor_rows)
+    ("step.after_publish:2", 10)]
+
+
+@pytest.fixture(scope="module")
+def same_checkpoint(broker, amqp_uri, tmp_path_factory):
+    points = [(crash_at, {"executor_rows": rows} if rows else {}) for crash_at, rows in SAME_CHECKPOINT]
+    yield from _kill_matrix(amqp_uri, tmp_path_factory, "same", points)
+
+
+@pytest.mark.parametrize("crash_at, executor_rows", SAME_CHECKPOINT)
+def test_a_step_killed_at_any_point_ends_exactly_once(broker, admin, same_checkpoint, crash_at, executor_rows):
+    """Each kill point in a driver of its own; the restarts from the same checkpoints share one driver."""
+    runs, finished = same_checkpoint
+    queue, out, workdir, crashed = runs[crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    finished = _run(amqp_uri, queue, out, tmp_path, executor_rows=executor_rows)
-    assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    assert _done(finished, workdir), finished.stderr[-3000:]
     if executor_rows:
-        assert "PUBLISHED-FROM ['executors']" in finished.stdout, finished.stdout
-    _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(N)])
+        assert f"PUBLISHED-FROM {workdir} ['executors']" in finished.stdout, finished.stdout
+    _check(broker, admin, queue, out, workdir, [f"m{i}" for i in range(N)])
 
 
 # (kill point in the second batch, ledger rows the new epoch must write: it reads the last 100 messages):
 # after the claim nothing of that batch is applied; after one effect (the append: effects apply in key order)
 # only the merge is left; after both effects, only the third batch is the new epoch's
-@pytest.mark.parametrize("crash_at,merged_by_new_epoch", [
+NEW_CHECKPOINT = [
     ("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50),
     # after the marker: the batch's outputs must already be out (the new epoch finds its messages done)
-    ("step.after_inbox:2", 50)])
-def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, amqp_uri, make_queue, admin, tmp_path,
-                                                               crash_at, merged_by_new_epoch):
+    ("step.after_inbox:2", 50)]
+
+
+@pytest.fixture(scope="module")
+def new_checkpoint(broker, amqp_uri, tmp_path_factory):
+    points = [(crash_at, {"journal": "journal", "effects": "both"}) for crash_at, _ in NEW_CHECKPOINT]
+    yield from _kill_matrix(amqp_uri, tmp_path_factory, "new", points, checkpoint="ck-new")
+
+
+@pytest.mark.parametrize("crash_at,merged_by_new_epoch", NEW_CHECKPOINT)
+def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, admin, new_checkpoint, crash_at,
+                                                               merged_by_new_epoch):
     """The driver dies inside its second batch (50 messages), before or just after its inbox marker; a new
     checkpoint (a new epoch) over the same queue and journal gets those messages again. Each effect table must
     hold each message once (the append by its rows, the merge by which epoch wrote each row: the old one, unless
     its batch had not reached that table), and every output must be published."""
-    queue, out = make_queue(), make_queue(suffix="-out")
-    publish_numbered(amqp_uri, queue, N)
-    crashed = _run(amqp_uri, queue, out, tmp_path, crash_at, journal="journal", effects="both")
+    runs, finished = new_checkpoint
+    queue, out, workdir, crashed = runs[crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    old_epoch = json.loads((tmp_path / "ck" / "metadata").read_text())["id"]
-    finished = _run(amqp_uri, queue, out, tmp_path, checkpoint="ck-new", journal="journal", effects="both")
-    assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    old_epoch = json.loads((workdir / "ck" / "metadata").read_text())["id"]
+    assert _done(finished, workdir), finished.stderr[-3000:]
     ids = [f"m{i}" for i in range(N)]
-    _check(broker, admin, queue, out, tmp_path, ids)
-    ledger = DeltaPath(str(tmp_path / "ledger")).read().to_pylist()
+    _check(broker, admin, queue, out, workdir, ids)
+    ledger = DeltaPath(str(workdir / "ledger")).read().to_pylist()
     assert sorted(r["messageId"] for r in ledger) == sorted(ids)
     assert sum(r["epoch"] != old_epoch for r in ledger) == merged_by_new_epoch
-    assert not list((tmp_path / "inbox" / "_claims").rglob("*.json")), "every claim retired"
+    assert not list((workdir / "inbox" / "_claims").rglob("*.json")), "every claim retired"
 
 
 def test_duplicates_and_a_replaced_checkpoint_cause_no_second_effect(broker, amqp_uri, make_queue, admin, tmp_path):
@@ -101,7 +154,7 @@ def test_duplicates_and_a_replaced_checkpoint_cause_no_second_effect(broker, amq
     # the same inbox; the new query takes the journal over from the old one, which is gone
     publish_numbered(amqp_uri, queue, 60)
     done = _run(amqp_uri, queue, out, tmp_path, checkpoint="ck-new", journal="journal")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0 and _done(done, tmp_path), done.stderr[-3000:]
     _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(60)])
 
 
@@ -132,7 +185,7 @@ def test_a_broker_restart_mid_stream_ends_exactly_once(tmp_path):
         # the first run either rode out the restart or failed with a clear broker error; never a silent loss
         assert first.returncode == 0 or "SafeBunny" in stderr, stderr[-3000:]
         finished = _run(broker.uri, queue, out, tmp_path)
-        assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+        assert finished.returncode == 0 and _done(finished, tmp_path), finished.stderr[-3000:]
         admin = Admin(broker.uri)
         try:
             _check(broker, admin, queue, out, tmp_path, [f"m{i}" for i in range(n)])

@@ -2,7 +2,7 @@
 
 import signal
 
-from test_source_crash import N, _batches, _fill, _run
+from test_source_crash import N, _batches, _done, _fill, _run
 
 from conftest import use_stream_broker
 
@@ -17,7 +17,7 @@ def test_stream_queue_crash_and_restart_replays_the_same_offsets_exactly_once(br
     crashed = _run(amqp_uri, queue, tmp_path, "effect:2", queue_type="stream", stream_port=broker.stream_port)
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
     finished = _run(amqp_uri, queue, tmp_path, queue_type="stream", stream_port=broker.stream_port)
-    assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, finished.stderr[-3000:]
+    assert finished.returncode == 0 and _done(finished, tmp_path), finished.stderr[-3000:]
     batches = _batches(tmp_path)
     replayed = [runs for runs in batches.values() if len(runs) == 2]
     assert replayed and all(list(runs.values())[0] == list(runs.values())[1] for runs in replayed)

@@ -7,6 +7,7 @@ hide behind a lazy import path at run time.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -172,6 +173,38 @@ def test_no_import_cycle_between_folders() -> None:
 
 
 PLUGIN = REPO / "connector" / "pyspark_safebunny"
+
+
+def _plugin_graph(folder: Path = PLUGIN) -> dict[str, set[str]]:
+    """Which of the plugin's modules import which, lazy imports inside functions included (the plugin is flat,
+    so its modules are the nodes; its ``__init__`` re-exports and is left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name == "__init__.py":
+            continue
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] == folder.name and len(parts) > 1 and (folder / f"{parts[1]}.py").exists():
+                if parts[1] != path.stem:
+                    graph.setdefault(path.stem, set()).add(parts[1])
+    return graph
+
+
+def test_no_import_cycle_between_the_plugins_modules() -> None:
+    cycle = find_cycle(_plugin_graph())
+    assert cycle is None, f"the plugin's modules import each other in a cycle: {' -> '.join(cycle or [])}"
+
+
+def test_the_plugin_cycle_check_sees_a_lazy_import_cycle(tmp_path: Path) -> None:
+    """The check reads imports inside functions too: the cycle it was written for was one."""
+    pkg = tmp_path / "pyspark_safebunny"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from pyspark_safebunny.a import x\n")
+    (pkg / "a.py").write_text("from pyspark_safebunny.b import y\n")
+    (pkg / "b.py").write_text("def f():\n    from pyspark_safebunny.a import x\n")
+    assert find_cycle(_plugin_graph(pkg)) == ["a", "b", "a"]
+    (pkg / "b.py").write_text("def f():\n    return 1\n")
+    assert find_cycle(_plugin_graph(pkg)) is None
 #: the Spark plugin is the source and the sink: the layers above them are not its business
 PLUGIN_FORBIDDEN = {"exactly_once", "saga", "cli", "demo"}
 
@@ -191,3 +224,38 @@ def test_every_test_module_has_a_name_of_its_own() -> None:
     for path in tests.rglob("test_*.py"):
         names.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}
+
+
+# -- docstrings say what and why; measured figures live in docs/performance.md ----------------------------
+#: a measured figure: "measured", a rate, a time in ms or µs, "N s per/each/after", a ratio like "0.76x", a p90
+FIGURE = re.compile(r"(?i)\bmeasured\b|\bmsg/s\b|messages/s\b|\d (ms|µs)\b|\d(\.\d+)? s (per|each|after|on)\b"
+                    r"|\d(\.\d+)?x\b|\bp\d\d\b")
+#: docstrings that name a unit, not a figure
+FIGURE_ALLOWED = {("python/safebunny/demo/monitor.py", "Monitor"), ("python/safebunny/demo/plot.py", "write_chart")}
+
+
+def _figures(path: Path, rel: str) -> list[str]:
+    hits = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node) or ""
+            where = getattr(node, "name", "<module>")
+            if (rel, where) in FIGURE_ALLOWED:
+                continue
+            hits += [f"{rel} {where}: {m.group(0)!r} in {line.strip()[:90]!r}"
+                     for line in doc.splitlines() for m in [FIGURE.search(line)] if m]
+    return hits
+
+
+def test_no_docstring_holds_a_measured_figure() -> None:
+    hits = [h for folder in ("python", "connector") for p in sorted((REPO / folder).rglob("*.py"))
+            for h in _figures(p, str(p.relative_to(REPO)))]
+    assert not hits, "benchmark figures belong in docs/performance.md, not in docstrings:\n" + "\n".join(hits)
+
+
+def test_the_figure_check_finds_a_figure(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('"""Fast: measured here, 2,143 msg/s."""\n\ndef f():\n    """Opening one costs 5-25 ms."""\n')
+    assert len(_figures(module, "m.py")) == 2
+    module.write_text('"""Reads the queue; a delay like ``"250ms"`` is parsed by :func:`f`."""\n')
+    assert _figures(module, "m.py") == []

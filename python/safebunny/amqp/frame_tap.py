@@ -11,7 +11,8 @@ connection's byte and frame counters advance as pika's would, so its heartbeat c
 This relies on pika 1.x internals (``_on_data_available``, ``_frame_buffer``, ``_process_frame``,
 ``bytes_received``, ``frames_received``; ``setup.py`` pins ``pika<2``). :func:`install` checks they are
 there and leaves the connection alone when they are not, and ``SAFEBUNNY_PIKA_DECODE=1`` in the
-environment turns the tap off (pika decodes everything, about 2x the reader's CPU per message).
+environment turns the tap off (pika decodes everything, at a higher CPU cost per message:
+docs/performance.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Decoding a delivery (``basic.deliver``, its content header and body frames) straight from AMQP 0-9-1 bytes.
 
 The queue reader spends most of its CPU in pika's generic frame machinery: three frame objects, a
-method object, a :class:`pika.spec.BasicProperties` and a callback dispatch per message (the
-profile: ~11 µs per message). A consumer only needs one shape fast, so :func:`parse_delivery` reads
+method object, a :class:`pika.spec.BasicProperties` and a callback dispatch per message (its
+profile: docs/performance.md). A consumer only needs one shape fast, so :func:`parse_delivery` reads
 exactly that one with :mod:`struct` and leaves every other frame to pika (see
 :mod:`safebunny.amqp.frame_tap`). The values are pika's, bit for bit: short strings are UTF-8
 decoded, or left as ``bytes`` when they are not valid UTF-8; header tables go through

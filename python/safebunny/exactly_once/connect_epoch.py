@@ -4,7 +4,7 @@ On a classic session the epoch is the streaming query's id, a local property of 
 (it is the id kept in ``<checkpoint>/metadata``). Over Spark Connect (Databricks serverless and
 standard-access compute) the ``foreachBatch`` function runs in a separate Python process on the
 server with a Connect session: no ``sparkContext``, no local properties, and the batch's tasks run
-without the query's id (measured on pyspark 4.3). So the epoch comes from one of:
+without the query's id (as of pyspark 4.3). So the epoch comes from one of:
 
 1. the query's checkpoint, when the step knows it (``Step(checkpoint=...)``; a saga passes its own):
    the id in ``<checkpoint>/metadata``, which *is* the query id, so the epoch is the classic one and a

@@ -47,11 +47,11 @@ class DeltaPath:
     def table(self) -> Any | None:
         """The current ``DeltaTable``, or ``None`` when no table exists at the path yet.
 
-        Loading a table reads its log from the last checkpoint (about 5 ms, more as commits pile up), and
+        Loading a table reads its log from the last checkpoint (more as commits pile up), and
         a batch asks for its inbox and effect tables several times; so a local table's handle is kept
         per thread and brought to the latest version with ``update_incremental`` (reads only the
-        commits since, about 0.3 ms). A handle is dropped when the commit file of its version is gone
-        or was rewritten (the table was deleted and created again at the same path)."""
+        commits since, far cheaper; docs/performance.md). A handle is dropped when the commit file of its
+        version is gone or was rewritten (the table was deleted and created again at the same path)."""
         from deltalake import DeltaTable
         from deltalake.exceptions import TableNotFoundError
 

@@ -45,8 +45,8 @@ def partitions_for(rows: int, partition_rows: int, parallelism: int | None) -> i
 def has_remote_executors(spark: Any) -> bool:
     """Whether the session's executors are processes of their own (a cluster, ``local-cluster``), not threads of
     the driver's JVM (``local[...]``), where a publish through Spark only adds a job and the rows' trip through
-    the JVM to the same cores (measured here: 0.76x the driver's rate). A master that cannot be read counts as
-    a cluster."""
+    the JVM to the same cores (slower than the driver's own publish: docs/performance.md). A master that
+    cannot be read counts as a cluster."""
     try:
         master = spark.conf.get("spark.master", None) if is_connect(spark) else spark.sparkContext.master
     except Exception:  # noqa: BLE001 - a server that refuses to tell: a cluster

@@ -1,6 +1,6 @@
 """A driver-side index of one node's processed ids, so the inbox look-up costs O(batch), not O(window).
 
-Scanning the node's partitions for a batch's ids costs about 0.3 s per million ids in the window
+Scanning the node's partitions for a batch's ids grows with the ids in the window
 (docs/performance.md). The index keeps a sorted array of 64-bit hashes of the ``done`` ids in the
 node's active files, with the file each came from. Before every look-up it lists the table's active
 files (the Delta log, not the data) and reads only the files it has not seen, normally the previous

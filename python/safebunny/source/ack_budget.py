@@ -3,7 +3,7 @@
 RabbitMQ closes a channel whose oldest unacked delivery is older than its ``consumer_timeout``
 (30 minutes by default), and requeues everything the channel held. The source acks a batch when
 Spark plans the next one, and it prefetches two batches, so a delivery waits in the buffer while
-the previous batch runs, then while its own batch runs: about two batch durations (measured:
+the previous batch runs, then while its own batch runs: about two batch durations (docs/performance.md,
 ``python -m bench.bench_ack_age``). Batches that take longer than half the timeout therefore lose
 their acks; each lost batch comes back redelivered and is read again, and a query whose batches
 stay that slow spins on the same messages forever.

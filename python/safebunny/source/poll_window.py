@@ -4,7 +4,7 @@ Spark starts a processing-time trigger at a multiple of its interval (the wall c
 several queries fire together) and warns "Current batch is falling behind" when one takes longer than the
 interval. A source that waits for a first message should therefore stop waiting in time for the rest of
 the trigger to finish within the interval's slot: the wait ends at the slot's end minus a reserve for what
-comes after the poll. That rest costs about 0.1-0.3 s on a busy two-core machine and varies with load, so
+comes after the poll. That rest varies with load (docs/performance.md), so
 the reserve is learned: when an idle trigger (one that read nothing) still ran late, the next call comes
 that much after its slot started, and the reserve grows by it; it decays back toward its base while idle
 triggers end on time. Pure logic on a clock passed in, so it is testable without Spark or a broker.

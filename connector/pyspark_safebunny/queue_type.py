@@ -1,0 +1,35 @@
+"""Which reader a queue needs: its type (the option, else the broker's answer), and the journal a classic or
+quorum queue cannot be read without. Used by the schema (to fail at ``load()``) and by the stream reader; it
+imports neither, so the plugin's modules import each other one way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from safebunny.errors import SafeBunnyOptionError
+
+__all__ = ["resolve_queue_type", "require_journal"]
+
+
+def resolve_queue_type(options: Mapping[str, Any]) -> str:
+    """``classic``, ``quorum`` or ``stream``: the option when set, else the broker's answer."""
+    if options["queueType"] != "auto":
+        return str(options["queueType"])
+    from safebunny.streams.probe import detect_queue_type
+
+    return detect_queue_type(options["uri"], options["queue"], options["streamPort"])
+
+
+def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
+    """Classic and quorum queues need ``journalLocation``; say so before the query starts."""
+    if queue_type != "stream" and not options.get("journalLocation"):
+        raise SafeBunnyOptionError(
+            f"Option 'journalLocation' is required to read the {queue_type} queue {options['queue']!r}: "
+            "set it to a durable directory every executor can read (local disk in local mode, DBFS, a "
+            "Volume or S3 on a cluster), e.g. .option('journalLocation', '/checkpoints/orders/journal'). "
+            "Each batch's messages are written there before Spark logs the batch, so a replay is exact. "
+            "(Batch reads with spark.read are for stream queues only; read classic and quorum queues with "
+            "readStream and trigger(availableNow=True).)",
+            "journalLocation",
+        )
