@@ -10,7 +10,7 @@ that, for every effect target given by path (delta-rs):
   (:func:`apply_version`); a batch that applies ids an unapplied orphan claimed writes, **in the same
   commit**, the orphan's app transaction at ``2N`` (:func:`fence_version`);
 - delta-rs refuses a commit carrying an app id that another commit wrote after the committer's snapshot
-  ("Concurrent transaction failed", measured: docs/exactly-once.md), so of two batches whose commits both
+  ("Concurrent transaction failed", docs/exactly-once.md), so of two batches whose commits both
   name an app id, exactly one lands; the other fails and its batch is replayed, re-planned against what
   landed;
 - a target's version of an app id therefore says what happened to it (:func:`state_of`): below ``2N``
