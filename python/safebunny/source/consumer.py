@@ -11,7 +11,8 @@ Delivery tags are channel-scoped: every delivery carries the *generation* of the
 that delivered it, and an ack for an older generation is dropped (the broker has already
 requeued those messages; they come back flagged ``redelivered``).
 
-Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.byte_budget`.
+Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.byte_budget` (the rules)
+and :mod:`safebunny.source.consumer_budget` (pausing and resuming the consumer by them).
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from pika import spec
-
 from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
@@ -34,8 +33,8 @@ from safebunny.errors import (
     SafeBunnyError,
     VhostNotFoundError,
 )
-from safebunny.source.byte_budget import can_grow, desired_prefetch, may_resume
 from safebunny.source.consumer_acks import AcksAndDepth
+from safebunny.source.consumer_budget import ByteBudgetFlow
 from safebunny.source.delivery import Delivery, new_delivery
 from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
@@ -53,7 +52,7 @@ def open_connection(uri: str, heartbeat: int | None = None) -> Any:
     return open_blocking(uri, heartbeat=heartbeat, action="consume")
 
 
-class QueueConsumer(AcksAndDepth):
+class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
     """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
 
     ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
@@ -189,55 +188,6 @@ class QueueConsumer(AcksAndDepth):
             # from now on deliveries are decoded from the socket's bytes (frame_tap), in arrival order
             # after those handed over above; other frames still go through pika
             self._tap = install(channel.connection._impl, channel.channel_number, self._accept)  # noqa: SLF001
-
-    def _desired_prefetch(self) -> int:
-        """The next consumer's prefetch: ``prefetch``, or what the byte budget holds at the average body size."""
-        return desired_prefetch(self.prefetch, self.max_buffered_bytes, self._in_count, self._in_bytes)
-
-    def _pause(self) -> None:
-        """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told the body
-        size. Deliveries before the cancel-ok still reach the buffer (pika would reject them: requeued, and on a
-        quorum queue a delivery attempt counted)."""
-        self._paused = True
-        self._calibrating = False
-        tag = self._consumer_tag
-        if tag is None or self._channel is None or not self._channel.is_open:
-            return
-        channel = self._channel
-        impl = channel._impl  # noqa: SLF001
-        self._cancelling = True
-
-        def on_cancel_ok(_frame: Any) -> None:
-            impl._cleanup_consumer_ref(tag)  # noqa: SLF001 - pika's own clean-up after a cancel-ok
-            channel._consumer_infos.pop(tag, None)  # noqa: SLF001 - and BlockingChannel's
-            self._cancelling = False
-            self._consumer_tag = None
-            self._wake(self._maybe_resume)  # outside pika's frame processing
-
-        impl._rpc(spec.Basic.Cancel(consumer_tag=tag), on_cancel_ok,  # noqa: SLF001
-                  [(spec.Basic.CancelOk, {"consumer_tag": tag})])
-        log.debug("queue %r: consumer paused, %d body bytes buffered (budget %d)", self.queue,
-                  self._in_bytes - self._out_bytes, self.max_buffered_bytes)
-
-    def _maybe_resume(self) -> None:
-        """(I/O thread) Consume again once the buffer is down to half its byte budget, with the prefetch lowered
-        to what the budget holds at the average body size seen."""
-        budget = self.max_buffered_bytes
-        if not self._paused or self._cancelling or budget is None:
-            return
-        if self._channel is None or not self._channel.is_open:
-            return
-        if not may_resume(self._in_bytes - self._out_bytes, budget):
-            return
-        self.effective_prefetch = self._desired_prefetch()
-        # before _paused goes False: take() must never see the consumer neither paused nor restarting while _consume()
-        # waits for the broker (a quorum queue's log), or it hands out one linger's worth (a first batch of 1)
-        self._restarted = True  # until the restarted consumer's first delivery
-        self._paused = False
-        self._consume()
-        with self._cond:  # take() may wait for this
-            self._cond.notify_all()
-        log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
 
     def _run(self) -> None:
         import pika.exceptions as px
@@ -433,18 +383,3 @@ class QueueConsumer(AcksAndDepth):
     def buffered(self) -> int:
         with self._cond:
             return len(self._buffer)
-
-    def _can_grow(self) -> bool:
-        """Whether the broker may send more soon (:func:`~safebunny.source.byte_budget.can_grow`). An ack
-        :meth:`ack_through` has asked for counts as sent: the I/O thread writes it in a moment, and what it frees
-        arrives after (a commit followed at once by the next batch's take must not end that batch at what is
-        buffered)."""
-        generation, asked = self._ack_asked
-        acked = max(self._acked_tag, asked) if generation == self.generation else self._acked_tag
-        return can_grow(paused=self._paused, buffered_bytes=self._in_bytes - self._out_bytes,
-                        budget=self.max_buffered_bytes, prefetch=self.effective_prefetch, last_tag=self._last_tag,
-                        acked_tag=acked)
-
-    def buffered_bytes(self) -> int:
-        """Body bytes delivered and not yet taken."""
-        return self._in_bytes - self._out_bytes
