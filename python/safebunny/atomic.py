@@ -30,18 +30,10 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
     if folder:
         filesystem.create_dir(folder, recursive=True)
     if is_object_store(filesystem):  # a PUT is whole or absent; a "rename" there would not be atomic
-        with filesystem.open_output_stream(path) as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
+        _write(filesystem, path, data)
         return
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    with filesystem.open_output_stream(tmp) as f:
-        if callable(data):
-            data(f)
-        else:
-            f.write(data)
+    _write(filesystem, tmp, data)
     if durable and isinstance(filesystem, pafs.LocalFileSystem):
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -49,6 +41,14 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
         finally:
             os.close(fd)
     filesystem.move(tmp, path)
+
+
+def _write(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any], None]) -> None:
+    with filesystem.open_output_stream(path) as f:
+        if callable(data):
+            data(f)
+        else:
+            f.write(data)
 
 
 def is_object_store(filesystem: pafs.FileSystem) -> bool:

@@ -13,9 +13,8 @@ each that finished, ``DRIVER-FAILED <workdir>`` (its traceback on stderr) for on
 import json
 import os
 import sys
-import traceback
 
-from driver_session import driver_session  # tests/e2e, the script's own folder
+from driver_session import driver_session, run_scenarios  # tests/e2e, the script's own folder
 
 from safebunny.crashpoints import crash_point
 
@@ -51,14 +50,4 @@ if __name__ == "__main__":
     scenarios = (json.loads(os.environ["SAFEBUNNY_TEST_SCENARIOS"]) if os.environ.get("SAFEBUNNY_TEST_SCENARIOS")
                  else [{"queue": sys.argv[2], "workdir": sys.argv[3]}])
     spark = driver_session("safebunny-crash")
-    failed = False
-    for scenario in scenarios:
-        try:
-            run(spark, uri, scenario["queue"], scenario["workdir"])
-            print("DRIVER-DONE", scenario["workdir"], flush=True)
-        except Exception:  # noqa: BLE001 - reported per scenario; the next one still runs
-            failed = True
-            print("DRIVER-FAILED", scenario["workdir"], flush=True)
-            print(f"DRIVER-FAILED {scenario['workdir']}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
-    spark.stop()
-    sys.exit(1 if failed else 0)
+    run_scenarios(spark, scenarios, lambda scenario: run(spark, uri, scenario["queue"], scenario["workdir"]))

@@ -6,9 +6,12 @@ and Python workers, as on a real cluster."""
 from __future__ import annotations
 
 import os
+import sys
+import traceback
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["driver_session"]
+__all__ = ["driver_session", "run_scenarios"]
 
 
 def driver_session(app: str) -> Any:
@@ -17,3 +20,20 @@ def driver_session(app: str) -> Any:
     return (SparkSession.builder.master(os.environ.get("SAFEBUNNY_TEST_MASTER", "local[2]")).appName(app)
             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+
+
+def run_scenarios(spark: Any, scenarios: Iterable[dict[str, Any]], run: Callable[[dict[str, Any]], None]) -> None:
+    """Run each scenario in this driver, one after another: ``DRIVER-DONE <workdir>`` or ``DRIVER-FAILED
+    <workdir>`` (with its trace on stderr) for each, so only a failed scenario's test fails; then stop the session
+    and exit non-zero if any failed."""
+    failed = False
+    for scenario in scenarios:
+        try:
+            run(scenario)
+            print("DRIVER-DONE", scenario["workdir"], flush=True)
+        except Exception:  # noqa: BLE001 - reported per scenario; the next one still runs
+            failed = True
+            print("DRIVER-FAILED", scenario["workdir"], flush=True)
+            print(f"DRIVER-FAILED {scenario['workdir']}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+    spark.stop()
+    sys.exit(1 if failed else 0)

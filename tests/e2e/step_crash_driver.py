@@ -16,9 +16,8 @@ import json
 import os
 import sys
 import time
-import traceback
 
-from driver_session import driver_session  # tests/e2e, the script's own folder
+from driver_session import driver_session, run_scenarios  # tests/e2e, the script's own folder
 from pyspark.sql import functions as F
 
 import safebunny
@@ -77,14 +76,4 @@ if __name__ == "__main__":
     uri = sys.argv[1]
     os.environ["SAFEBUNNY_CRASH_PGID"] = str(os.getpgrp())  # crash points in Python workers kill this driver too
     spark = driver_session("safebunny-step-crash")
-    failed = False
-    for scenario in _scenarios(sys.argv):
-        try:
-            run(spark, uri, scenario)
-            print("DRIVER-DONE", scenario["workdir"], flush=True)
-        except Exception:  # noqa: BLE001 - reported per scenario; the next one still runs
-            failed = True
-            print("DRIVER-FAILED", scenario["workdir"], flush=True)
-            print(f"DRIVER-FAILED {scenario['workdir']}:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
-    spark.stop()
-    sys.exit(1 if failed else 0)
+    run_scenarios(spark, _scenarios(sys.argv), lambda scenario: run(spark, uri, scenario))

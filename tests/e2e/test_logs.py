@@ -42,17 +42,21 @@ def test_reader_warnings_and_requested_summaries_reach_the_drivers_output(amqp_u
     assert "safebunny INFO safebunny.sink" in chatty.stderr and "safebunny sink task" in chatty.stderr
 
 
+# a saga driver's session and saga (uri, name and root from its arguments), shared by the scripts below
+SAGA_SESSION = r'''
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+saga = safebunny.Saga(name, uri=uri, root=root, retry=safebunny.Retry(delays=("1s",)))
+'''
+
 SAGA_DRIVER = r'''
 import sys, time
 from pyspark.sql import SparkSession, functions as F
 import safebunny
 
 uri, name, root, idle = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-saga = safebunny.Saga(name, uri=uri, root=root, retry=safebunny.Retry(delays=("1s",)))
-
+''' + SAGA_SESSION + r'''
 @F.udf("string")
 def loud(name):
     if name == "poison":
@@ -104,11 +108,7 @@ from pyspark.sql import SparkSession, functions as F
 import safebunny
 
 uri, name, root = sys.argv[1], sys.argv[2], sys.argv[3]
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-saga = safebunny.Saga(name, uri=uri, root=root, retry=safebunny.Retry(delays=("1s",)))
-
+''' + SAGA_SESSION + r'''
 @F.udf("string")
 def loud(name):
     if name.startswith("bad"):

@@ -94,6 +94,21 @@ def _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, orders,
         assert process.poll() is None, _log(tmp_path, d)
 
 
+def _standby_then_orders(spark, uri, name, workdir, saga, shards):
+    """Once driver a (started first) is every shard's active consumer, start driver b as the standby, wait for its
+    queries, then start the orders; returns b's process."""
+    wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
+               what="driver a attached to every shard")
+    second = _driver(uri, name, workdir, "b")
+    # a waiting consumer of a single-active-consumer queue is not in the queue's consumer count: b's queries have
+    # started, and their consumers attach at their first trigger
+    wait_until(lambda: "RUNNING" in _log(workdir, "b"), timeout=180, every=1, what="driver b running")
+    time.sleep(5)
+    orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
+    saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+    return second
+
+
 # after the claim (no effect applied yet), after one of two effects' tables, after the publish: each leaves the
 # other driver a different half-done batch of another epoch (claims, app transactions, inbox; DESIGN.md)
 @pytest.mark.parametrize("crash_at", ["step.after_claim:3", "step.after_one_effect:3", "step.after_publish:3"])
@@ -103,18 +118,9 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_exactly_once(spa
     shards = _shard_queues(saga)
     first = second = None
     try:
-        # a: attached first, so the broker makes it every shard's active consumer; killed in its third batch
-        # with effects, before that batch's inbox marker
+        # a is killed in its third batch with effects, before that batch's inbox marker
         first = _driver(amqp_uri, name, tmp_path, "a", crash_at=crash_at)
-        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
-                   what="driver a attached to every shard")
-        second = _driver(amqp_uri, name, tmp_path, "b")
-        # a waiting consumer of a single-active-consumer queue is not in the queue's consumer count: b's queries
-        # have started, and their consumers attach at their first trigger
-        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
-        time.sleep(5)
-        orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
-        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        second = _standby_then_orders(spark, amqp_uri, name, tmp_path, saga, shards)
         first.wait(timeout=240)
         died = time.monotonic()
         assert first.returncode == -signal.SIGKILL, _log(tmp_path, "a")
@@ -151,13 +157,7 @@ def test_a_failed_batch_replayed_beside_the_standby_that_got_its_messages_is_fen
     first = second = None
     try:
         first = _driver(amqp_uri, name, tmp_path, "a", fail_at="step.after_claim:3")
-        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
-                   what="driver a attached to every shard")
-        second = _driver(amqp_uri, name, tmp_path, "b")
-        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
-        time.sleep(5)
-        orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
-        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        second = _standby_then_orders(spark, amqp_uri, name, tmp_path, saga, shards)
         _wait_shipped(saga, tmp_path, shards, "b")
         assert "injected failure at crash point" in _log(tmp_path, "a"), "driver a's batch failed after its claim"
         _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, ORDERS,

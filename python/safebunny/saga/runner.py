@@ -191,6 +191,8 @@ class RunningSaga:
             log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
                         self.saga.name, self.saga.driver, exc)
             return
+        for label in set(self._handing) - set(due):  # no longer due (the live drivers changed): forget its wait
+            del self._handing[label]
         units = {s.unit_label: s for s in self.saga.units()} if due else {}
         for label, target in sorted(due.items()):
             if not self._between_batches(label):
