@@ -154,3 +154,52 @@ def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
     saga.queries["stock.0"].status = {"isTriggerActive": True}
     now[0] += runner.HANDOVER_WAIT_S + 1
     assert runner.RunningSaga._between_batches(saga, "stock.0"), "waited long enough: hand over anyway"
+
+
+def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(tmp_path, monkeypatch):
+    """The regression CI caught: a tick between two lease renewals answered 'nothing due', so the runner forgot
+    the handover's wait every second and a shard whose query was always busy (orders kept coming) never moved."""
+    from safebunny.saga import runner
+
+    now = [1000.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr("safebunny.saga.balance.time.monotonic", lambda: now[0])
+    clock = [NOW - dt.timedelta(seconds=30)]
+    saga = _saga(tmp_path)
+    saga.name = "s"
+    balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # one renewal in this test
+    labels = [u.unit_label for u in saga.units()]
+    for label in labels:
+        balancer.started_query(label)
+    clock[0] = NOW
+    for label in labels:
+        _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
+    LeaseStore(str(tmp_path)).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
+
+    class Query:
+        def __init__(self):
+            self.status = {"isTriggerActive": True}  # always mid-batch
+            self.stopped = False
+
+        @property
+        def isActive(self):
+            return not self.stopped
+
+        def stop(self):
+            self.stopped = True
+
+    queries = {label: Query() for label in labels}
+    running = SimpleNamespace(saga=saga, balancer=balancer, queries=dict(queries), _handing={},
+                              _start=lambda step: Query())
+    running._between_batches = lambda label: runner.RunningSaga._between_batches(running, label)
+    runner.RunningSaga._balance(running)  # the renewal: one shard is b's share, its batch runs: wait
+    (label,) = running._handing
+    for _ in range(int(runner.HANDOVER_WAIT_S)):  # ticks between renewals keep the wait
+        now[0] += 1
+        runner.RunningSaga._balance(running)
+        assert label in running._handing or queries[label].stopped
+    now[0] += 2
+    runner.RunningSaga._balance(running)
+    assert queries[label].stopped, "the wait ended: the shard is handed over even though its batch still runs"
+    assert running._handing == {}
+    assert balancer.tick(labels) == {}, "a handed shard is not due again (cooldown)"

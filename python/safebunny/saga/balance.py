@@ -56,6 +56,7 @@ class Balancer:
         self.running: dict[str, str] = {}  # shard label -> when its query (re)started
         self._cooldown: dict[str, float] = {}
         self._next = 0.0
+        self._due: dict[str, str] = {}  # the last renewal's handovers; a tick between renewals returns them
         self._shards: dict[str, list[str]] = defaultdict(list)
         for unit in saga.units():
             if unit.shard is not None:
@@ -85,9 +86,11 @@ class Balancer:
 
     def tick(self, active: Iterable[str]) -> dict[str, str]:
         """Renew the lease when it is due and return the shards to hand over (label -> the driver that should
-        hold it); ``active``: the labels of this driver's shard queries that run now."""
+        hold it); ``active``: the labels of this driver's shard queries that run now. Between renewals the last
+        renewal's answer stands (less the shards handed since): a handover that waits for its batch to end is
+        still due a second later."""
         if time.monotonic() < self._next:
-            return {}
+            return self._not_cooling(self._due)
         self._next = time.monotonic() + self.renew_s
         now = self.clock()
         held = self.held(now)
@@ -96,7 +99,10 @@ class Balancer:
                                held))
         leases = live(self.store.read_all(), now)
         assignment = assign(self._shards, [lease.driver for lease in leases])
-        due = handovers(self.me, held, assignment, leases, now)
+        self._due = handovers(self.me, held, assignment, leases, now)
+        return self._not_cooling(self._due)
+
+    def _not_cooling(self, due: dict[str, str]) -> dict[str, str]:
         return {label: target for label, target in due.items() if self._cooldown.get(label, 0.0) <= time.monotonic()}
 
     def close(self) -> None:
