@@ -2,6 +2,8 @@
 
 Two steps (stock reserves, shipping ships), each with a Delta effect; ``start`` publishes 120 orders
 first. Then ``saga.drain``. The test sets ``SAFEBUNNY_CRASH_AT`` to kill the whole driver mid-saga.
+``SAFEBUNNY_TEST_STATE`` (a URI, e.g. ``s3://bucket/run``) puts the saga's root and the effect tables there
+instead of WORKDIR; Spark's checkpoints stay under WORKDIR (``Saga(checkpoints=...)``).
 """
 
 import os
@@ -17,22 +19,24 @@ print("MASTER", spark.sparkContext.master, flush=True)
 # SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS: a batch with more emits than this publishes them from the executors,
 # about 20 per task
 executor_rows = int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None
-saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
-                      batch_size=40, executor_publish_rows=executor_rows, executor_partition_rows=20)
+state = os.environ.get("SAFEBUNNY_TEST_STATE") or workdir
+saga = safebunny.Saga(name, uri=uri, root=f"{state}/saga", retry=safebunny.Retry(delays=("1s",)),
+                      batch_size=40, executor_publish_rows=executor_rows, executor_partition_rows=20,
+                      checkpoints=os.path.join(workdir, "checkpoints"))
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
            produces=["StockReserved"])
 def reserve(orders, ctx):
     ok = orders.select("messageId", "orderId", "qty")
-    return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
+    return safebunny.Outcome(effects=[safebunny.append(ok, f"{state}/reservations")],
                              emits=[safebunny.emit(ok, type="StockReserved")])
 
 
 @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
 def ship(reserved, ctx):
     return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
-                                                       os.path.join(workdir, "shipments"))])
+                                                       f"{state}/shipments")])
 
 
 if sys.argv[4:] == ["start"]:

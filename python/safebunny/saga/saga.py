@@ -84,14 +84,16 @@ class Saga:
     batch with more emitted messages than this publishes them from the executors instead of the driver
     (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
     the driver), about ``executor_partition_rows`` (default 2,500) per task; see
-    :class:`~safebunny.exactly_once.step.Step`."""
+    :class:`~safebunny.exactly_once.step.Step`. ``checkpoints``: where the steps' Spark checkpoints go
+    (default ``<root>/checkpoints``, or ``<root>/drivers/<driver>/checkpoints``), for a root on an object store
+    that the session's Hadoop filesystems cannot open; each step's and shard's checkpoint is a folder under it."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
                  unrouted_max_age: str | None = "7D",
                  driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
-                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
+                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS, checkpoints: str | None = None) -> None:
         self.management_url = management_url
         self.executor_publish_rows = executor_publish_rows
         self.executor_partition_rows = executor_partition_rows
@@ -103,6 +105,9 @@ class Saga:
         self.uri = uri
         refuse_volume(root, "The saga's root", "root")  # before anything is written under it
         self.root = root if "://" in root else os.path.abspath(root)
+        if checkpoints is not None:
+            checkpoints = checkpoints if "://" in checkpoints else os.path.abspath(checkpoints)
+        self.checkpoints = checkpoints
         self.retry = retry or Retry()
         self.quorum = quorum
         if delivery_limit < 1 or batch_size < 1:
@@ -183,6 +188,8 @@ class Saga:
     def checkpoint_of(self, step: SagaStep) -> str:
         """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
         query has its own."""
+        if self.checkpoints is not None:
+            return os.path.join(self.checkpoints, step.unit_label)
         return os.path.join(self._own_root, "checkpoints", step.unit_label)
 
     def journal_of(self, step: SagaStep) -> str:
