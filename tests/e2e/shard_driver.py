@@ -2,7 +2,9 @@
 
 Two sharded steps (stock reserves with a Delta append and emits, shipping ships with a Delta append),
 run continuously as driver ``DRIVER`` until the file ``WORKDIR/stop-DRIVER`` appears. The test sets
-``SAFEBUNNY_CRASH_AT`` to kill one driver mid-batch.
+``SAFEBUNNY_CRASH_AT`` to kill one driver mid-batch. With ``SAFEBUNNY_TEST_GO`` (a file), the driver starts
+its session at once but its saga only once that file exists: a standby's session start overlaps the first
+driver's.
 """
 
 import os
@@ -39,6 +41,9 @@ def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.S
 if __name__ == "__main__":
     uri, name, workdir, driver = sys.argv[1:5]
     spark = driver_session(f"safebunny-driver-{driver}")
+    go = os.environ.get("SAFEBUNNY_TEST_GO")
+    while go and not os.path.exists(go):
+        time.sleep(0.2)
     saga = define(uri, name, workdir, driver)
     running = saga.run(spark, trigger="500 milliseconds")
     print("RUNNING", flush=True)

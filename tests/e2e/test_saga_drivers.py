@@ -30,8 +30,10 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 ORDERS = 150
 
 
-def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None):
+def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None):
     env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT")}
+    if go:
+        env["SAFEBUNNY_TEST_GO"] = str(go)
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
     if fail_at:
@@ -95,11 +97,14 @@ def _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, orders,
 
 
 def _standby_then_orders(spark, uri, name, workdir, saga, shards):
-    """Once driver a (started first) is every shard's active consumer, start driver b as the standby, wait for its
-    queries, then start the orders; returns b's process."""
+    """Start driver b's session beside driver a's (started just before); once a is every shard's active
+    consumer, let b run the saga as the standby, wait for its queries, then start the orders; returns b's
+    process."""
+    go = workdir / "go-b"
+    second = _driver(uri, name, workdir, "b", go=go)
     wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
                what="driver a attached to every shard")
-    second = _driver(uri, name, workdir, "b")
+    go.touch()
     # a waiting consumer of a single-active-consumer queue is not in the queue's consumer count: b's queries have
     # started, and their consumers attach at their first trigger
     wait_until(lambda: "RUNNING" in _log(workdir, "b"), timeout=180, every=1, what="driver b running")

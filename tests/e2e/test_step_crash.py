@@ -84,8 +84,11 @@ def _kill_matrix(uri, tmp_path_factory, name, points, **restart):
         admin.close()
 
 
+# The source's own kill points before a batch reaches the step (after consume, after the journal write) are
+# test_source_crash's: the step then sees a replayed batch, as after step.in_handler. source.before_ack stays
+# here: committed messages come back and the inbox must drop them.
 SAME_CHECKPOINT = [
-    ("source.after_consume:2", None), ("source.after_journal_write:2", None), ("step.in_handler:2", None),
+    ("step.in_handler:2", None),
     ("step.after_effects:2", None), ("step.after_inbox:2", None), ("sink.mid_publish:1", None),
     ("source.before_ack:2", None),
     # the batches' 50 emits published from the executors (over a threshold of 10), killed once they are out
