@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +14,7 @@ from safebunny.exactly_once.delta_rs import DeltaPath, Guard, is_path
 from safebunny.exactly_once.fence import SCHEME
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["apply_effect", "effect_app_id", "committed_version", "target_schema"]
+__all__ = ["apply_effect", "effect_app_id", "committed_versions", "target_schema"]
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
@@ -48,13 +48,16 @@ def apply_effect(spark: Any, effect: Effect, table: pa.Table, app_id: str, versi
     return True
 
 
-def committed_version(spark: Any, effect: Effect, app_id: str, version: int) -> int | None:
-    """The version of ``app_id`` in ``effect``'s table. By path, the last one written; by name (Spark
-    Delta), read through the table's history, which only says whether ``version`` or later is in: then
-    ``version``, else None (a failure to read raises: unknown is never "not applied")."""
+def committed_versions(spark: Any, effect: Effect, apps: Mapping[str, int]) -> dict[str, int | None]:
+    """For each ``app_id -> version`` in ``apps``: the version of ``app_id`` in ``effect``'s table. By path,
+    the last one written, all read from one snapshot of the table; by name (Spark Delta), read through the
+    table's history, which only says whether ``version`` or later is in: then ``version``, else None (a
+    failure to read raises: unknown is never "not applied")."""
     if not is_path(effect.table):
-        return version if spark_delta.transaction_applied(spark, effect.table, app_id, version) else None
-    return DeltaPath(effect.table).version_of(app_id)
+        return {app: version if spark_delta.transaction_applied(spark, effect.table, app, version) else None
+                for app, version in apps.items()}
+    table = DeltaPath(effect.table).table()
+    return {app: None if table is None else table.transaction_version(app) for app in apps}
 
 
 def target_schema(table: str) -> pa.Schema | None:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.exactly_once.claims import Claim, leave_out
 from safebunny.exactly_once.delta_rs import is_path
-from safebunny.exactly_once.effects import apply_effect, committed_version, effect_app_id
+from safebunny.exactly_once.effects import apply_effect, committed_versions, effect_app_id
 from safebunny.exactly_once.fence import Orphan, TargetPlan, apply_version, check_expected, plan_target
 from safebunny.exactly_once.outcome import Effect
 
@@ -79,23 +79,20 @@ class Takeover:
         return effect_app_id(self.node, self.epoch, effect)
 
     def _plan(self, effect: Effect, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
+        """The plan for one target, from one read of its app transactions: this batch's own, the legacy one of
+        its epoch (a batch written before fences came) and each orphan's that applied ids there."""
         own = self._app(effect)
-        if not is_path(effect.table):  # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion)
-            own_version = None
-        else:
-            own_version = committed_version(self.spark, effect, own, apply_version(self.batch_id))
-        if is_path(effect.table) and own_version is None:  # a batch of this epoch written before fences came
-            legacy = committed_version(self.spark, effect, effect_app_id(self.node, self.epoch, effect, 1),
-                                       self.batch_id)
-            if legacy is not None and legacy >= self.batch_id:
-                return TargetPlan(done=True)
-        views = []
-        for claim in orphans:
-            ids = claim.applied.get(effect.key)
-            if not ids:
-                continue
-            app = effect_app_id(self.node, claim.epoch, effect, claim.scheme)
-            version = committed_version(self.spark, effect, app, apply_version(claim.batch_id, claim.scheme))
-            views.append(Orphan(claim.batch_id, claim.scheme, ids, app, version))
+        by_path = is_path(effect.table)
+        legacy = effect_app_id(self.node, self.epoch, effect, 1)
+        claimed = [(claim, ids, effect_app_id(self.node, claim.epoch, effect, claim.scheme))
+                   for claim in orphans if (ids := claim.applied.get(effect.key))]
+        # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion): no own or legacy read
+        apps = {own: apply_version(self.batch_id), legacy: self.batch_id} if by_path else {}
+        apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
+        versions = committed_versions(self.spark, effect, apps) if apps else {}
+        own_version, legacy_version = versions.get(own), versions.get(legacy)
+        if by_path and own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
+            return TargetPlan(done=True)  # a batch of this epoch written before fences came
+        views = [Orphan(claim.batch_id, claim.scheme, ids, app, versions.get(app)) for claim, ids, app in claimed]
         ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
-        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=is_path(effect.table))
+        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=by_path)
