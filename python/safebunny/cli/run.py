@@ -24,6 +24,7 @@ from typing import Any
 
 from safebunny.cli import exits
 from safebunny.cli.exits import CliError
+from safebunny.errors import SafeBunnyError
 
 __all__ = ["add_parsers", "session", "once", "continuous"]
 
@@ -55,6 +56,8 @@ def once(saga: Any, spark: Any, timeout: float, restarts: int) -> int:
     except TimeoutError as exc:
         print(f"safebunny run: {exc}", file=sys.stderr)
         return exits.LEFT
+    except SafeBunnyError:  # the command's own exit code for it (a broker error is 4)
+        raise
     except Exception as exc:  # noqa: BLE001 - a step failed: one line, and its exit code
         raise CliError(f"saga {saga.name!r}: {message_of(exc)}", exits.ERROR) from exc
     parked = _parked(saga) - parked_before
