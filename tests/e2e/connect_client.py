@@ -167,7 +167,7 @@ def notebook_scenario():
 
 def serverless_scenario():
     """A two-step saga run with ``saga.run(spark, trigger="availableNow")`` under serverless's trigger rule,
-    its metrics served by ``SagaMetrics`` (no listener over Connect: the numbers come from the status log)."""
+    its metrics served by ``SagaMetrics`` twice: with PySpark's listener, and without (the status log's)."""
     import time
     import urllib.request
 
@@ -195,7 +195,8 @@ def serverless_scenario():
         refused = saga.run(spark, trigger="1 second")  # what serverless says to a processing-time trigger
         refusals = sorted({type(q.exception()).__name__ for q in refused.queries.values()})
         refused.stop()
-        metrics = SagaMetrics(saga, port=0).start(spark)
+        metrics = SagaMetrics(saga, port=0).start(spark)  # PySpark 4's listener: its events reach this process
+        durable = SagaMetrics(saga, port=0, listener=False).start(spark)  # where a listener cannot reach it
         running = saga.run(spark, trigger="availableNow")
         orders = spark.createDataFrame([(f"o{i}",) for i in range(12)], "orderId string")
         saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
@@ -203,17 +204,20 @@ def serverless_scenario():
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             done = {s.node: s.processed for s in saga.status()}
-            if done == {"stock": 12, "shipping": 12}:
+            done["stock received"] = sum(s.received for s in saga.status() if s.node == "stock")
+            if done == {"stock": 12, "shipping": 12, "stock received": 15}:
                 break
             time.sleep(1)
-        with urllib.request.urlopen(metrics.url, timeout=60) as response:
-            scraped = response.read().decode()
-        rounds, listener = dict(running.rounds), metrics.listener
+        scraped = {}
+        for kind, server in (("listener", metrics), ("durable", durable)):
+            with urllib.request.urlopen(server.url, timeout=60) as response:
+                scraped[kind] = [ln for ln in response.read().decode().splitlines() if ln and not ln.startswith("#")]
+        rounds, listeners = dict(running.rounds), [m.listener is not None for m in (metrics, durable)]
         running.stop()
         metrics.stop()
-        return {"refusals": refusals, "done": done, "rounds": rounds, "listener": listener is not None,
-                "given_up": sorted(running.given_up),
-                "metrics": [ln for ln in scraped.splitlines() if ln and not ln.startswith("#")],
+        durable.stop()
+        return {"refusals": refusals, "done": done, "rounds": rounds, "listeners": listeners,
+                "given_up": sorted(running.given_up), "metrics": scraped,
                 "shipments": sorted(DeltaPath(os.path.join(workdir, "shipments")).read()
                                     .column("orderId").to_pylist()),
                 "waiting": saga._waiting()}

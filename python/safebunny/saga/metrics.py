@@ -4,11 +4,11 @@ Two sources, joined per step (label ``step="node.type"``, plus ``saga``):
 
 - a ``StreamingQueryListener`` (PySpark's Python listener) keeps each step query's last progress: input
   and processed rows per second, the last batch's rows, duration and id, and whether the query is active.
-  Over Spark Connect a listener runs on the server, in a process that cannot reach this one, so none is
-  added there: the last batch's rows, duration, id and processed rows per second come from the step's
-  durable per-batch counters (:mod:`safebunny.saga.status_log`), and ``active`` from the session's active
-  queries. The same counters stand in for a step whose query this listener has not seen (it ran in another
-  process, or before ``start``);
+  Over Spark Connect, PySpark 4's listener runs in this process too (the client receives the server's
+  events). Where the listener cannot reach this process (it could not be added, ``listener=False``, or the
+  step's query ran in another process), the last batch's rows, duration, id and processed rows per second
+  come from the step's durable per-batch counters (:mod:`safebunny.saga.status_log`), and ``active`` from
+  the session's active queries;
 - at each scrape, what ``saga.status()`` reads from durable places: the step's counters since the saga
   root was created (batches, received, processed, duplicates, failed, retried, parked), the backlog and
   retry-tier depths (AMQP passive declares) and unacked messages (when the management API answers).
@@ -104,8 +104,11 @@ def render(saga_name: str, samples: Iterable[Mapping[str, Any]]) -> str:
 class SagaMetrics:
     """Serves the metrics of ``saga``'s steps on ``host:port`` (``port=0`` picks a free one; see :attr:`port`)."""
 
-    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> None:
+    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
+        """``listener=False``: add no ``StreamingQueryListener``; the progress gauges come from the durable
+        per-batch counters (see the module docstring)."""
         self.saga = saga
+        self.use_listener = listener
         self.host = host
         self.requested_port = port
         self.progress: dict[str, dict[str, Any]] = {}  # step label -> last progress fields
@@ -150,12 +153,12 @@ class SagaMetrics:
     # -- a scrape ------------------------------------------------------------------------------
     def samples(self) -> list[dict[str, Any]]:
         """Per step: the durable status (without reading poison queues) and the last progress seen here, or,
-        where the listener saw none (always over Spark Connect), the last batch its status log recorded."""
+        where the listener saw none (or there is none), the last batch its status log recorded."""
         from safebunny.saga.status import status_fields
 
         with self._lock:
             progress = {k: dict(v) for k, v in self.progress.items()}
-        active = self._active_over_connect()
+        active = self._active_queries()
         out = []
         for step, fields in zip(self.saga.steps, status_fields(self.saga, poison=False), strict=True):
             label = f"{fields['node']}.{fields['type']}"
@@ -167,8 +170,8 @@ class SagaMetrics:
             out.append({"step": label, **fields, **seen})
         return out
 
-    def _active_over_connect(self) -> set[str] | None:
-        """Over Spark Connect (no listener): the labels of this session's active step queries; else None."""
+    def _active_queries(self) -> set[str] | None:
+        """Without a listener: the labels of the session's active step queries; else None."""
         if self._spark is None or self.listener is not None:
             return None
         prefix = f"{self.saga.name}."
@@ -184,13 +187,16 @@ class SagaMetrics:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, spark: Any) -> SagaMetrics:
-        """Add the listener to ``spark``'s streams (not over Spark Connect: see the module docstring) and serve
-        ``/metrics`` in a daemon thread."""
-        from safebunny.exactly_once.connect_epoch import is_connect
-
-        if not is_connect(spark):
-            self.listener = _listener(self)
-            spark.streams.addListener(self.listener)
+        """Add the listener to ``spark``'s streams (unless ``listener=False``; one that cannot be added is
+        logged, and the durable counters stand in) and serve ``/metrics`` in a daemon thread."""
+        if self.use_listener:
+            listener = _listener(self)
+            try:
+                spark.streams.addListener(listener)
+                self.listener = listener
+            except Exception as exc:  # noqa: BLE001 - the metrics still come, from the durable counters
+                log.warning("saga %s: no StreamingQueryListener (%s); the progress gauges come from the steps' "
+                            "durable counters", self.saga.name, exc)
         self._spark = spark
         self._server = ThreadingHTTPServer((self.host, self.requested_port), _handler(self))
         self._server.daemon_threads = True
