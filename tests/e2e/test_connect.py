@@ -1,5 +1,6 @@
 """safebunny over Spark Connect (Databricks serverless and standard-access compute): steps, sagas, the SQL id
-functions and notebook 02, each through a Connect client process against the run's one Connect server."""
+functions, notebook 02, and serverless's run modes (``saga.run(trigger="availableNow")`` with metrics, and the
+``safebunny run`` command), each through a Connect client process against the run's one Connect server."""
 
 import json
 import subprocess
