@@ -13,8 +13,11 @@
 
 dbutils.widgets.text("uri", "amqp://guest:guest@127.0.0.1:5672/%2F")  # noqa: F821
 dbutils.widgets.text("workdir", "/tmp/safebunny-notebooks")  # noqa: F821  (/Volumes/<catalog>/<schema>/<volume>/...)
+# serverless compute allows only availableNow: set this widget to availableNow there (saga.run then runs rounds)
+dbutils.widgets.text("trigger", "1 second")  # noqa: F821
 uri = dbutils.widgets.get("uri")  # noqa: F821
 workdir = dbutils.widgets.get("workdir")  # noqa: F821
+trigger = dbutils.widgets.get("trigger")  # noqa: F821
 try:
     password = dbutils.secrets.get("safebunny", "broker-password")  # noqa: F821  (never printed)
 except Exception:  # no secret scope (a local run): the password, if any, is in the URI
@@ -142,7 +145,7 @@ print(f"40 orders: 40 reserved, {40 - declined} shipped, {declined} released; {d
 
 import time
 
-running = saga.run(spark, trigger="1 second")  # noqa: F821
+running = saga.run(spark, trigger=trigger)  # noqa: F821
 more = spark.createDataFrame([(f"o{i}", "sku1", 1, "4000-0000-0000-0001") for i in range(40, 60)], ORDER)  # noqa: F821
 saga.start(more, node="orders", type="OrderPlaced", business_key="orderId")
 time.sleep(5)  # let part of it through, then stop in the middle

@@ -13,8 +13,11 @@
 
 dbutils.widgets.text("uri", "amqp://guest:guest@127.0.0.1:5672/%2F")  # noqa: F821
 dbutils.widgets.text("workdir", "/tmp/safebunny-notebooks")  # noqa: F821  (/Volumes/<catalog>/<schema>/<volume>/...)
+# serverless compute allows only availableNow: set this widget to availableNow there (saga.run then runs rounds)
+dbutils.widgets.text("trigger", "500 milliseconds")  # noqa: F821
 uri = dbutils.widgets.get("uri")  # noqa: F821
 workdir = dbutils.widgets.get("workdir")  # noqa: F821
+trigger = dbutils.widgets.get("trigger")  # noqa: F821
 try:
     password = dbutils.secrets.get("safebunny", "broker-password")  # noqa: F821  (never printed)
 except Exception:  # no secret scope (a local run): the password, if any, is in the URI
@@ -39,7 +42,7 @@ import safebunny
 safebunny.register(spark)  # noqa: F821
 root = f"{workdir}/saga03"
 shutil.rmtree(root, ignore_errors=True)
-broken = {"payment": True}
+fixed = f"{root}/payment-fixed"  # the "fix": a file, which the handler sees wherever it runs (on serverless, the server)
 saga = safebunny.Saga(f"nb-ops-{uuid.uuid4().hex[:6]}", uri=uri, password=password, root=root,
                       retry=safebunny.Retry(delays=("1s", "1s")), batch_size=100)
 
@@ -55,7 +58,7 @@ def reserve(orders, ctx):
 @saga.step("payment", consumes="StockReserved", from_node="stock", schema="orderId string, qty int", rows=True,
            produces=["PaymentCharged"])
 def charge(msg, ctx):  # one call per message, as to a payment provider (ctx.message_id is the idempotency key)
-    if msg["orderId"] == "o7" and broken["payment"]:
+    if msg["orderId"] == "o7" and not os.path.exists(fixed):
         raise ConnectionRefusedError("the provider refuses order o7")
     return safebunny.Outcome(emits=[safebunny.emit({"orderId": msg["orderId"]}, type="PaymentCharged")])
 
@@ -75,7 +78,7 @@ def ship(paid, ctx):
 from safebunny.saga import SagaMetrics
 
 metrics = SagaMetrics(saga, port=0).start(spark)  # noqa: F821  (a fixed port, 9108 by default, in production)
-running = saga.run(spark, trigger="500 milliseconds")  # noqa: F821
+running = saga.run(spark, trigger=trigger)  # noqa: F821
 orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(300)], "orderId string, qty int")  # noqa: F821
 saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
 samples, started = [], time.monotonic()
@@ -182,7 +185,7 @@ parked = saga.poison("payment", "StockReserved")
 parked.select("messageId", "correlationId", "attempts", "errorType", "reason").show(truncate=80)
 assert parked.count() == 1 and "refuses order o7" in parked.first().reason
 
-broken["payment"] = False  # the fix is deployed
+open(fixed, "w").close()  # the fix is deployed
 print("redriven:", saga.redrive("payment", "StockReserved"))
 saga.drain(spark)  # noqa: F821
 shipped = safebunny.Inbox(saga.inbox_path, "shipping").rows().to_pylist()

@@ -319,6 +319,26 @@ def s3_root(s3_bucket: str, request: pytest.FixtureRequest) -> str:
     return f"{s3_bucket}/{_name_for(request)}"
 
 
+#: the small saga the command-line tests load by file path
+CLI_SAGA_FILE = Path(__file__).parent / "e2e" / "cli_saga.py"
+
+
+@pytest.fixture
+def cli_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The environment tests/e2e/cli_saga.py reads (a saga of the test's own under ``tmp_path``); its topology
+    is deleted at the end."""
+    monkeypatch.setenv("SAFEBUNNY_URI", amqp_uri)
+    monkeypatch.setenv("CLI_SAGA_NAME", unique_name)
+    monkeypatch.setenv("CLI_SAGA_ROOT", str(tmp_path))
+    monkeypatch.setenv("CLI_SAGA_FIX", str(tmp_path / "fixed"))
+    monkeypatch.delenv("SAFEBUNNY_PASSWORD", raising=False)
+    yield tmp_path
+    from safebunny import topology
+    from safebunny.cli.locate import load_saga
+
+    topology.delete(load_saga(str(CLI_SAGA_FILE)))
+
+
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times).

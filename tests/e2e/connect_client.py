@@ -2,7 +2,9 @@
 
 It runs in its own process (a Connect session switches pyspark's functions to Connect mode for the whole
 process) against the test run's Connect server (the ``connect_url`` fixture), and prints one line
-``RESULT <json>`` for the test to check. Scenarios: ``step``, ``saga``, ``sql``, ``notebook``.
+``RESULT <json>`` for the test to check. Scenarios: ``step``, ``saga``, ``sql``, ``notebook`` (notebook 02 with
+the trigger widget at ``availableNow``), ``serverless``. The last two run with Databricks serverless's trigger
+rule (``serverless.refuse_processing_time``: only availableNow queries start).
 """
 
 import json
@@ -152,14 +154,78 @@ def sql_scenario():
 
 def notebook_scenario():
     sys.path.insert(0, str(Path(__file__).parents[1]))
+    from serverless import refuse_processing_time
+
     from notebook_runner import run_notebook
 
+    refuse_processing_time()
     path = Path(__file__).parents[2] / "notebooks" / "02_exactly_once_saga.py"
-    namespace = run_notebook(path, spark, {"uri": uri, "workdir": workdir})
+    namespace = run_notebook(path, spark, {"uri": uri, "workdir": workdir, "trigger": "availableNow"})
     safebunny.topology.delete(namespace["saga"])
     return {"ran": True}
 
 
-result = {"step": step_scenario, "saga": saga_scenario, "sql": sql_scenario, "notebook": notebook_scenario}[scenario]()
+def serverless_scenario():
+    """A two-step saga run with ``saga.run(spark, trigger="availableNow")`` under serverless's trigger rule,
+    its metrics served by ``SagaMetrics`` twice: with PySpark's listener, and without (the status log's)."""
+    import time
+    import urllib.request
+
+    from serverless import refuse_processing_time
+
+    from safebunny.saga import SagaMetrics
+
+    refuse_processing_time()
+    name = f"sbt-serverless-{uuid.uuid4().hex[:8]}"
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)))
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
+               produces=["StockReserved"])
+    def reserve(orders, ctx):
+        ok = orders.select("messageId", "orderId")
+        return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
+                                 emits=[safebunny.emit(ok, type="StockReserved")])
+
+    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
+    def ship(reserved, ctx):
+        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
+                                                           os.path.join(workdir, "shipments"))])
+
+    try:
+        refused = saga.run(spark, trigger="1 second")  # what serverless says to a processing-time trigger
+        refusals = sorted({type(q.exception()).__name__ for q in refused.queries.values()})
+        refused.stop()
+        metrics = SagaMetrics(saga, port=0).start(spark)  # PySpark 4's listener: its events reach this process
+        durable = SagaMetrics(saga, port=0, listener=False).start(spark)  # where a listener cannot reach it
+        running = saga.run(spark, trigger="availableNow")
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(12)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        saga.start(orders.limit(3), node="orders", type="OrderPlaced", business_key="orderId")  # duplicates
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            done = {s.node: s.processed for s in saga.status()}
+            done["stock received"] = sum(s.received for s in saga.status() if s.node == "stock")
+            if done == {"stock": 12, "shipping": 12, "stock received": 15}:
+                break
+            time.sleep(1)
+        scraped = {}
+        for kind, server in (("listener", metrics), ("durable", durable)):
+            with urllib.request.urlopen(server.url, timeout=60) as response:
+                scraped[kind] = [ln for ln in response.read().decode().splitlines() if ln and not ln.startswith("#")]
+        rounds, listeners = dict(running.rounds), [m.listener is not None for m in (metrics, durable)]
+        running.stop()
+        metrics.stop()
+        durable.stop()
+        return {"refusals": refusals, "done": done, "rounds": rounds, "listeners": listeners,
+                "given_up": sorted(running.given_up), "metrics": scraped,
+                "shipments": sorted(DeltaPath(os.path.join(workdir, "shipments")).read()
+                                    .column("orderId").to_pylist()),
+                "waiting": saga._waiting()}
+    finally:
+        safebunny.topology.delete(saga)
+
+
+result = {"step": step_scenario, "saga": saga_scenario, "sql": sql_scenario, "notebook": notebook_scenario,
+          "serverless": serverless_scenario}[scenario]()
 print("RESULT " + json.dumps(result), flush=True)
 spark.stop()

@@ -17,20 +17,6 @@ from safebunny.ids import correlation_id_for
 SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
 
 
-@pytest.fixture
-def cli_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("SAFEBUNNY_URI", amqp_uri)
-    monkeypatch.setenv("CLI_SAGA_NAME", unique_name)
-    monkeypatch.setenv("CLI_SAGA_ROOT", str(tmp_path))
-    monkeypatch.setenv("CLI_SAGA_FIX", str(tmp_path / "fixed"))
-    monkeypatch.delenv("SAFEBUNNY_PASSWORD", raising=False)
-    yield tmp_path
-    from safebunny import topology
-    from safebunny.cli.locate import load_saga
-
-    topology.delete(load_saga(SAGA_FILE))
-
-
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, object]:
     rc = main([*argv, "--json"])
     out = capsys.readouterr().out

@@ -35,6 +35,9 @@ from safebunny.ids import correlation_id_for
     (["poison", "redrive", "m:s", "--all", "--force"], {"all": True, "force": True}),
     (["trace", "m:s", "order-7"], {"key": "order-7", "saga": "m:s"}),
     (["message-id", "c", "billing", "Invoice", "2"], {"index": 2, "needs_saga": False}),
+    (["run", "m:s", "--once"], {"once": True, "continuous": False, "timeout": 600.0, "restarts": 2, "remote": None}),
+    (["run", "m:s", "--continuous", "--remote", "sc://h:15002", "--metrics-port", "9108"],
+     {"continuous": True, "remote": "sc://h:15002", "metrics_port": 9108, "metrics_host": "127.0.0.1"}),
 ])
 def test_parser_accepts(argv: list[str], expected: dict) -> None:
     args = vars(build_parser().parse_args(argv))
@@ -50,6 +53,10 @@ def test_parser_accepts(argv: list[str], expected: dict) -> None:
     ["poison", "show", "m:s"],                          # show needs --id
     ["topology", "drop", "m:s"],
     ["bogus"],
+    ["run", "m:s"],                                      # --once or --continuous
+    ["run", "m:s", "--once", "--continuous"],
+    ["run", "m:s", "--once", "--remote", "sc://h", "--master", "local[2]"],
+    ["run", "m:s", "--once", "--timeout", "0"],
 ])
 def test_parser_refuses_with_usage_code(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:

@@ -45,3 +45,15 @@ def test_the_log_file_survives_a_new_reader_and_ignores_a_replay(tmp_path: Path)
     assert again.counters().received == 4
     assert (tmp_path / "status" / "stock.OrderPlaced.json").exists()
     assert not list((tmp_path / "status").glob("*.tmp-*"))
+
+
+def test_the_last_batch_is_the_newest_counted_one(tmp_path: Path) -> None:
+    from safebunny.saga.status_log import last_batch
+
+    log = StatusLog(str(tmp_path), "stock.OrderPlaced")
+    assert log.last_batch() is None and last_batch(None) is None
+    now = dt.datetime(2026, 11, 26, 12, tzinfo=dt.timezone.utc)
+    for batch_id, received in ((0, 7), (1, 3)):
+        log.record("e1", batch_id, BatchCounts(received, received, 0, 0, 0, 0, received, 0.25 * received, now))
+    last = log.last_batch()
+    assert (last.batch_id, last.received, last.seconds) == (1, 3, 0.75) and last.finished_at.startswith("2026-11-26")

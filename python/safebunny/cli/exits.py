@@ -10,13 +10,16 @@ code   meaning
 3      the saga could not be located or loaded (``module:attribute`` or file)
 4      the broker: unreachable, login refused, vhost or queue missing
 5      another safebunny error (a queue declared with other arguments, ...)
+6      ``run --once``: messages still wait in step queues or retry tiers when
+       ``--timeout`` ended (run it again)
+7      ``run --once``: drained, but messages were parked in poison during the run
 130    interrupted (Ctrl-C)
 =====  ==========================================================================
 """
 
 from __future__ import annotations
 
-__all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "ERROR", "INTERRUPTED", "CliError"]
+__all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "ERROR", "LEFT", "PARKED", "INTERRUPTED", "CliError"]
 
 OK = 0
 NOT_FOUND = 1
@@ -24,6 +27,8 @@ USAGE = 2
 SAGA = 3
 BROKER = 4
 ERROR = 5
+LEFT = 6
+PARKED = 7
 INTERRUPTED = 130
 
 

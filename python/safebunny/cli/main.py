@@ -6,6 +6,7 @@ Commands (``safebunny <command> --help`` for each)::
     safebunny status <saga> [--shards] [--watch [SECONDS]]
     safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
     safebunny trace <saga> <correlation id or business key>
+    safebunny run <saga> --once|--continuous [--remote URL|--master MASTER] [--metrics-port PORT]
     safebunny instances <saga> [--state running|retrying|parked|discarded|compensated|completed] [--limit N|--all]
     safebunny message-id <causation id> <node> <type> [index]
     safebunny correlation-id <business key>
@@ -24,7 +25,7 @@ import sys
 from typing import Any
 
 from safebunny import __version__
-from safebunny.cli import exits, ids, instances, poison, status, topology, trace
+from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace
 from safebunny.cli.exits import CliError
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
 from safebunny.uri import redact
@@ -33,7 +34,8 @@ __all__ = ["main", "build_parser"]
 
 _EPILOG = ("<saga> is package.module:attribute or path/to/file.py[:attribute]. Broker: --uri, else SAFEBUNNY_URI, "
            "else the saga's uri; password: SAFEBUNNY_PASSWORD, else a prompt. Exit codes: 0 done, 1 nothing "
-           "matched, 2 usage, 3 saga not loadable, 4 broker, 5 other error, 130 interrupted.")
+           "matched, 2 usage, 3 saga not loadable, 4 broker, 5 other error, 6 run --once left messages, 7 run "
+           "--once parked messages, 130 interrupted.")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -59,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     poison.add_parsers(sub, common)
     trace.add_parsers(sub, common)
     instances.add_parsers(sub, common)
+    run.add_parsers(sub, common)
     ids.add_parsers(sub)
     return parser
 

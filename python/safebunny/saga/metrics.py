@@ -3,7 +3,12 @@
 Two sources, joined per step (label ``step="node.type"``, plus ``saga``):
 
 - a ``StreamingQueryListener`` (PySpark's Python listener) keeps each step query's last progress: input
-  and processed rows per second, the last batch's rows, duration and id, and whether the query is active;
+  and processed rows per second, the last batch's rows, duration and id, and whether the query is active.
+  Over Spark Connect, PySpark 4's listener runs in this process too (the client receives the server's
+  events). Where the listener cannot reach this process (it could not be added, ``listener=False``, or the
+  step's query ran in another process), the last batch's rows, duration, id and processed rows per second
+  come from the step's durable per-batch counters (:mod:`safebunny.saga.status_log`), and ``active`` from
+  the session's active queries;
 - at each scrape, what ``saga.status()`` reads from durable places: the step's counters since the saga
   root was created (batches, received, processed, duplicates, failed, retried, parked), the backlog and
   retry-tier depths (AMQP passive declares) and unacked messages (when the management API answers).
@@ -99,8 +104,11 @@ def render(saga_name: str, samples: Iterable[Mapping[str, Any]]) -> str:
 class SagaMetrics:
     """Serves the metrics of ``saga``'s steps on ``host:port`` (``port=0`` picks a free one; see :attr:`port`)."""
 
-    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1") -> None:
+    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
+        """``listener=False``: add no ``StreamingQueryListener``; the progress gauges come from the durable
+        per-batch counters (see the module docstring)."""
         self.saga = saga
+        self.use_listener = listener
         self.host = host
         self.requested_port = port
         self.progress: dict[str, dict[str, Any]] = {}  # step label -> last progress fields
@@ -144,25 +152,51 @@ class SagaMetrics:
 
     # -- a scrape ------------------------------------------------------------------------------
     def samples(self) -> list[dict[str, Any]]:
-        """Per step: the durable status (without reading poison queues) and the last progress seen here."""
+        """Per step: the durable status (without reading poison queues) and the last progress seen here, or,
+        where the listener saw none (or there is none), the last batch its status log recorded."""
         from safebunny.saga.status import status_fields
 
         with self._lock:
             progress = {k: dict(v) for k, v in self.progress.items()}
+        active = self._active_queries()
         out = []
-        for fields in status_fields(self.saga, poison=False):
+        for step, fields in zip(self.saga.steps, status_fields(self.saga, poison=False), strict=True):
             label = f"{fields['node']}.{fields['type']}"
-            out.append({"step": label, **fields, **_step_progress(progress, label)})
+            seen = _step_progress(progress, label) if any(
+                k == label or k.startswith(f"{label}.shard.") for k in progress) else None
+            if seen is None:
+                seen = _durable_progress(self.saga.root, step)
+                seen["active"] = int(any(u.unit_label in active for u in step.units())) if active is not None else 0
+            out.append({"step": label, **fields, **seen})
         return out
+
+    def _active_queries(self) -> set[str] | None:
+        """Without a listener: the labels of the session's active step queries; else None."""
+        if self._spark is None or self.listener is not None:
+            return None
+        prefix = f"{self.saga.name}."
+        try:
+            names = [q.name for q in self._spark.streams.active]
+        except Exception as exc:  # noqa: BLE001 - a scrape without "active" beats a failed scrape
+            log.debug("saga %s: active queries unknown: %s", self.saga.name, exc)
+            return None
+        return {n[len(prefix):] for n in names if n and n.startswith(prefix)}
 
     def text(self) -> str:
         return render(self.saga.name, self.samples())
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, spark: Any) -> SagaMetrics:
-        """Add the listener to ``spark``'s streams and serve ``/metrics`` in a daemon thread."""
-        self.listener = _listener(self)
-        spark.streams.addListener(self.listener)
+        """Add the listener to ``spark``'s streams (unless ``listener=False``; one that cannot be added is
+        logged, and the durable counters stand in) and serve ``/metrics`` in a daemon thread."""
+        if self.use_listener:
+            listener = _listener(self)
+            try:
+                spark.streams.addListener(listener)
+                self.listener = listener
+            except Exception as exc:  # noqa: BLE001 - the metrics still come, from the durable counters
+                log.warning("saga %s: no StreamingQueryListener (%s); the progress gauges come from the steps' "
+                            "durable counters", self.saga.name, exc)
         self._spark = spark
         self._server = ThreadingHTTPServer((self.host, self.requested_port), _handler(self))
         self._server.daemon_threads = True
@@ -178,7 +212,8 @@ class SagaMetrics:
             self._server = None
         if self._spark is not None and self.listener is not None:
             self._spark.streams.removeListener(self.listener)
-            self._spark = None
+        self._spark = None
+        self.listener = None
 
     def __enter__(self) -> SagaMetrics:
         return self
@@ -201,6 +236,23 @@ def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str,
     seconds = [p["batchSeconds"] for p in parts if p.get("batchSeconds") is not None]
     if seconds:
         out["batchSeconds"] = max(seconds)
+    return out
+
+
+def _durable_progress(root: str, step: Any) -> dict[str, Any]:
+    """A step's last batch from its status log (its shards' together: rows added, the longest batch); the id
+    only for an unsharded step."""
+    from safebunny.saga.status_log import StatusLog
+
+    lasts = [b for b in (StatusLog(root, u.unit_label).last_batch() for u in step.units()) if b is not None]
+    if not lasts:
+        return {}
+    rows, seconds = sum(b.received for b in lasts), max(b.seconds for b in lasts)
+    out: dict[str, Any] = {"numInputRows": rows, "batchSeconds": seconds}
+    if seconds > 0:
+        out["processedRowsPerSecond"] = rows / seconds
+    if len(lasts) == 1 and step.shards is None:
+        out["batchId"] = lasts[0].batch_id
     return out
 
 

@@ -26,11 +26,21 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry"]
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry", "AVAILABLE_NOW",
+           "IDLE_ROUND_S", "is_available_now"]
 
 log = logging.getLogger("safebunny.saga")
 #: how long a handover waits for the shard's running batch to end before it stops the query anyway
 HANDOVER_WAIT_S = 30.0
+#: ``saga.run(spark, trigger=AVAILABLE_NOW)``: rounds of availableNow queries (Databricks serverless)
+AVAILABLE_NOW = "availableNow"
+#: in rounds, how long a step whose last round read nothing waits before its next round
+IDLE_ROUND_S = 2.0
+
+
+def is_available_now(trigger: str | None) -> bool:
+    """Whether ``trigger`` asks for availableNow rounds (``"availableNow"``, any case, ``-``/``_`` ignored)."""
+    return trigger is not None and trigger.replace("-", "").replace("_", "").lower() == "availablenow"
 
 
 def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = None) -> Any:
@@ -111,13 +121,23 @@ def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
 
 
 class RunningSaga:
-    """All steps of a saga running continuously; a supervisor restarts a failed step with backoff."""
+    """All steps of a saga running continuously; a supervisor restarts a failed step with backoff.
+
+    With ``trigger="availableNow"`` (:data:`AVAILABLE_NOW`, the only trigger Databricks serverless allows) each
+    step runs in rounds: its query reads what its queue holds when it starts, ends by itself, and the supervisor
+    starts the next round at its next tick (every second), or :data:`IDLE_ROUND_S` later when the round read
+    nothing. A failed round is restarted with backoff as a failed query is. ``rounds`` counts each step's ended
+    rounds."""
 
     def __init__(self, spark: Any, saga: Any, trigger: str, max_backoff_s: float = 60.0, balance: bool = True) -> None:
         self.spark = spark
         self.saga = saga
         self.trigger = trigger
+        #: rounds of availableNow queries instead of processing-time queries that run until stopped
+        self.in_rounds = is_available_now(trigger)
         self.max_backoff_s = max_backoff_s
+        #: step label -> rounds that ended without an error (availableNow only)
+        self.rounds: dict[str, int] = {}
         #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
         self.balancer = Balancer(saga) if balance and saga.driver is not None else None
         self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
@@ -141,7 +161,7 @@ class RunningSaga:
             return _NotStarted(exc)
 
     def _start(self, step: SagaStep) -> Any:
-        query = start_query(self.spark, self.saga, step, self.trigger)
+        query = start_query(self.spark, self.saga, step, None if self.in_rounds else self.trigger)
         if self.balancer is not None and step.shard is not None:
             self.balancer.started_query(step.unit_label)
         return query
@@ -149,12 +169,16 @@ class RunningSaga:
     def _supervise(self) -> None:
         activate(self.spark)
         retry_at: dict[str, float] = {}
+        next_round: dict[str, float] = {}  # availableNow: a step whose round read nothing -> when it goes again
         while not self._stop.wait(1.0):
             for step in self.saga.units():
                 query = self.queries[step.unit_label]
                 if query.isActive or self._stop.is_set() or step.unit_label in self.given_up:
                     continue
                 now = time.monotonic()
+                if self.in_rounds and step.unit_label not in retry_at and self._round_ended(step, query, now,
+                                                                                            next_round):
+                    continue
                 if step.unit_label not in retry_at:
                     failure = query.exception()
                     if failure is not None:
@@ -179,6 +203,24 @@ class RunningSaga:
                         log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.unit_label, exc)
             if self.balancer is not None and not self._stop.is_set():
                 self._balance()
+
+    def _round_ended(self, step: SagaStep, query: Any, now: float, next_round: dict[str, float]) -> bool:
+        """availableNow: whether ``query`` is a round that ended without an error, handled here (its next round
+        started now, or after :data:`IDLE_ROUND_S` when it read nothing); False for a failed one."""
+        label = step.unit_label
+        if label not in next_round:
+            if isinstance(query, _NotStarted) or query.exception() is not None:
+                return False
+            self.rounds[label] = self.rounds.get(label, 0) + 1
+            next_round[label] = now + (0.0 if _read_rows(query) else IDLE_ROUND_S)
+        if now < next_round[label]:
+            return True
+        del next_round[label]
+        try:
+            self.queries[label] = self._start(step)
+        except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
+            self.queries[label] = _NotStarted(exc)
+        return True
 
     def _balance(self) -> None:
         """Hand each shard this driver holds and the live drivers' assignment gives to another over: stop its
@@ -295,6 +337,15 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                                "timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def _read_rows(query: Any) -> bool:
+    """Whether an ended query read any rows (its progress; True when it cannot say, so the next round is not
+    delayed)."""
+    try:
+        return any((p or {}).get("numInputRows", 0) for p in query.recentProgress)
+    except Exception:  # noqa: BLE001 - a query that cannot say counts as busy
+        return True
 
 
 def _not_worth_a_restart(error: BaseException) -> bool:

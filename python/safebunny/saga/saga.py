@@ -325,7 +325,10 @@ class Saga:
         instances.record_started(self, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
-        """Start every step as its own streaming query; returns a handle with ``stop()``. Among several drivers
+        """Start every step as its own streaming query; returns a handle with ``stop()``. ``trigger``: a
+        processing-time interval (``"1 second"``), or ``"availableNow"`` for rounds of availableNow queries, each
+        step's next round started as its last one ends (Databricks serverless refuses processing-time triggers;
+        :class:`~safebunny.saga.runner.RunningSaga`). Among several drivers
         (``driver=``), ``balance`` keeps a lease under the root and hands shards to the other live drivers until
         each holds its share (docs/sagas.md, "Sharded steps and several drivers"); ``False`` leaves every shard
         with the first driver to attach."""

@@ -25,7 +25,8 @@ import orjson
 from safebunny.atomic import write_atomically
 from safebunny.journal import resolve_location
 
-__all__ = ["BatchCounts", "StepCounters", "StatusLog", "add_batch", "summary", "COUNTERS", "RATE_WINDOW_S"]
+__all__ = ["BatchCounts", "StepCounters", "StatusLog", "LastBatch", "add_batch", "summary", "last_batch", "COUNTERS",
+           "RATE_WINDOW_S"]
 
 #: the totals kept per step (the counter vocabulary of ``StepStatus``)
 COUNTERS = ("batches", "received", "processed", "duplicates", "failed", "retried", "parked", "emitted")
@@ -96,6 +97,25 @@ def add_batch(record: Mapping[str, Any] | None, epoch: str, batch_id: int, count
     return out
 
 
+@dataclass(frozen=True)
+class LastBatch:
+    """The last counted batch of a step: its id, messages received, seconds it took and when it finished."""
+
+    batch_id: int | None
+    received: int
+    seconds: float
+    finished_at: str
+
+
+def last_batch(record: Mapping[str, Any] | None) -> LastBatch | None:
+    """The record's last counted batch, or None before the first."""
+    recent = (record or {}).get("recent") or []
+    if not recent:
+        return None
+    stamp, received, seconds = recent[-1][:3]
+    return LastBatch(record.get("last_batch_id") if record else None, int(received), float(seconds), stamp)
+
+
 def summary(step: str, record: Mapping[str, Any] | None, now: dt.datetime | None = None) -> StepCounters:
     """A step's counters from its record (zeros and no rate when it has none)."""
     record = record or {}
@@ -128,6 +148,10 @@ class StatusLog:
 
     def counters(self, now: dt.datetime | None = None) -> StepCounters:
         return summary(self.label, self.read(), now)
+
+    def last_batch(self) -> LastBatch | None:
+        """The step's last counted batch (:func:`last_batch`)."""
+        return last_batch(self.read())
 
     def record(self, epoch: str, batch_id: int, counts: BatchCounts, driver: str | None = None) -> bool:
         """Count batch ``(epoch, batch_id)`` once; False when it was counted before (a replay)."""

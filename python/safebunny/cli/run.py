@@ -1,0 +1,141 @@
+"""``safebunny run <saga> --once|--continuous``: run a saga's steps, for a job task (Databricks serverless too).
+
+``--once`` drains the saga (``saga.drain``: availableNow rounds until nothing moves) and exits; its code says
+what is left (:mod:`safebunny.cli.exits`): 0 drained, nothing newly parked; 6 messages still wait (the
+``--timeout`` ended first: run it again); 7 drained, but messages were parked during the run; 5 a step failed.
+A continuous Databricks job restarts such a task as it ends.
+
+``--continuous`` runs ``saga.run(spark, trigger="availableNow")``: each step in rounds of availableNow queries
+until the process is interrupted (Ctrl-C, or SIGTERM as a job's cancel sends), then stops the queries
+between batches and exits 0; it exits 5 when a step stops for good (a plan error). ``--metrics-port``
+serves the saga's Prometheus metrics meanwhile (:class:`~safebunny.saga.metrics.SagaMetrics`).
+
+The Spark session: ``--remote sc://...`` (Spark Connect), else ``--master`` (a new local session), else
+whatever ``SparkSession.builder.getOrCreate()`` gives (the job's session on Databricks; ``SPARK_REMOTE``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from typing import Any
+
+from safebunny.cli import exits
+from safebunny.cli.exits import CliError
+from safebunny.errors import SafeBunnyError
+
+__all__ = ["add_parsers", "session", "once", "continuous"]
+
+
+def session(remote: str | None, master: str | None) -> Any:
+    """The Spark session a run uses (see the module docstring)."""
+    from pyspark.sql import SparkSession
+
+    if remote:
+        return SparkSession.builder.remote(remote).getOrCreate()
+    if master:
+        from safebunny.spark_conf import use_local_checkpoints
+
+        return use_local_checkpoints(SparkSession.builder.master(master).appName("safebunny-run")).getOrCreate()
+    return SparkSession.builder.getOrCreate()
+
+
+def _parked(saga: Any) -> int:
+    return sum(s.parked for s in saga.status())
+
+
+def once(saga: Any, spark: Any, timeout: float, restarts: int) -> int:
+    """Drain ``saga`` once; the exit code (see the module docstring)."""
+    from safebunny.spark_errors import message_of
+
+    parked_before = _parked(saga)
+    try:
+        rounds = saga.drain(spark, timeout=timeout, restarts=restarts)
+    except TimeoutError as exc:
+        print(f"safebunny run: {exc}", file=sys.stderr)
+        return exits.LEFT
+    except SafeBunnyError:  # the command's own exit code for it (a broker error is 4)
+        raise
+    except Exception as exc:  # noqa: BLE001 - a step failed: one line, and its exit code
+        raise CliError(f"saga {saga.name!r}: {message_of(exc)}", exits.ERROR) from exc
+    parked = _parked(saga) - parked_before
+    print(f"saga {saga.name}: drained in {rounds} round(s); {parked} message(s) parked in this run")
+    if parked:
+        print(f"safebunny run: {parked} message(s) went to poison: safebunny poison list <saga>", file=sys.stderr)
+        return exits.PARKED
+    return exits.OK
+
+
+def continuous(saga: Any, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
+               check_every: float = 1.0) -> int:
+    """Run ``saga`` in availableNow rounds until interrupted; the exit code (see the module docstring)."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    metrics = running = None
+    try:
+        if metrics_port is not None:
+            from safebunny.saga.metrics import SagaMetrics
+
+            metrics = SagaMetrics(saga, port=metrics_port, host=metrics_host).start(spark)
+            print(f"saga {saga.name}: metrics at {metrics.url}", flush=True)
+        running = saga.run(spark, trigger="availableNow")
+        print(f"saga {saga.name}: running {len(running.queries)} step queries in availableNow rounds "
+              "(Ctrl-C or SIGTERM stops)", flush=True)
+        while not running.given_up:
+            time.sleep(check_every)
+        errors = "; ".join(f"{label}: {running.errors.get(label)}" for label in sorted(running.given_up))
+        raise CliError(f"saga {saga.name!r}: step(s) stopped for good: {errors}", exits.ERROR)
+    except KeyboardInterrupt:
+        print(f"saga {saga.name}: stopping", flush=True)
+        return exits.OK
+    finally:
+        if running is not None:
+            running.stop()
+        if metrics is not None:
+            metrics.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, saga: Any) -> int:
+    spark = session(args.remote, args.master)
+    if args.once:
+        return once(saga, spark, args.timeout, args.restarts)
+    return continuous(saga, spark, args.metrics_port, args.metrics_host)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds as a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    """Add ``run``."""
+    cmd = sub.add_parser("run", parents=[common],
+                         help="run the saga's steps: drain once (--once) or in availableNow rounds (--continuous)")
+    cmd.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
+    mode = cmd.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--once", action="store_true",
+                      help="drain once and exit: 0 drained, 6 messages left (timeout), 7 messages parked, 5 failed")
+    mode.add_argument("--continuous", action="store_true",
+                      help="run in availableNow rounds until Ctrl-C or SIGTERM (exit 0), or a step stops (5)")
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("--remote", metavar="URL", help="a Spark Connect server, e.g. sc://host:15002")
+    where.add_argument("--master", metavar="MASTER", help="a new local session, e.g. local[2]")
+    cmd.add_argument("--timeout", type=_seconds, default=600.0, metavar="SECONDS",
+                     help="--once: give up after this long (default 600; exit 6)")
+    cmd.add_argument("--restarts", type=int, default=2, metavar="N",
+                     help="--once: failures of one step in a row before it counts as failed (default 2)")
+    cmd.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                     help="--continuous: serve Prometheus metrics on this port")
+    cmd.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                     help="--continuous: the address metrics listen on (default 127.0.0.1; 0.0.0.0 for all)")
+    cmd.set_defaults(run=_run)
