@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.storage.volumes import refuse_volume
 
 __all__ = ["resolve_queue_type", "require_journal"]
 
@@ -22,14 +23,19 @@ def resolve_queue_type(options: Mapping[str, Any]) -> str:
 
 
 def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
-    """Classic and quorum queues need ``journalLocation``; say so before the query starts."""
-    if queue_type != "stream" and not options.get("journalLocation"):
+    """Classic and quorum queues need ``journalLocation``, off Unity Catalog volumes; say so before the query
+    starts."""
+    if queue_type == "stream":
+        return
+    if not options.get("journalLocation"):
         raise SafeBunnyOptionError(
             f"Option 'journalLocation' is required to read the {queue_type} queue {options['queue']!r}: "
-            "set it to a durable directory every executor can read (local disk in local mode, DBFS, a "
-            "Volume or S3 on a cluster), e.g. .option('journalLocation', '/checkpoints/orders/journal'). "
+            "set it to a durable directory every executor can read (local disk in local mode, a cloud storage "
+            "URI such as 's3://...' or DBFS on a cluster), e.g. "
+            ".option('journalLocation', '/checkpoints/orders/journal'). "
             "Each batch's messages are written there before Spark logs the batch, so a replay is exact. "
             "(Batch reads with spark.read are for stream queues only; read classic and quorum queues with "
             "readStream and trigger(availableNow=True).)",
             "journalLocation",
         )
+    refuse_volume(options["journalLocation"], "Option 'journalLocation'", "journalLocation")

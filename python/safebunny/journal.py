@@ -4,13 +4,12 @@ A batch's messages are written here *before* its end offset is returned to Spark
 back by the executors; a replay after a crash therefore returns exactly the logged batch.
 Files are Arrow IPC streams named by the batch's sequence range, written to a temporary
 name and renamed, so a reader never sees half a file. Any filesystem pyarrow knows works
-(local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``; on Databricks use a ``/dbfs/``
-or ``/Volumes/`` path).
+(local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``; on Databricks the cloud URI behind a
+volume: a ``/Volumes/`` path is refused, :mod:`safebunny.storage.volumes`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,10 +17,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from safebunny.atomic import write_atomically
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
+from safebunny.storage.location import resolve_location
+from safebunny.storage.records import list_records, remove_record
+from safebunny.storage.volumes import refuse_volume
+from safebunny.storage.writes import write_atomically
 
-__all__ = ["Journal", "batch_file_name", "parse_batch_file_name", "resolve_location"]
+__all__ = ["Journal", "batch_file_name", "parse_batch_file_name"]
 
 _NAME = re.compile(r"^batch-(\d{20})-(\d{20})\.arrow$")
 
@@ -36,22 +38,11 @@ def parse_batch_file_name(name: str) -> tuple[int, int] | None:
     return (int(match[1]), int(match[2])) if match else None
 
 
-def resolve_location(location: str, option: str = "journalLocation") -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path of a local path (made absolute) or a URI pyarrow knows; an error naming
-    ``option`` when it is neither."""
-    try:
-        return pafs.FileSystem.from_uri(location)
-    except (pa.ArrowInvalid, ValueError):
-        if "://" in location:
-            raise SafeBunnyOptionError(
-                f"Option '{option}' is not a path or URI pyarrow can open: {location!r}.", option) from None
-        return pafs.LocalFileSystem(), os.path.abspath(location)
-
-
 class Journal:
     """Batches of one query's source, under ``location``."""
 
     def __init__(self, location: str) -> None:
+        refuse_volume(location, "Option 'journalLocation'", "journalLocation")  # before anything is written
         self.location = location
         self.fs, self.root = resolve_location(location)
 
@@ -123,12 +114,8 @@ class Journal:
 
     def files(self) -> list[tuple[str, int]]:
         """``(path, end_seq)`` of every batch file and leftover temporary file, by listing the location."""
-        try:
-            infos = self.fs.get_file_info(pafs.FileSelector(self.root, allow_not_found=True))
-        except FileNotFoundError:
-            return []
         found = []
-        for info in infos:
+        for info in list_records(self.fs, self.root):
             name = info.base_name
             parsed = parse_batch_file_name(name.split(".arrow")[0] + ".arrow") if ".arrow" in name else None
             if parsed is not None:
@@ -137,11 +124,7 @@ class Journal:
 
     def delete_path(self, path: str) -> bool:
         """Delete one file of :meth:`files`; False when it is already gone."""
-        try:
-            self.fs.delete_file(path)
-        except FileNotFoundError:
-            return False
-        return True
+        return remove_record(self.fs, path)
 
     def delete(self, start_seq: int, end_seq: int) -> bool:
         """Delete the batch file of ``(start_seq, end_seq]`` without listing the location; False when it is

@@ -32,9 +32,8 @@ reader's: hosts' clocks must agree to well within that). A record written before
 carries none: such an owner on another host counts as running for :data:`LEASE_SECONDS` after its claim
 when unlogged, and is always refused when logged.
 
-Creation is atomic on local and FUSE-mounted paths (``/dbfs/``, ``/Volumes/``): a hard link, or an
-exclusive create. On object stores (``s3://``) pyarrow offers no exclusive create, so the claim is
-written and read back (best effort against two queries starting in the same second).
+Creation is :func:`~safebunny.storage.writes.write_if_absent`: atomic on local and FUSE-mounted paths
+(``/dbfs/``), best effort on object stores (``s3://``), which pyarrow gives no exclusive create.
 """
 
 from __future__ import annotations
@@ -51,9 +50,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from safebunny.atomic import write_atomically
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.journal import Journal
+from safebunny.storage.records import read_record
+from safebunny.storage.writes import write_atomically, write_if_absent
 
 __all__ = ["OWNER_FILE", "LEASE_SECONDS", "RENEW_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord",
            "JournalOwnerError"]
@@ -153,10 +153,8 @@ class JournalOwner:
     def read(self) -> OwnerRecord | None:
         """The owner file's record, or None when there is none."""
         for attempt in range(20):
-            try:
-                with self.journal.fs.open_input_stream(self._path) as f:
-                    data = f.read()
-            except FileNotFoundError:
+            data = read_record(self.journal.fs, self._path)
+            if data is None:
                 return None
             try:
                 return OwnerRecord.from_json(data)
@@ -179,29 +177,7 @@ class JournalOwner:
     def _create(self, record: OwnerRecord) -> bool:
         """Write the owner file unless one exists; True when this call created it."""
         self.journal.ensure()
-        data = record.to_json()
-        if self._local:
-            tmp = _write_synced(f"{self._path}.{uuid.uuid4().hex}.tmp", data)
-            try:
-                os.link(tmp, self._path)  # atomic, and the file is complete when it appears
-                return True
-            except FileExistsError:
-                return False
-            except OSError:  # no hard links here (some FUSE mounts): an exclusive create instead
-                try:
-                    fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-                except FileExistsError:
-                    return False
-                _write_synced(fd, data)
-                return True
-            finally:
-                os.unlink(tmp)
-        if self.read() is not None:
-            return False
-        with self.journal.fs.open_output_stream(self._path) as f:
-            f.write(data)
-        again = self.read()
-        return again is not None and again.instance == record.instance
+        return write_if_absent(self.journal.fs, self._path, record.to_json())
 
     def _replace(self, record: OwnerRecord) -> None:
         """Rewrite the owner file (this reader owns it already)."""
@@ -363,11 +339,3 @@ class JournalOwner:
         value = offset.get(OFFSET_KEY)
         return str(value) if value else None
 
-
-def _write_synced(target: str | int, data: bytes) -> str | int:
-    """Write ``data`` to a path (created) or an open descriptor, fsync it, close it; returns ``target``."""
-    with open(target, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return target

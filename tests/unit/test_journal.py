@@ -95,7 +95,7 @@ def test_object_stores_are_told_from_local_filesystems():
     copy and a delete), and keeps temp-file-then-rename on a local filesystem."""
     from pyarrow import fs as pafs
 
-    from safebunny.atomic import is_object_store
+    from safebunny.storage.location import is_object_store
 
     assert not is_object_store(pafs.LocalFileSystem())
     assert not is_object_store(pafs.SubTreeFileSystem("/tmp", pafs.LocalFileSystem()))

@@ -23,6 +23,8 @@ FORBIDDEN = {
     "saga": {"cli", "demo"},
     "options": {"amqp", "streams", "exactly_once", "saga", "cli", "demo"},
 }
+#: package -> the only safebunny modules and packages it may import (besides its own)
+ONLY = {"storage": {"errors"}}
 # the one documented exception: safebunny.register(spark) hands Spark the plugin's DefaultSource
 PLUGIN_ALLOWED = {"__init__.py"}
 
@@ -60,6 +62,11 @@ def test_dependencies_point_one_way(path: Path) -> None:
     for banned in FORBIDDEN.get(package or "", set()):
         hits = sorted(n for n in imported if n == f"safebunny.{banned}" or n.startswith(f"safebunny.{banned}."))
         assert not hits, f"{rel} (package {package}) imports {hits}; {package} must not depend on {banned}"
+    if package in ONLY:
+        allowed = ONLY[package] | {package}
+        hits = sorted(n for n in imported if n.split(".")[0] == "safebunny" and n != "safebunny"
+                      and n.split(".")[1] not in allowed)
+        assert not hits, f"{rel} (package {package}) imports {hits}; {package} may import only {sorted(allowed)}"
 
 
 def test_every_package_declares_all() -> None:
@@ -147,8 +154,13 @@ def test_the_cycle_finder_finds_a_cycle_and_only_a_cycle() -> None:
     assert find_cycle({"x": {"x"}}) == ["x", "x"]
 
 
+#: top-level modules that are a node of their own in the folder graph
+_TOP = {"errors": "<errors>"}
+
+
 def _folder_graph() -> dict[str, set[str]]:
-    """Which of the core's folders import which (the top-level modules count as one folder, "<top>";
+    """Which of the core's folders import which (the top-level modules count as one folder, "<top>", but for
+    ``errors``, which imports nothing of safebunny and which every folder may use: its own node, "<errors>";
     the package's own ``__init__`` re-exports everything and ``__main__``, ``python -m safebunny``, runs the
     command line: both are entry points that nothing imports, and are left out)."""
     graph: dict[str, set[str]] = {}
@@ -156,15 +168,20 @@ def _folder_graph() -> dict[str, set[str]]:
         rel = path.relative_to(CORE)
         if rel in (Path("__init__.py"), Path("__main__.py")):
             continue
-        source = rel.parts[0] if len(rel.parts) > 1 else "<top>"
+        source = rel.parts[0] if len(rel.parts) > 1 else _TOP.get(rel.stem, "<top>")
         for name in _imports(path):
             parts = name.split(".")
             if parts[0] != "safebunny" or len(parts) < 2:
                 continue
-            target = parts[1] if (CORE / parts[1]).is_dir() else "<top>"
+            target = parts[1] if (CORE / parts[1]).is_dir() else _TOP.get(parts[1], "<top>")
             if target != source:
                 graph.setdefault(source, set()).add(target)
     return graph
+
+
+def test_errors_imports_nothing_of_safebunny() -> None:
+    """``errors`` is a node of its own in the folder graph only while it depends on nothing."""
+    assert not [n for n in _imports(CORE / "errors.py") if n.split(".")[0] == "safebunny"]
 
 
 def test_no_import_cycle_between_folders() -> None:

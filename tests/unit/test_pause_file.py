@@ -7,8 +7,8 @@ import time
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.pause_file import clear_pause, paused_until, write_pause
 from safebunny.saga import breaker
+from safebunny.storage.pause import clear_pause, paused_until, write_pause
 
 
 def test_a_pause_is_read_until_it_ends_then_cleared(tmp_path) -> None:

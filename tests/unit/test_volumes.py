@@ -11,7 +11,7 @@ from safebunny import Saga, Step, append, merge
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.exactly_once.delta_rs import DeltaPath
-from safebunny.volumes import is_volume_path, refuse_volume
+from safebunny.storage.volumes import is_volume_path, refuse_volume
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 VOLUME = "/Volumes/main/sagas/state/orders"
@@ -97,3 +97,26 @@ def test_nothing_is_written_on_the_way_to_the_error(tmp_path, monkeypatch: pytes
     with pytest.raises(SafeBunnyOptionError):
         Step("billing", inbox=f"dbfs:{VOLUME}/inbox", uri=URI)
     assert list(tmp_path.iterdir()) == []  # a 'dbfs:' path was once made relative to the working directory
+
+
+def test_a_step_state_location_on_a_volume_is_refused() -> None:
+    """A Spark Delta inbox (by name, or a path with inbox_backend="spark") keeps its state off the volume."""
+    for make in (lambda: Step("billing", inbox="main.sagas.inbox", uri=URI, state=VOLUME),
+                 lambda: Step("billing", inbox=f"{VOLUME}/inbox", uri=URI, inbox_backend="spark")):
+        with pytest.raises(SafeBunnyOptionError, match="state location .* is on a Unity Catalog volume") as caught:
+            make()
+        assert caught.value.option == "state" and "s3://" in str(caught.value)
+        assert "table by name" not in str(caught.value)
+
+
+def test_a_journal_location_on_a_volume_is_refused_before_the_query_starts(tmp_path) -> None:
+    from pyspark_safebunny.queue_type import require_journal
+    from safebunny.journal import Journal
+
+    for make in (lambda: Journal(f"dbfs:{VOLUME}/journal"),
+                 lambda: require_journal({"journalLocation": f"{VOLUME}/journal", "queue": "q"}, "quorum")):
+        with pytest.raises(SafeBunnyOptionError, match="Option 'journalLocation' is on a Unity Catalog") as caught:
+            make()
+        assert caught.value.option == "journalLocation" and "s3://" in str(caught.value)
+    require_journal({"journalLocation": str(tmp_path), "queue": "q"}, "quorum")
+    require_journal({"queue": "q"}, "stream")

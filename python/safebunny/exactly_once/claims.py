@@ -24,14 +24,14 @@ takes two branches (an emit-only step calling a service whose answer changed).
 An orphan's claim lives until every id it holds is done in the inbox (then nothing depends on it), never
 by age: its messages may stay queued for longer than any window (a paused step, a long outage).
 
-Files: ``<root>/_claims/<node>/<epoch>@<batch>.json`` beside the inbox, one per batch with effects or
+Files: ``<state>/_claims/<node>/<epoch>@<batch>.json`` in the step's state location (by default the inbox's
+folder: :func:`~safebunny.exactly_once.inbox.state_location`), one per batch with effects or
 decisions. Listing that folder once per batch is the whole cost when nothing crashed (it holds only the
 batch under way).
 """
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.parse
 from collections.abc import Collection, Iterable, Mapping
@@ -41,11 +41,11 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyarrow import fs as pafs
 
-from safebunny.atomic import write_atomically
 from safebunny.exactly_once.fence import SCHEME
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_under
+from safebunny.storage.records import list_records, read_records, remove_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["Claim", "ClaimLog", "Target", "leave_out", "applied_ids"]
 
@@ -90,13 +90,10 @@ class Claim:
 
 
 class ClaimLog:
-    """The claims of one node, under ``<root>/_claims/<node>/`` (``root``: the inbox's path or name)."""
+    """The claims of one node, under ``<root>/_claims/<node>/`` (``root``: the step's state location)."""
 
     def __init__(self, root: str, node: str) -> None:
-        #: the state root as delta-rs and pyarrow take it (a URI, or an absolute local path)
-        self.root = root.rstrip("/") if "://" in root else os.path.abspath(root)
-        self.filesystem, base = resolve_location(root, "inbox")
-        self.folder = f"{base}/_claims/{urllib.parse.quote(node, safe='')}"
+        self.filesystem, self.folder = resolve_under(root, "state", "_claims", urllib.parse.quote(node, safe=""))
 
     def _path(self, epoch: str, batch_id: int) -> str:
         return f"{self.folder}/{urllib.parse.quote(epoch, safe='')}@{batch_id}.json"
@@ -110,24 +107,13 @@ class ClaimLog:
         return claim
 
     def remove(self, epoch: str, batch_id: int) -> None:
-        try:
-            self.filesystem.delete_file(self._path(epoch, batch_id))
-        except FileNotFoundError:
-            pass
+        remove_record(self.filesystem, self._path(epoch, batch_id))
 
     def others(self, epoch: str, batch_id: int) -> list[Claim]:
         """Every claim on file but ``(epoch, batch_id)``'s own, oldest first."""
         mine = self._path(epoch, batch_id).rsplit("/", 1)[1]
-        selector = pafs.FileSelector(self.folder, allow_not_found=True)
-        claims = []
-        for info in self.filesystem.get_file_info(selector):
-            if info.type != pafs.FileType.File or not info.base_name.endswith(".json") or info.base_name == mine:
-                continue
-            try:
-                with self.filesystem.open_input_stream(info.path) as f:
-                    claims.append(Claim.from_json(f.read()))
-            except FileNotFoundError:  # removed by its own batch while we listed
-                continue
+        files = [info for info in list_records(self.filesystem, self.folder, ".json") if info.base_name != mine]
+        claims = read_records(self.filesystem, files, Claim.from_json)  # one removed by its own batch: left out
         return sorted(claims, key=lambda c: (c.written_at, c.epoch, c.batch_id))
 
 

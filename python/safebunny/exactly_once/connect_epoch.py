@@ -40,10 +40,9 @@ def is_connect(spark: Any) -> bool:
 
 def checkpoint_epoch(checkpoint: str, node: str) -> str:
     """The query id kept in ``<checkpoint>/metadata`` (Spark writes it when the query first starts)."""
-    from safebunny.journal import resolve_location
+    from safebunny.storage.location import resolve_under
 
-    filesystem, root = resolve_location(checkpoint, "checkpoint")
-    path = f"{root.rstrip('/')}/metadata"
+    filesystem, path = resolve_under(checkpoint, "checkpoint", "metadata")
     try:
         with filesystem.open_input_stream(path) as handle:
             text = handle.read().decode("utf-8")

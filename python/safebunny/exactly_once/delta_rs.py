@@ -20,7 +20,8 @@ import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
 from safebunny.exactly_once.merge_rows import last_per_key
-from safebunny.volumes import refuse_volume
+from safebunny.storage.location import absolute_location, resolve_location
+from safebunny.storage.volumes import refuse_volume
 
 __all__ = ["DeltaPath", "Guard", "is_path"]
 
@@ -41,7 +42,7 @@ class DeltaPath:
 
     def __init__(self, path: str, what: str = "The Delta table", option: str = "table") -> None:
         refuse_volume(path, what, option)  # every delta-rs table (inbox, effect tables) goes through here
-        self.path = _absolute(path)
+        self.path = absolute_location(path)
 
     # -- reading -------------------------------------------------------------------------------
     def table(self) -> Any | None:
@@ -76,10 +77,8 @@ class DeltaPath:
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the table (paths in the Delta log are relative to it)."""
-        if "://" not in self.path or self.path.startswith("file://"):
-            return pafs.SubTreeFileSystem(self.path.removeprefix("file://"), pafs.LocalFileSystem())
-        fs, root = pafs.FileSystem.from_uri(self.path)
-        return pafs.SubTreeFileSystem(root, fs)
+        filesystem, root = resolve_location(self.path, "table")
+        return pafs.SubTreeFileSystem(root, filesystem)
 
     def dataset(self, table: Any) -> pads.Dataset:
         local = "://" not in self.path or self.path.startswith("file://")
@@ -175,12 +174,6 @@ def _commit_stamp(path: str, version: int) -> tuple[int, int] | None:
 
 def _done(committed: int | None, version: int) -> bool:
     return committed is not None and committed >= version
-
-
-def _absolute(path: str) -> str:
-    if "://" in path:
-        return path
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def _retry_conflicts(write: Callable[[], T], path: str) -> T:

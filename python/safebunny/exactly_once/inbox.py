@@ -14,7 +14,6 @@ tier is processed again.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,8 +24,10 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.decisions import DecisionTable
 from safebunny.exactly_once.delta_rs import is_path
 from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA, PARTITIONS
+from safebunny.storage.location import absolute_location
+from safebunny.storage.volumes import refuse_volume
 
-__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "BACKENDS"]
+__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "BACKENDS", "state_location"]
 
 DEFAULT_WINDOW = dt.timedelta(days=7)
 #: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
@@ -52,10 +53,12 @@ class Inbox:
     the session (Databricks), a table name; ``backend="spark"`` reads and writes a path through Spark Delta.
 
     ``window`` is the dedupe window: a duplicate that arrives later than this after the original was
-    processed is not caught (older partitions are dropped by :meth:`maintain`).
+    processed is not caught (older partitions are dropped by :meth:`maintain`). ``state``: where the node's
+    claims, outcome logs and row decisions live (:func:`state_location`).
     """
 
-    def __init__(self, path: str, node: str, window: dt.timedelta = DEFAULT_WINDOW, backend: str = "auto") -> None:
+    def __init__(self, path: str, node: str, window: dt.timedelta = DEFAULT_WINDOW, backend: str = "auto",
+                 state: str | None = None) -> None:
         if not node or any(c in node for c in "./*#\\"):
             raise SafeBunnyOptionError(
                 f"A node name must be non-empty and free of '.', '/', '*', '#': got {node!r}.", "node")
@@ -65,10 +68,16 @@ class Inbox:
             raise SafeBunnyOptionError(f"The inbox backend must be one of {', '.join(BACKENDS)}; got {backend!r}.",
                                        "backend")
         self.path = path
+        self._state = state
         self.node = node
         self.window = window
         self.backend = ("delta-rs" if is_path(path) else "spark") if backend == "auto" else backend
         self._store: Any = _store(path, self.backend)
+
+    @property
+    def state(self) -> str:
+        """The node's state location (:func:`state_location`), absolute; raises for a table name without one."""
+        return state_location(self.path, self._state)
 
     def app_id(self, epoch: str) -> str:
         return f"safebunny.inbox.{self.node}.{epoch}"
@@ -111,9 +120,24 @@ class Inbox:
         keep_from = _date(now) - self.window
         done = self._store.maintain(keep_from, vacuum, self.node)
         # the node's committed row decisions, where its claims live (exactly_once/decisions.py)
-        root = self.path.rstrip("/") if "://" in self.path else os.path.abspath(self.path)
-        done["decisions"] = DecisionTable(root, self.node).maintain(keep_from.date())
+        done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date())
         return done
+
+
+def state_location(inbox: str, state: str | None) -> str:
+    """Where a step keeps what is not a row of its inbox (its claims, outcome logs and the table of its row
+    decisions): ``state`` when given, else the folder of an inbox given by path. An inbox given by table
+    name has no folder, and the driver's working directory is no durable place (a job retried on a new
+    cluster, or serverless, loses it): ``state`` is required there. Never on a Unity Catalog volume."""
+    if state is None and not is_path(inbox):
+        raise SafeBunnyOptionError(
+            f"The inbox {inbox!r} is a table name, so the step has no folder for its claims, outcome logs and row "
+            "decisions: give Step(..., state=...) a durable location that every driver of the step reaches (a "
+            "URI such as 's3://bucket/sagas/orders/state', or a folder under the saga's root), never the "
+            "driver's local disk.", "state")
+    location = inbox if state is None else state
+    refuse_volume(location, "The step's state location (option 'state'; by default the inbox's folder)", "state")
+    return absolute_location(location)
 
 
 def _store(path: str, backend: str) -> Any:

@@ -31,7 +31,7 @@ class Effect:
 
     def __post_init__(self) -> None:
         from safebunny.exactly_once.delta_rs import is_path
-        from safebunny.volumes import refuse_volume
+        from safebunny.storage.volumes import refuse_volume
 
         if is_path(self.table):  # refused when the handler builds it, before any effect of its batch is applied
             refuse_volume(self.table, "The effect table", "table")

@@ -6,35 +6,31 @@ first attempt decided, so the decisions are written (durably, atomically) before
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import orjson
 from pyarrow import fs as pafs
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
+from safebunny.storage.location import absolute_location, resolve_under
+from safebunny.storage.records import list_records, read_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["OutcomeLog"]
 
 
 class OutcomeLog:
-    """Files ``<root>/_outcomes/<node>/<epoch>/<batch>.json`` beside the inbox table."""
+    """Files ``<state>/_outcomes/<node>/<epoch>/<batch>.json`` in a step's state location (beside the claims)."""
 
     def __init__(self, root: str, node: str) -> None:
-        self.root = root if "://" in root else os.path.abspath(root)
+        self.root = absolute_location(root)
         self.node = node
 
     def _path(self, epoch: str, batch_id: int) -> tuple[pafs.FileSystem, str]:
-        filesystem, base = resolve_location(self.root, "inbox")
-        return filesystem, f"{base}/_outcomes/{self.node}/{epoch}/{batch_id}.json"
+        return resolve_under(self.root, "state", "_outcomes", self.node, epoch, f"{batch_id}.json")
 
     def read(self, epoch: str, batch_id: int) -> Any | None:
-        filesystem, path = self._path(epoch, batch_id)
-        if filesystem.get_file_info(path).type == pafs.FileType.NotFound:
-            return None
-        with filesystem.open_input_stream(path) as f:
-            return orjson.loads(f.read())
+        data = read_record(*self._path(epoch, batch_id))
+        return None if data is None else orjson.loads(data)
 
     def write(self, epoch: str, batch_id: int, record: Any) -> None:
         filesystem, path = self._path(epoch, batch_id)
@@ -44,7 +40,7 @@ class OutcomeLog:
         """Remove the records of this epoch's batches before ``batch_id`` (they are committed)."""
         filesystem, path = self._path(epoch, batch_id)
         folder = path.rsplit("/", 1)[0]
-        for info in filesystem.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+        for info in list_records(filesystem, folder):
             stem = info.base_name.split(".", 1)[0]
             if stem.isdigit() and int(stem) < batch_id - 1:
                 filesystem.delete_file(info.path)

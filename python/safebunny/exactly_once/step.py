@@ -101,6 +101,9 @@ class Step:
     - ``node``: the step's node name (in the inbox partition and in derived ids);
     - ``inbox``: the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or
       a table name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too);
+    - ``state``: where the step's claims, outcome logs and row decisions live (a path or URI); by default the
+      inbox's folder, and required for an inbox given by table name
+      (:func:`~safebunny.exactly_once.inbox.state_location`);
     - ``uri``/``password``: the broker for emits (``password`` keeps the secret out of the URI);
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
@@ -128,10 +131,11 @@ class Step:
                  on_failed: FailedCallback | None = None, router: Router | None = None,
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
-                 checkpoint: str | None = None, prepare: Prepare | None = None,
+                 checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
                  executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
-        self.inbox = Inbox(inbox, node, window, backend=inbox_backend)
+        self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)
+        state = self.inbox.state  # before anything runs: a table name needs one
         self.node = node
         self.uri = uri
         self.password = password
@@ -156,9 +160,9 @@ class Step:
         self.fixed_epoch = epoch
         self.checkpoint = checkpoint
         self.prepare = prepare
-        self.outcomes = OutcomeLog(inbox, node)
-        self.claims = ClaimLog(inbox, node)
-        self.decisions = DecisionTable(self.claims.root, node)
+        self.outcomes = OutcomeLog(state, node)
+        self.claims = ClaimLog(state, node)
+        self.decisions = DecisionTable(state, node)
         self._rows = RowRun(self.inbox, self.claims, self.outcomes, self.decisions, row_retries)
         self.reports: deque[BatchReport] = deque(maxlen=200)
 

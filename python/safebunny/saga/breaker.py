@@ -1,7 +1,7 @@
 """The circuit breaker: pausing one step's consumption without stopping its query.
 
 A pause is a small control file ``<root>/control/<node>.<type>.pause`` holding the time it ends
-(:mod:`safebunny.pause_file`); the step's reader (a long-lived process of its own) checks it in every
+(:mod:`safebunny.storage.pause`); the step's reader (a long-lived process of its own) checks it in every
 ``latestOffset`` (source option ``pauseFile``). While paused the reader takes nothing and returns the
 messages it had prefetched to the queue, so nothing stays unacked for long; the pause ends by itself.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from safebunny.pause_file import clear_pause, paused_until, write_pause
+from safebunny.storage.pause import clear_pause, paused_until, write_pause
 
 __all__ = ["pause_path", "pause", "resume", "paused_until"]
 

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from pyarrow import fs as pafs
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_under
+from safebunny.storage.records import list_records, read_records, remove_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "RENEW_S", "TTL_S", "SETTLE_S"]
 
@@ -115,8 +115,7 @@ class LeaseStore:
     """The lease files of one saga root: ``<root>/drivers/_leases/<driver>.json``."""
 
     def __init__(self, root: str) -> None:
-        self.filesystem, base = resolve_location(root, "root")
-        self.folder = f"{base.rstrip('/')}/drivers/_leases"
+        self.filesystem, self.folder = resolve_under(root, "root", "drivers", "_leases")
 
     def path(self, driver: str) -> str:
         return f"{self.folder}/{driver}.json"
@@ -127,24 +126,9 @@ class LeaseStore:
 
     def read_all(self) -> list[Lease]:
         """Every lease on storage, live or not (a half-written or foreign file is skipped)."""
-        try:
-            infos = self.filesystem.get_file_info(pafs.FileSelector(self.folder, allow_not_found=True))
-        except FileNotFoundError:
-            return []
-        out = []
-        for info in infos:
-            if info.type != pafs.FileType.File or not info.path.endswith(".json"):
-                continue
-            try:
-                with self.filesystem.open_input_stream(info.path) as f:
-                    out.append(Lease.from_json(f.read()))
-            except (FileNotFoundError, KeyError, TypeError, ValueError):
-                continue  # removed while listed, or not a lease
-        return out
+        return read_records(self.filesystem, list_records(self.filesystem, self.folder, ".json"), Lease.from_json,
+                            skip=(KeyError, TypeError, ValueError))  # a half-written or foreign file
 
     def remove(self, driver: str) -> None:
         """Remove ``driver``'s lease (a driver stopping cleanly leaves no shards to be given to it)."""
-        try:
-            self.filesystem.delete_file(self.path(driver))
-        except FileNotFoundError:
-            pass
+        remove_record(self.filesystem, self.path(driver))

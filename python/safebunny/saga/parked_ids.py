@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
 from safebunny.saga.retry import ATTEMPT
+from safebunny.storage.location import resolve_under
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["ParkedIds", "REDRIVEN", "drop_fresh_copies"]
 
@@ -33,8 +33,7 @@ class ParkedIds:
     """The message ids query ``label`` of a saga under ``root`` has parked."""
 
     def __init__(self, root: str, label: str) -> None:
-        self.filesystem, base = resolve_location(root, "root")
-        self.path = f"{base.rstrip('/')}/poison/{label}.parked.json"
+        self.filesystem, self.path = resolve_under(root, "root", "poison", f"{label}.parked.json")
         self._cache: tuple[Any, frozenset[str]] | None = None
 
     def read(self) -> frozenset[str]:

@@ -1,7 +1,7 @@
 """What operators did with a step's parked messages: redriven or discarded, by whom, when and why.
 
 The poison queue is a stream: entries cannot be removed from it one by one. The ledger, a small JSON file
-``<root>/poison/<node>.<type>.json`` written whole (:func:`safebunny.atomic.write_atomically`), records
+``<root>/poison/<node>.<type>.json`` written whole (:func:`safebunny.storage.writes.write_atomically`), records
 per message id the last action taken. :func:`state_of` combines it with the entry itself and the inbox:
 
 - ``parked``: in the poison queue, nothing done yet (or parked again after its last redrive);
@@ -23,8 +23,9 @@ from typing import Any
 
 import orjson
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_under
+from safebunny.storage.records import read_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["PoisonLedger", "state_of", "HIDDEN_STATES", "STATES"]
 
@@ -45,16 +46,11 @@ class PoisonLedger:
     """The ledger of step ``label``'s parked messages under the saga root ``root``."""
 
     def __init__(self, root: str, label: str) -> None:
-        self.filesystem, base = resolve_location(root, "root")
-        self.path = f"{base.rstrip('/')}/poison/{label}.json"
+        self.filesystem, self.path = resolve_under(root, "root", "poison", f"{label}.json")
 
     def read(self) -> dict[str, dict[str, Any]]:
         """Message id -> its last recorded action (``state``, ``at``, ``by``, ``reason``)."""
-        try:
-            with self.filesystem.open_input_stream(self.path) as f:
-                data = f.read()
-        except FileNotFoundError:
-            return {}
+        data = read_record(self.filesystem, self.path)
         return orjson.loads(data) if data else {}
 
     def record(self, ids: Iterable[str], state: str, reason: str | None = None, by: str | None = None,

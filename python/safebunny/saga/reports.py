@@ -16,13 +16,13 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
 
 import pyarrow.fs as pafs
 
-from safebunny.atomic import write_atomically
 from safebunny.exactly_once.step import BatchReport
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_under
+from safebunny.storage.records import list_records, read_records, remove_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["ReportLog", "KEEP"]
 
@@ -34,8 +34,7 @@ class ReportLog:
     """The stored batch reports of one saga step."""
 
     def __init__(self, root: str, label: str) -> None:
-        self.fs, base = resolve_location(root, "root")
-        self.folder = f"{base.rstrip('/')}/reports/{label}"
+        self.fs, self.folder = resolve_under(root, "root", "reports", label)
         self._written = 0
 
     def write(self, report: BatchReport, counts: Mapping[str, int]) -> None:
@@ -49,18 +48,14 @@ class ReportLog:
         self._written += 1
         if self._written % _PRUNE_EVERY == 0:
             for info in self._files()[:-KEEP]:
-                self.fs.delete_file(info.path)
+                remove_record(self.fs, info.path)
 
     def read(self) -> tuple[list[BatchReport], Counter[str]]:
         """The stored reports (oldest first) and the failure counts of their batches."""
         reports: list[BatchReport] = []
         counts: Counter[str] = Counter()
-        for info in self._files()[-KEEP:]:
-            try:
-                with self.fs.open_input_stream(info.path) as handle:
-                    record: dict[str, Any] = json.loads(handle.read())
-            except (FileNotFoundError, ValueError):  # pruned or being replaced meanwhile
-                continue
+        for record in read_records(self.fs, self._files()[-KEEP:], json.loads, skip=(ValueError,)):
+            # a file pruned or being replaced meanwhile is left out
             counts.update(record.pop("counts", {}))
             record["finished_at"] = dt.datetime.fromisoformat(record["finished_at"])
             reports.append(BatchReport(**record))
@@ -68,6 +63,4 @@ class ReportLog:
         return reports, counts
 
     def _files(self) -> list[pafs.FileInfo]:
-        selector = pafs.FileSelector(self.folder, allow_not_found=True)
-        files = [i for i in self.fs.get_file_info(selector) if i.base_name.endswith(".json")]
-        return sorted(files, key=lambda i: (i.mtime_ns or 0, i.base_name))
+        return sorted(list_records(self.fs, self.folder, ".json"), key=lambda i: (i.mtime_ns or 0, i.base_name))

@@ -23,8 +23,9 @@ from safebunny.saga.reports import ReportLog
 from safebunny.saga.retry import Retry
 from safebunny.saga.trace import TraceEntry
 from safebunny.session import publish
+from safebunny.storage.location import absolute_location
+from safebunny.storage.volumes import refuse_volume
 from safebunny.uri import split_password, validate_uri, with_password
-from safebunny.volumes import refuse_volume
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -104,10 +105,8 @@ class Saga:
         self.password = password
         self.uri = uri
         refuse_volume(root, "The saga's root", "root")  # before anything is written under it
-        self.root = root if "://" in root else os.path.abspath(root)
-        if checkpoints is not None:
-            checkpoints = checkpoints if "://" in checkpoints else os.path.abspath(checkpoints)
-        self.checkpoints = checkpoints
+        self.root = absolute_location(root)
+        self.checkpoints = None if checkpoints is None else absolute_location(checkpoints)
         self.retry = retry or Retry()
         self.quorum = quorum
         if delivery_limit < 1 or batch_size < 1:

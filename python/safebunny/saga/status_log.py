@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_under
+from safebunny.storage.records import read_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["BatchCounts", "StepCounters", "StatusLog", "LastBatch", "add_batch", "summary", "last_batch", "COUNTERS",
            "RATE_WINDOW_S"]
@@ -133,17 +134,12 @@ class StatusLog:
     """The status file of step ``label`` under the saga root ``root`` (a local path or a URI pyarrow opens)."""
 
     def __init__(self, root: str, label: str) -> None:
-        self.filesystem, base = resolve_location(root, "root")
+        self.filesystem, self.path = resolve_under(root, "root", "status", f"{label}.json")
         self.label = label
-        self.path = f"{base.rstrip('/')}/status/{label}.json"
 
     def read(self) -> dict[str, Any] | None:
         """The record, or None before the step's first batch with messages."""
-        try:
-            with self.filesystem.open_input_stream(self.path) as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None
+        data = read_record(self.filesystem, self.path)
         return orjson.loads(data) if data else None
 
     def counters(self, now: dt.datetime | None = None) -> StepCounters:

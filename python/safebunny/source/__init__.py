@@ -11,7 +11,7 @@
   acks lost to the broker's ``consumer_timeout`` must fail the query.
 
 The journal (:mod:`safebunny.journal`, :mod:`safebunny.journal_owner`) and the pause control file
-(:mod:`safebunny.pause_file`) stay at the top level: the saga and the inbox use them too.
+(:mod:`safebunny.storage.pause`) stay at the top level: the saga and the inbox use them too.
 """
 
 __all__: list[str] = []

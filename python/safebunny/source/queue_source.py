@@ -30,14 +30,15 @@ from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.journal import Journal
 from safebunny.journal_owner import JournalOwner
-from safebunny.pause_file import paused_until
 from safebunny.source.ack_budget import AckBudget
 from safebunny.source.available_now import take_the_rest
 from safebunny.source.consumer import QueueConsumer
 from safebunny.source.offset import QueueOffset
 from safebunny.source.pacing import BatchPacer
 from safebunny.source.poll_window import PollWindow
-from safebunny.source.rows import absolute_location, deliveries_to_table
+from safebunny.source.rows import deliveries_to_table
+from safebunny.storage.location import absolute_location
+from safebunny.storage.pause import paused_until
 
 __all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_BUFFERED_BYTES"]
 
@@ -268,7 +269,8 @@ class QueueSource:
                 f"The journal of the batch ({start.seq}, {end.seq}] of queue {self.queue!r} cannot be read at "
                 f"{self.location!r}, although this reader wrote it and still holds its messages unacked. It is "
                 "not skipped, whatever failOnDataLoss says: skipping would ack messages nobody read. Put "
-                "'journalLocation' on storage every Spark process can read (DBFS, a Volume, S3), then restart.")
+                "'journalLocation' on storage every Spark process can read (a cloud storage URI such as "
+                "'s3://...', or DBFS), then restart.")
         if self.options["failOnDataLoss"]:
             raise error
         log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)

@@ -1,9 +1,7 @@
 """Deliveries to the queue source's Arrow rows (what a batch's journal file holds), and journaled rows back
-in the query's current shape; where the journal lives, as every Spark process resolves it."""
+in the query's current shape."""
 
 from __future__ import annotations
-
-import os
 
 import pyarrow as pa
 
@@ -11,7 +9,7 @@ from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.source.delivery import Delivery
 
-__all__ = ["deliveries_to_table", "fit_headers", "absolute_location"]
+__all__ = ["deliveries_to_table", "fit_headers"]
 
 
 def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, end_seq: int) -> pa.RecordBatch:
@@ -27,13 +25,6 @@ def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, en
             "for headers: a replay cannot invent them. Set option 'includeHeaders' back to 'false' until this "
             "batch has committed (one run), then turn it on.", "includeHeaders")
     return batch
-
-
-def absolute_location(location: str) -> str:
-    """``location`` as an absolute path or URI (a relative local path resolved here, on the driver)."""
-    if "://" in location or location.startswith("file:"):
-        return location
-    return os.path.abspath(os.path.expanduser(location))
 
 
 def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers: bool,

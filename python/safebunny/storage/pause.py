@@ -4,7 +4,7 @@ The file holds the epoch time a pause ends. The queue source reads it in every `
 nothing while the time is still ahead; whoever pauses (a saga's circuit breaker, an operator) writes it
 whole, so a reader never sees half a number. The pause ends by itself. The path is a local path or any URI
 pyarrow opens (``file://``, ``s3://``, ...), resolved as a journal's location is
-(:func:`safebunny.journal.resolve_location`), so a saga whose root is a URI keeps its pause files there.
+(:func:`safebunny.storage.location.resolve_location`), so a saga whose root is a URI keeps its pause files there.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import time
 
 from pyarrow import fs as pafs
 
-from safebunny.atomic import write_atomically
-from safebunny.journal import resolve_location
+from safebunny.storage.location import resolve_location
+from safebunny.storage.records import read_record, remove_record
+from safebunny.storage.writes import write_atomically
 
 __all__ = ["write_pause", "clear_pause", "paused_until"]
 
@@ -46,19 +47,14 @@ def write_pause(path: str, seconds: float) -> float:
 
 def clear_pause(path: str) -> None:
     """End the pause at ``path`` now (nothing happens when there is none)."""
-    filesystem, where = _resolve(path)
-    try:
-        filesystem.delete_file(where)
-    except FileNotFoundError:
-        pass
+    remove_record(*_resolve(path))
 
 
 def paused_until(path: str, now: float | None = None) -> float | None:
     """The end of the pause recorded in ``path`` if it is still running, else ``None``."""
-    filesystem, where = _resolve(path)
+    data = read_record(*_resolve(path))
     try:
-        with filesystem.open_input_stream(where) as f:
-            until = float(f.read().decode().strip() or 0)
-    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        until = float((data or b"").decode().strip() or 0)
+    except (ValueError, UnicodeDecodeError):
         return None
     return until if until > (now if now is not None else time.time()) else None

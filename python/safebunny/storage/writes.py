@@ -1,4 +1,4 @@
-"""Writing a small file whole or not at all, on any filesystem pyarrow knows.
+"""Writing a file whole or not at all, on any filesystem pyarrow knows.
 
 On a local (or mounted) filesystem the bytes go to a temporary name beside the target, are flushed to
 disk (``fsync``: a rename alone can survive a power cut that the data does not), and are renamed onto
@@ -6,6 +6,9 @@ the target, so a reader sees the old file or the new one, never half of one. An 
 atomic rename (pyarrow's ``move`` there is a copy and a delete), but a PUT is atomic by itself: the
 object appears whole when the upload completes (one request, or a multipart upload's completion), so
 there the bytes are written to the target directly.
+
+:func:`write_if_absent` creates a file only when none exists (a claim on a location): atomic on local and
+mounted filesystems, best effort on an object store, where pyarrow offers no conditional create.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
-__all__ = ["write_atomically", "is_object_store"]
+from safebunny.storage.location import is_object_store
+
+__all__ = ["write_atomically", "write_if_absent"]
 
 
 def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any], None],
@@ -51,8 +56,41 @@ def _write(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any],
             f.write(data)
 
 
-def is_object_store(filesystem: pafs.FileSystem) -> bool:
-    """Whether ``filesystem`` is an object store (S3, GCS, Azure, or one seen through a SubTree of them)."""
-    if isinstance(filesystem, pafs.SubTreeFileSystem):
-        return is_object_store(filesystem.base_fs)
-    return filesystem.type_name in ("s3", "gcs", "abfs")
+
+def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` (synced) unless a file is there; True when this call created it.
+
+    Locally (and on FUSE mounts such as ``/dbfs/``) it is atomic and the file is complete when it appears: a
+    hard link of a synced temporary file, or an exclusive create where the mount has no hard links. On an
+    object store the object is written when absent and read back: best effort against two writers in the
+    same second."""
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        tmp = _write_synced(f"{path}.{uuid.uuid4().hex}.tmp", data)
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some FUSE mounts): an exclusive create instead
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            _write_synced(fd, data)
+            return True
+        finally:
+            os.unlink(tmp)
+    if filesystem.get_file_info(path).type != pafs.FileType.NotFound:
+        return False
+    _write(filesystem, path, data)
+    with filesystem.open_input_stream(path) as f:
+        return bool(f.read() == data)
+
+
+def _write_synced(target: str | int, data: bytes) -> str | int:
+    """Write ``data`` to a local path (created) or an open descriptor, fsync it, close it; returns ``target``."""
+    with open(target, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return target
