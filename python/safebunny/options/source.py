@@ -56,7 +56,8 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                doc="How to read the queue. `auto` asks the broker; set it to skip the probe."),
     OptionSpec("journalLocation", parse_str, values="directory or URI",
                doc="Classic and quorum queues: where each batch's messages are written before its offset "
-                   "is returned, on storage every executor can read (DBFS/S3 on a cluster). Required there."),
+                   "is returned, on storage every executor can read (a cloud URI such as `s3://...` on a cluster; not "
+                   "`/Volumes/...`). Required there."),
     OptionSpec("reconnectTimeoutMs", parse_int(1), default=60000, values="milliseconds",
                doc="Classic and quorum queues: how long a micro-batch waits for a lost connection to come back "
                    "before the query fails with a clear error (a wrong password or a deleted vhost fails it after "
