@@ -44,5 +44,5 @@ def refuse_volume(path: str, what: str, option: str) -> None:
         f"{what} is on a Unity Catalog volume: {path!r}. delta-rs cannot commit on a volume's FUSE mount (no "
         "copy, hard link or rename-if-absent: 'Function not implemented (os error 38)', delta-rs#2540), and "
         "safebunny's own state is written there by temp-file-then-rename, so safebunny refuses it before writing "
-        f"anything. {fix} See docs/databricks.md, 'Where the files go'.",
+        f"anything. {fix} See docs/databricks.md, 'Where each kind of state goes'.",
         option)
