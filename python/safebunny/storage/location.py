@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pyarrow as pa
@@ -13,15 +14,22 @@ __all__ = ["resolve_location", "resolve_under", "absolute_location", "is_object_
 
 
 def resolve_location(location: str, option: str = "journalLocation") -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem and path of a local path (made absolute) or a URI pyarrow knows (``file://``,
-    ``s3://``, ``gs://``, ``hdfs://``, ...); an error naming ``option`` when it is neither."""
+    """The pyarrow filesystem and path of a local path (made absolute against the working directory of the
+    moment) or a URI pyarrow knows (``file://``, ``s3://``, ``gs://``, ``hdfs://``, ...); an error naming
+    ``option`` when it is neither. A URI's filesystem is made once per process (an object store's is not free
+    to make, and a source reads its pause file in every ``latestOffset``)."""
     try:
-        return pafs.FileSystem.from_uri(location)
+        return _from_uri(location)
     except (pa.ArrowInvalid, ValueError):
         if "://" in location:
             raise SafeBunnyOptionError(
                 f"Option '{option}' is not a path or URI pyarrow can open: {location!r}.", option) from None
         return pafs.LocalFileSystem(), os.path.abspath(location)
+
+
+@functools.lru_cache(maxsize=256)
+def _from_uri(location: str) -> tuple[pafs.FileSystem, str]:
+    return pafs.FileSystem.from_uri(location)
 
 
 def resolve_under(location: str, option: str, *parts: str) -> tuple[pafs.FileSystem, str]:

@@ -9,10 +9,7 @@ pyarrow opens (``file://``, ``s3://``, ...), resolved as a journal's location is
 
 from __future__ import annotations
 
-import threading
 import time
-
-from pyarrow import fs as pafs
 
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import read_record, remove_record
@@ -20,39 +17,23 @@ from safebunny.storage.writes import write_atomically
 
 __all__ = ["write_pause", "clear_pause", "paused_until"]
 
-_resolved: dict[str, tuple[pafs.FileSystem, str]] = {}
-_lock = threading.Lock()
-
-
-def _resolve(path: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem and path of ``path``. A URI's is kept per process (the source reads the file in every
-    ``latestOffset``, and an object store's filesystem is not free to make); a local path is made absolute
-    at each call, against the working directory of the moment, as before."""
-    if "://" not in path:
-        return resolve_location(path, "pauseFile")
-    with _lock:
-        found = _resolved.get(path)
-        if found is None:
-            found = _resolved[path] = resolve_location(path, "pauseFile")
-        return found
-
 
 def write_pause(path: str, seconds: float) -> float:
     """Pause whatever reads ``path`` for ``seconds``; returns the epoch time the pause ends."""
     until = time.time() + float(seconds)
-    filesystem, where = _resolve(path)
+    filesystem, where = resolve_location(path, "pauseFile")
     write_atomically(filesystem, where, repr(until).encode(), durable=False)
     return until
 
 
 def clear_pause(path: str) -> None:
     """End the pause at ``path`` now (nothing happens when there is none)."""
-    remove_record(*_resolve(path))
+    remove_record(*resolve_location(path, "pauseFile"))
 
 
 def paused_until(path: str, now: float | None = None) -> float | None:
     """The end of the pause recorded in ``path`` if it is still running, else ``None``."""
-    data = read_record(*_resolve(path))
+    data = read_record(*resolve_location(path, "pauseFile"))
     try:
         until = float((data or b"").decode().strip() or 0)
     except (ValueError, UnicodeDecodeError):
