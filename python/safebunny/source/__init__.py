@@ -10,8 +10,8 @@
   :mod:`~safebunny.source.ack_budget`: how long a poll waits, when an availableNow run may end, and when
   acks lost to the broker's ``consumer_timeout`` must fail the query.
 
-The journal (:mod:`safebunny.journal`, :mod:`safebunny.journal_owner`) and the pause control file
-(:mod:`safebunny.storage.pause`) stay at the top level: the saga and the inbox use them too.
+The journal (:mod:`safebunny.journal`, :mod:`safebunny.journal_owner`) stays at the top level; the pause control
+file is :mod:`safebunny.storage.pause`, beside the rest of the storage layer.
 """
 
 __all__: list[str] = []
