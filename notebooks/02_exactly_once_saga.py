@@ -12,7 +12,7 @@
 # COMMAND ----------
 
 dbutils.widgets.text("uri", "amqp://guest:guest@127.0.0.1:5672/%2F")  # noqa: F821
-dbutils.widgets.text("workdir", "/tmp/safebunny-notebooks")  # noqa: F821  (/Volumes/<catalog>/<schema>/<volume>/...)
+dbutils.widgets.text("workdir", "/tmp/safebunny-notebooks")  # noqa: F821  (on Databricks: a cloud URI, s3://..., abfss://...; not /Volumes)
 # serverless compute allows only availableNow: set this widget to availableNow there (saga.run then runs rounds)
 dbutils.widgets.text("trigger", "1 second")  # noqa: F821
 uri = dbutils.widgets.get("uri")  # noqa: F821
