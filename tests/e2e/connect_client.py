@@ -76,18 +76,17 @@ def step_scenario():
             "left": len(drain_queue(queue))}
 
 
-def saga_scenario():
-    """A two-step saga started twice and drained, then watched: status, trace, poison, redrive, pause."""
-    name = f"sbt-connect-{uuid.uuid4().hex[:8]}"
-    # a batch of stock's with more than 10 emits publishes them from the executors (the driver path is the step
-    # scenario's)
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=40, executor_publish_rows=10)
+def _orders_saga(name, with_qty=False, **settings):
+    """The two-step saga of the saga scenarios: stock reserves (a Delta append and an emit per order), shipping
+    ships (a Delta append); ``with_qty`` adds the orders' ``qty int`` column."""
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
+                          **settings)
+    columns = ["messageId", "orderId", *(["qty"] if with_qty else [])]
 
-    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
-               produces=["StockReserved"])
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders",
+               schema="orderId string, qty int" if with_qty else "orderId string", produces=["StockReserved"])
     def reserve(orders, ctx):
-        ok = orders.select("messageId", "orderId", "qty")
+        ok = orders.select(*columns)
         return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
                                  emits=[safebunny.emit(ok, type="StockReserved")])
 
@@ -95,6 +94,16 @@ def saga_scenario():
     def ship(reserved, ctx):
         return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
                                                            os.path.join(workdir, "shipments"))])
+
+    return saga
+
+
+def saga_scenario():
+    """A two-step saga started twice and drained, then watched: status, trace, poison, redrive, pause."""
+    name = f"sbt-connect-{uuid.uuid4().hex[:8]}"
+    # a batch of stock's with more than 10 emits publishes them from the executors (the driver path is the step
+    # scenario's)
+    saga = _orders_saga(name, with_qty=True, batch_size=40, executor_publish_rows=10)
 
     try:
         orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(30)], "orderId string, qty int")
@@ -177,19 +186,7 @@ def serverless_scenario():
 
     refuse_processing_time()
     name = f"sbt-serverless-{uuid.uuid4().hex[:8]}"
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)))
-
-    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
-               produces=["StockReserved"])
-    def reserve(orders, ctx):
-        ok = orders.select("messageId", "orderId")
-        return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
-                                 emits=[safebunny.emit(ok, type="StockReserved")])
-
-    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
-    def ship(reserved, ctx):
-        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
-                                                           os.path.join(workdir, "shipments"))])
+    saga = _orders_saga(name)
 
     try:
         refused = saga.run(spark, trigger="1 second")  # what serverless says to a processing-time trigger

@@ -11,7 +11,6 @@ import urllib.request
 from pathlib import Path
 
 import orjson
-import pytest
 
 from conftest import wait_until
 from safebunny.cli.locate import load_saga
@@ -20,19 +19,6 @@ from safebunny.saga.metrics import SagaMetrics
 SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
 EXE = str(Path(sys.executable).with_name("safebunny"))
 COUNTERS = ("batches", "received", "processed", "duplicates", "failed", "retried", "parked")
-
-
-@pytest.fixture
-def saga_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("SAFEBUNNY_URI", amqp_uri)
-    monkeypatch.setenv("CLI_SAGA_NAME", unique_name)
-    monkeypatch.setenv("CLI_SAGA_ROOT", str(tmp_path))
-    monkeypatch.setenv("CLI_SAGA_FIX", str(tmp_path / "fixed"))
-    monkeypatch.delenv("SAFEBUNNY_PASSWORD", raising=False)
-    yield tmp_path
-    from safebunny import topology
-
-    topology.delete(load_saga(SAGA_FILE))
 
 
 def _cli(*argv: str) -> list[dict]:
@@ -50,7 +36,7 @@ def _metric(text: str, name: str, step: str) -> float | None:
     return None
 
 
-def test_status_instances_and_metrics_from_anywhere(spark, saga_env: Path) -> None:  # type: ignore[no-untyped-def]
+def test_status_instances_and_metrics_from_anywhere(spark, cli_env: Path) -> None:  # type: ignore[no-untyped-def]
     saga = load_saga(SAGA_FILE)
     metrics = SagaMetrics(saga, port=0).start(spark)
     try:

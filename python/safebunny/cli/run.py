@@ -24,6 +24,7 @@ from typing import Any
 
 from safebunny.cli import exits
 from safebunny.cli.exits import CliError
+from safebunny.cli.status import positive_seconds
 from safebunny.errors import SafeBunnyError
 
 __all__ = ["add_parsers", "session", "once", "continuous"]
@@ -107,16 +108,6 @@ def _run(args: argparse.Namespace, saga: Any) -> int:
     return continuous(saga, spark, args.metrics_port, args.metrics_host)
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds as a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
-
-
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``run``."""
     cmd = sub.add_parser("run", parents=[common],
@@ -130,7 +121,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     where = cmd.add_mutually_exclusive_group()
     where.add_argument("--remote", metavar="URL", help="a Spark Connect server, e.g. sc://host:15002")
     where.add_argument("--master", metavar="MASTER", help="a new local session, e.g. local[2]")
-    cmd.add_argument("--timeout", type=_seconds, default=600.0, metavar="SECONDS",
+    cmd.add_argument("--timeout", type=positive_seconds, default=600.0, metavar="SECONDS",
                      help="--once: give up after this long (default 600; exit 6)")
     cmd.add_argument("--restarts", type=int, default=2, metavar="N",
                      help="--once: failures of one step in a row before it counts as failed (default 2)")

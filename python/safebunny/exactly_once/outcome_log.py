@@ -12,7 +12,7 @@ import orjson
 from pyarrow import fs as pafs
 
 from safebunny.storage.location import absolute_location, resolve_under
-from safebunny.storage.records import list_records, read_record
+from safebunny.storage.records import list_records, read_record, remove_record
 from safebunny.storage.writes import write_atomically
 
 __all__ = ["OutcomeLog"]
@@ -43,7 +43,7 @@ class OutcomeLog:
         for info in list_records(filesystem, folder):
             stem = info.base_name.split(".", 1)[0]
             if stem.isdigit() and int(stem) < batch_id - 1:
-                filesystem.delete_file(info.path)
+                remove_record(filesystem, info.path)
 
 
 def _jsonable(value: Any) -> Any:
