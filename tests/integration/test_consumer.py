@@ -148,7 +148,9 @@ def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri,
     consumer = QueueConsumer(amqp_uri, queue, prefetch=3000).start()
     try:
         assert consumer.backlog == 3000
-        assert len(consumer.take(2500, None, first_wait=10, linger=0.05, fill_wait=30)) == 2500
+        # linger is the quiet gap that ends a fill wait: 0.5 s, not production's 0.05 s, so a loaded CI machine that
+        # pauses the I/O thread for a moment does not end the fill early (CI once took 825 of 2500 with 0.05 s)
+        assert len(consumer.take(2500, None, first_wait=10, linger=0.5, fill_wait=30)) == 2500
     finally:
         consumer.stop()
     short = make_queue(suffix="-short")
@@ -156,13 +158,13 @@ def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri,
     consumer = QueueConsumer(amqp_uri, short, prefetch=1000).start()
     try:
         started = time.monotonic()
-        assert len(consumer.take(100, None, first_wait=10, linger=0.05, fill_wait=30)) == 10
+        assert len(consumer.take(100, None, first_wait=10, linger=0.5, fill_wait=30)) == 10
         assert time.monotonic() - started < 10  # the 30 s fill wait was not used: 10 < the 100 asked
         # a stale count (the broker said 10,000 wait, 10 came): the wait ends one linger after the last delivery
         _publish(amqp_uri, short, 10)
         consumer.backlog = 10_000
         started = time.monotonic()
-        assert len(consumer.take(100, None, first_wait=10, linger=0.05, fill_wait=30)) == 10
+        assert len(consumer.take(100, None, first_wait=10, linger=0.5, fill_wait=30)) == 10
         assert time.monotonic() - started < 10
     finally:
         consumer.stop()
