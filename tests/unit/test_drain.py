@@ -5,6 +5,7 @@ saga's counters and the steps' queries (the e2e saga tests drain real queries)."
 from __future__ import annotations
 
 import logging
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -159,6 +160,39 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
     try:
         assert started.wait(20), "the supervisor started the query again"
         assert calls == ["stock.OrderPlaced", "stock.OrderPlaced"] and running.restarts["stock.OrderPlaced"] == 1
+    finally:
+        running.stop()
+
+
+def test_a_restarted_query_that_runs_well_resets_its_backoff(monkeypatch):
+    """The backoff doubles with failures in a row only: once a restarted query has stayed up for HEALTHY_S, the
+    step's next failure waits one second again (it did not reset before: a long run's backoff stayed at 60 s)."""
+    from safebunny.saga import runner
+
+    queries: list[SimpleNamespace] = []
+
+    def start_query(spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+        failed = not queries  # the first query has failed by the supervisor's first look; the second runs
+        queries.append(SimpleNamespace(isActive=not failed, stop=lambda: None,
+                                       exception=lambda f=failed: RuntimeError("broker away") if f else None))
+        return queries[-1]
+
+    monkeypatch.setattr(runner, "start_query", start_query)
+    monkeypatch.setattr(runner, "activate", lambda spark: spark)
+    monkeypatch.setattr(runner.RunningSaga, "HEALTHY_S", 0.5)
+    steps = [SimpleNamespace(label="stock.OrderPlaced", unit_label="stock.OrderPlaced", shard=None)]
+    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps, driver=None)
+    running = runner.RunningSaga(None, saga, "1 second")
+    try:
+        deadline = time.monotonic() + 20
+        while len(queries) < 2:
+            assert time.monotonic() < deadline, "the supervisor restarted the failed query"
+            time.sleep(0.05)
+        assert running.failing["stock.OrderPlaced"] == 1, "one failure in a row: the next backoff would be 2 s"
+        while running.failing["stock.OrderPlaced"]:
+            assert time.monotonic() < deadline, "a query up for HEALTHY_S ends the failure streak"
+            time.sleep(0.05)
+        assert running.restarts["stock.OrderPlaced"] == 1, "the total of restarts is kept"
     finally:
         running.stop()
 

@@ -123,11 +123,18 @@ def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
 class RunningSaga:
     """All steps of a saga running continuously; a supervisor restarts a failed step with backoff.
 
+    The backoff doubles with each failure in a row (1, 2, 4, ... seconds, at most ``max_backoff_s``) and starts
+    again from one second once a restarted query has run for :attr:`HEALTHY_S` without failing (or an
+    availableNow round ended well), so a step that failed a few times last week restarts at once today.
+
     With ``trigger="availableNow"`` (:data:`AVAILABLE_NOW`, the only trigger Databricks serverless allows) each
     step runs in rounds: its query reads what its queue holds when it starts, ends by itself, and the supervisor
     starts the next round at its next tick (every second), or :data:`IDLE_ROUND_S` later when the round read
     nothing. A failed round is restarted with backoff as a failed query is. ``rounds`` counts each step's ended
     rounds."""
+
+    #: a restarted query that has run this long without failing resets its step's backoff
+    HEALTHY_S = 60.0
 
     def __init__(self, spark: Any, saga: Any, trigger: str, max_backoff_s: float = 60.0, balance: bool = True) -> None:
         self.spark = spark
@@ -141,7 +148,11 @@ class RunningSaga:
         #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
         self.balancer = Balancer(saga) if balance and saga.driver is not None else None
         self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
+        #: step label -> restarts since the saga started (every failure counts)
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
+        #: step label -> failures since its query last ran well (what the backoff doubles with)
+        self.failing: dict[str, int] = {label: 0 for label in self.queries}
+        self._restarted_at: dict[str, float] = {}
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
         self.errors: dict[str, BaseException] = {}
         #: shards due to be handed over -> when the handover was first due (it waits for the batch to end)
@@ -173,9 +184,11 @@ class RunningSaga:
         while not self._stop.wait(1.0):
             for step in self.saga.units():
                 query = self.queries[step.unit_label]
+                now = time.monotonic()
+                if query.isActive:
+                    self._note_healthy(step.unit_label, now)
                 if query.isActive or self._stop.is_set() or step.unit_label in self.given_up:
                     continue
-                now = time.monotonic()
                 if self.in_rounds and step.unit_label not in retry_at and self._round_ended(step, query, now,
                                                                                             next_round):
                     continue
@@ -188,7 +201,7 @@ class RunningSaga:
                         log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.name,
                                   step.unit_label, message_of(failure))
                         continue
-                    backoff = min(self.max_backoff_s, 2.0 ** self.restarts[step.unit_label])
+                    backoff = min(self.max_backoff_s, 2.0 ** self.failing[step.unit_label])
                     retry_at[step.unit_label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
@@ -197,12 +210,19 @@ class RunningSaga:
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
+                    self.failing[step.unit_label] += 1
+                    self._restarted_at[step.unit_label] = now
                     try:
                         self.queries[step.unit_label] = self._start(step)
                     except Exception as exc:  # noqa: BLE001 - logged, retried with a longer backoff
                         log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.unit_label, exc)
             if self.balancer is not None and not self._stop.is_set():
                 self._balance()
+
+    def _note_healthy(self, label: str, now: float) -> None:
+        """A restarted query still running :attr:`HEALTHY_S` after its restart ends its step's failure streak."""
+        if self.failing[label] and now - self._restarted_at.get(label, now) >= self.HEALTHY_S:
+            self.failing[label] = 0
 
     def _round_ended(self, step: SagaStep, query: Any, now: float, next_round: dict[str, float]) -> bool:
         """availableNow: whether ``query`` is a round that ended without an error, handled here (its next round
@@ -212,6 +232,7 @@ class RunningSaga:
             if isinstance(query, _NotStarted) or query.exception() is not None:
                 return False
             self.rounds[label] = self.rounds.get(label, 0) + 1
+            self.failing[label] = 0  # a round that ended well: the next failure's backoff starts again
             next_round[label] = now + (0.0 if _read_rows(query) else IDLE_ROUND_S)
         if now < next_round[label]:
             return True
