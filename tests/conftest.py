@@ -28,6 +28,13 @@ _BROKER: Broker | None = None
 _STREAM_BROKER: Broker | None = None
 
 
+#: e2e modules whose tests run drivers in processes of their own (kill matrices, several drivers, a cluster, the
+#: CLI): under ``make test``'s two xdist workers they are one group, the in-process Spark tests the other, so
+#: each worker starts one SparkSession and the processes' waits overlap the other worker's Spark jobs
+DRIVER_MODULES = {"test_step_crash", "test_source_crash", "test_saga_drivers", "test_local_cluster", "test_saga_crash",
+                  "test_stream_crash", "test_cli_session"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
@@ -36,6 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif "e2e" in parts:
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
+            group = "drivers" if Path(str(item.fspath)).stem in DRIVER_MODULES else "spark"
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -44,7 +53,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _BROKER = acquire_broker()
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         line = f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}"
-        if reporter is not None:
+        if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller prints it at the end
+            session.config.workeroutput["safebunny_brokers"] = [line]
+        elif reporter is not None:
             reporter.write_line(line, bold=True)
         else:
             print(line)
@@ -68,7 +79,23 @@ def stream_broker() -> Broker:
     return _STREAM_BROKER
 
 
+_WORKER_LINES: list[str] = []  # the brokers each xdist worker used, as it said when it ended
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _STREAM_BROKER is not None and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput.setdefault("safebunny_brokers", []).append(
+            f"safebunny stream tests used {_STREAM_BROKER.origin}")
+
+
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]  # xdist's hook, on the controller
+    _WORKER_LINES.extend(line for line in getattr(node, "workeroutput", {}).get("safebunny_brokers", [])
+                         if line not in _WORKER_LINES)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _WORKER_LINES:
+        terminalreporter.write_line(line, bold=True)
     if _STREAM_BROKER is not None:
         terminalreporter.write_line(f"safebunny stream tests used {_STREAM_BROKER.origin}", bold=True)
 
@@ -214,6 +241,21 @@ def wait_until(condition, timeout: float = 60.0, what: str = "condition", every:
             return
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float, at_once: int = 2) -> list:
+    """Run each ``(argv, env)`` as a process of its own (a new session, so a kill point's ``kill -9`` ends only
+    it), at most ``at_once`` at a time; their ``CompletedProcess`` results in the order given. A crash driver
+    spends most of its life starting a JVM and waiting on the broker, so two share this machine's 2 cores
+    well: a kill matrix's drivers are independent (own queues, folders and checkpoints)."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+
+    with ThreadPoolExecutor(max(1, at_once)) as pool:
+        return [f.result() for f in [pool.submit(run, argv, env) for argv, env in commands]]
 
 
 def publish_numbered(uri: str, queue: str, n: int, start: int = 0, body=None, **props) -> None:  # type: ignore[no-untyped-def]

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Admin, publish_numbered, queue_totals, wait_until
+from conftest import Admin, publish_numbered, queue_totals, run_drivers, wait_until
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 1000
 
 
-def _run(uri, queue, workdir, crash_at=None, fail_on_data_loss=True, queue_type="classic", stream_port=None):
+def _command(uri, queue, workdir, crash_at=None, fail_on_data_loss=True, queue_type="classic", stream_port=None):
+    """The driver's argv and environment for one run (``crash_at``: the kill point it stops at)."""
     env = dict(os.environ)
     if stream_port:
         env["SAFEBUNNY_TEST_STREAM_PORT"] = str(stream_port)
@@ -25,8 +26,11 @@ def _run(uri, queue, workdir, crash_at=None, fail_on_data_loss=True, queue_type=
     env["SAFEBUNNY_TEST_FAIL_ON_DATA_LOSS"] = str(fail_on_data_loss).lower()
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
-    return subprocess.run([sys.executable, str(DRIVER), uri, queue, str(workdir)], env=env,
-                          capture_output=True, text=True, timeout=400, start_new_session=True)
+    return [sys.executable, str(DRIVER), uri, queue, str(workdir)], env
+
+
+def _run(*args, **kwargs):
+    return run_drivers([_command(*args, **kwargs)], timeout=400)[0]
 
 
 def _batches(workdir):
@@ -58,12 +62,15 @@ def kill_points(broker, amqp_uri, tmp_path_factory):
     admin = Admin(amqp_uri)
     runs = {}
     try:
+        places = {}
         for crash_at in CRASH_POINTS:
             tag = crash_at.replace(".", "-").replace(":", "-")
             queue = admin.declare_queue(f"sbt-source-crash-{tag}-{uuid.uuid4().hex[:6]}")
             workdir = tmp_path_factory.mktemp(tag)
             _fill(amqp_uri, queue)
-            crashed = _run(amqp_uri, queue, workdir, crash_at)
+            places[crash_at] = (queue, workdir)
+        results = run_drivers([_command(amqp_uri, q, w, crash_at) for crash_at, (q, w) in places.items()], 400)
+        for (crash_at, (queue, workdir)), crashed in zip(places.items(), results, strict=True):
             runs[crash_at] = (queue, workdir, crashed, _batches(workdir))
         env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
         env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps([{"queue": q, "workdir": str(w)} for q, w, _, _ in runs.values()])

@@ -14,15 +14,16 @@ import random_kills
 
 import safebunny
 from brokers import ThrowawayBroker
-from conftest import Admin, publish_numbered, queue_totals, wait_until
+from conftest import Admin, publish_numbered, queue_totals, run_drivers, wait_until
 from safebunny.exactly_once.delta_rs import DeltaPath
 
 DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
 
 
-def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append",
-         executor_rows=None):
+def _command(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append",
+             executor_rows=None):
+    """The driver's argv and environment for one run (``crash_at``: the kill point it stops at)."""
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
     if executor_rows:
         env["SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS"] = str(executor_rows)
@@ -32,8 +33,11 @@ def _run(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None,
         env["SAFEBUNNY_TEST_JOURNAL"] = journal
     if crash_at:
         env["SAFEBUNNY_CRASH_AT"] = crash_at
-    return subprocess.run([sys.executable, str(DRIVER), uri, queue, out, str(workdir)], env=env, capture_output=True,
-                          text=True, timeout=400, start_new_session=True)
+    return [sys.executable, str(DRIVER), uri, queue, out, str(workdir)], env
+
+
+def _run(*args, **kwargs):
+    return run_drivers([_command(*args, **kwargs)], timeout=400)[0]
 
 
 def _restart_all(uri, scenarios):
@@ -65,7 +69,7 @@ def _kill_matrix(uri, tmp_path_factory, name, points, **restart):
     ``settings``. Yields ``{crash_at: (queue, out, workdir, crashed)}`` and the restart's result; deletes the
     queues at the end."""
     admin = Admin(uri)
-    runs, scenarios = {}, []
+    runs, scenarios, commands = {}, [], []
     try:
         for crash_at, settings in points:
             tag = crash_at.replace(".", "-").replace(":", "-")
@@ -73,9 +77,12 @@ def _kill_matrix(uri, tmp_path_factory, name, points, **restart):
             out = admin.declare_queue(f"{queue}-out")
             workdir = tmp_path_factory.mktemp(tag)
             publish_numbered(uri, queue, N)
-            crashed = _run(uri, queue, out, workdir, crash_at, **settings)
-            runs[crash_at] = (queue, out, workdir, crashed)
+            runs[crash_at] = (queue, out, workdir, None)
+            commands.append(_command(uri, queue, out, workdir, crash_at, **settings))
             scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
+        for (crash_at, (queue, out, workdir, _)), crashed in zip(list(runs.items()), run_drivers(commands, 400),
+                                                                 strict=True):
+            runs[crash_at] = (queue, out, workdir, crashed)
         yield runs, _restart_all(uri, scenarios)
     finally:
         for queue, out, _, _ in runs.values():
