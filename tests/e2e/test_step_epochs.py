@@ -77,11 +77,11 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
     applied = []
     original = takeover_module.apply_effect
 
-    def append_then_die(spark_, effect, table, app_id, version, *fence):
+    def append_then_die(target, effect, table, app_id, version, *fence):
         if applied:
             raise Crash("the driver died between the two effects")
         applied.append(effect.kind)
-        return original(spark_, effect, table, app_id, version, *fence)
+        return original(target, effect, table, app_id, version, *fence)
 
     takeover_module.apply_effect = append_then_die
     try:
@@ -260,11 +260,11 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
     original = takeover_module.apply_effect
     original_apply = takeover_module.Takeover.apply
 
-    def apply_effect(spark_, effect, table, app_id, version, *fence):
+    def apply_effect(target, effect, table, app_id, version, *fence):
         if ".EA." in app_id and not a_may_go.is_set():  # A has planned; it commits once B is done
             a_ready.set()
             assert a_may_go.wait(120)
-        return original(spark_, effect, table, app_id, version, *fence)
+        return original(target, effect, table, app_id, version, *fence)
 
     def plan_after_both_claims(self, effects, orphans, late_done):
         if self.epoch == "EB" and both_see:

@@ -177,22 +177,18 @@ class SparkDeltaTarget(DeltaTarget):
         return True
 
     def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
-        """Read through Spark (``DESCRIBE HISTORY``, which works where only the catalog gives access); no table:
-        nothing was written to it. Any failure to read raises :class:`SafeBunnyError`: the answer is unknown, and
-        guessing "not applied" would apply the effect twice."""
-        return {app: version if self._applied(app, version) else None for app, version in apps.items()}
-
-    def _applied(self, app_id: str, version: int) -> bool:
+        """Read through Spark (``DESCRIBE HISTORY``, which works where only the catalog gives access), once for all
+        ``apps``; no table: nothing was written to it. Any failure to read raises :class:`SafeBunnyError`: the
+        answer is unknown, and guessing "not applied" would apply the effect twice."""
         try:
-            if not self.exists():
-                return False
-            history = self.spark().sql(f"DESCRIBE HISTORY {self.ref}").select("userMetadata").collect()
+            history = ([row[0] for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}").select("userMetadata")
+                        .collect()] if apps and self.exists() else [])
         except Exception as exc:  # noqa: BLE001 - unknown is never "not applied"
             raise SafeBunnyError(
                 f"Could not read the history of the effect table {self.table!r} to tell whether an earlier batch "
-                f"applied {app_id!r} version {version} ({type(exc).__name__}: {exc}). The batch fails and is "
-                "replayed; give the driver's identity SELECT on the table (DESCRIBE HISTORY needs it).") from exc
-        return applied_in_history((row[0] for row in history), app_id, version)
+                f"applied {dict(apps)} ({type(exc).__name__}: {exc}). The batch fails and is replayed; give the "
+                "driver's identity SELECT on the table (DESCRIBE HISTORY needs it).") from exc
+        return {app: version if applied_in_history(history, app, version) else None for app, version in apps.items()}
 
     def delete_before(self, node: str, column: str, before: str) -> int | None:
         if self.exists():
