@@ -139,3 +139,14 @@ def test_versions_come_from_the_history_and_an_unreadable_history_is_an_error():
     assert SparkDeltaTarget("t", _session(exists=False)).versions({"a": 0}) == {"a": None}
     with pytest.raises(SafeBunnyError, match="Could not read the history"):
         SparkDeltaTarget("t", _session(history=RuntimeError("denied"))).versions({"a": 0})
+
+
+def test_maintenance_deletes_compacts_and_vacuums_only_an_existing_table():
+    spark = _session()
+    target = SparkDeltaTarget("main.sb.inbox", spark)
+    assert target.delete_before("billing", "processedDate", "2026-01-01") is None
+    assert target.compact(vacuum=False) == {"compacted": None, "vacuumed": None, "swept": 0}
+    assert [e[1].split(" ")[0] for e in spark.log if e[0] == "sql"] == ["DELETE", "OPTIMIZE"]
+    missing = SparkDeltaTarget("main.sb.inbox", _session(exists=False))
+    assert missing.delete_before("billing", "processedDate", "2026-01-01") == 0
+    assert missing.compact() == {"compacted": 0, "vacuumed": 0, "swept": 0}

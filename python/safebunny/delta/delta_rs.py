@@ -109,9 +109,6 @@ class DeltaRsTarget(DeltaTarget):
         table = self.handle()
         return None if table is None else pa.schema(table.schema().to_arrow())
 
-    def exists(self) -> bool:
-        return self.handle() is not None
-
     def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
         table = self.handle()
         return {app: None if table is None else table.transaction_version(app) for app in apps}

@@ -191,11 +191,14 @@ class SparkDeltaTarget(DeltaTarget):
         return {app: version if applied_in_history(history, app, version) else None for app, version in apps.items()}
 
     def delete_before(self, node: str, column: str, before: str) -> int | None:
-        if self.exists():
-            self.spark().sql(maintenance_sql(self.ref, column)[0], args={"node": node, "cutoff": before})
+        if not self.exists():
+            return 0
+        self.spark().sql(maintenance_sql(self.ref, column)[0], args={"node": node, "cutoff": before})
         return None
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:
+        if not self.exists():
+            return {"compacted": 0, "vacuumed": 0, "swept": 0}
         _delete, optimize, vacuum_sql = maintenance_sql(self.ref)
         self.spark().sql(optimize)
         if vacuum:

@@ -62,16 +62,14 @@ class DeltaTarget(ABC):
         """The table's Arrow schema; None when there is none yet, or it is not read from here (a name)."""
 
     @abstractmethod
-    def exists(self) -> bool: ...
-
-    @abstractmethod
     def delete_before(self, node: str, column: str, before: str) -> int | None:
-        """Delete ``node``'s rows whose ``column`` (an ISO date) is before ``before``; how many (None: not told)."""
+        """Delete ``node``'s rows whose ``column`` (an ISO date) is before ``before``: how many (0 without a table,
+        None: not told)."""
 
     @abstractmethod
     def compact(self, vacuum: bool = True) -> dict[str, Any]:
         """Compact, vacuum (Delta's default retention), sweep what killed writers left: ``compacted``,
-        ``vacuumed``, ``swept`` (None: not told)."""
+        ``vacuumed``, ``swept`` (all 0 without a table; None: not told)."""
 
 
 def delta_target(table: str, spark: Any = None, backend: str = "auto", what: str = "The Delta table",

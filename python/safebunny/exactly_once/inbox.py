@@ -119,11 +119,10 @@ class Inbox:
         docs/exactly-once.md.
         """
         keep_from = _date(now) - self.window
-        done: dict[str, object] = {"deleted": 0, "compacted": 0, "vacuumed": 0, "swept": 0}
-        if self.target.exists():
-            done = {"deleted": self.target.delete_before(self.node, "processedDate", keep_from.date().isoformat()),
-                    **self.target.compact(vacuum)}
-            log.info("inbox %s maintained: %s", self.target.table, done)
+        cutoff = keep_from.date().isoformat()
+        done: dict[str, object] = {"deleted": self.target.delete_before(self.node, "processedDate", cutoff),
+                                   **self.target.compact(vacuum)}
+        log.info("inbox %s maintained: %s", self.target.table, done)
         # the node's committed row decisions, where its claims live (exactly_once/decisions.py)
         done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date())
         return done
