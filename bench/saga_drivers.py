@@ -75,9 +75,9 @@ def _start(uri: str, name: str, workdir: str, shards: int, driver: str) -> subpr
 
 
 def _rows(workdir: str) -> int:
-    from safebunny.exactly_once.delta_rs import DeltaPath
+    from safebunny.delta.delta_rs import DeltaRsTarget
 
-    table = DeltaPath(os.path.join(workdir, "reservations")).read()
+    table = DeltaRsTarget(os.path.join(workdir, "reservations")).read()
     return 0 if table is None else table.num_rows
 
 

@@ -105,9 +105,9 @@ def show_delta(name, path):
         df = spark.read.format("delta").load(path)  # noqa: F821
         df.columns  # analysed here: over Spark Connect a missing format fails only when the plan is analysed
     except Exception:
-        from safebunny.exactly_once.delta_rs import DeltaPath
+        from safebunny.delta.delta_rs import DeltaRsTarget
 
-        df = spark.createDataFrame(DeltaPath(path).read())  # noqa: F821
+        df = spark.createDataFrame(DeltaRsTarget(path).read())  # noqa: F821
     df.createOrReplaceTempView(name)
 
 

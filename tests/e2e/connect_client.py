@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 url, scenario, uri, workdir = sys.argv[1:5]
 spark = SparkSession.builder.remote(url).create()
@@ -71,7 +71,7 @@ def step_scenario():
     run()
     safebunny.publish(first.limit(3), uri=uri, exchange="", routingKey=queue)  # again, after the first run
     run()  # the same checkpoint: a restart
-    rows = DeltaPath(effects).read()
+    rows = DeltaRsTarget(effects).read()
     return {"effects": sorted(rows.column("messageId").to_pylist()), "emitted": drain_queue(out),
             "left": len(drain_queue(queue))}
 
@@ -121,9 +121,9 @@ def saga_scenario():
         cli = access.status(saga)  # what `safebunny status` prints
         return {
             "rounds": rounds,
-            "reservations": sorted(DeltaPath(os.path.join(workdir, "reservations")).read()
+            "reservations": sorted(DeltaRsTarget(os.path.join(workdir, "reservations")).read()
                                    .column("orderId").to_pylist()),
-            "shipments": sorted(DeltaPath(os.path.join(workdir, "shipments")).read().column("orderId").to_pylist()),
+            "shipments": sorted(DeltaRsTarget(os.path.join(workdir, "shipments")).read().column("orderId").to_pylist()),
             "status": status, "paused": paused, "until": until, "cli": cli,
             "trace": [t.to_dict()["node"] for t in saga.trace("o7")],
             "poison": saga.poison("stock", "OrderPlaced", spark).count(),
@@ -215,7 +215,7 @@ def serverless_scenario():
         durable.stop()
         return {"refusals": refusals, "done": done, "rounds": rounds, "listeners": listeners,
                 "given_up": sorted(running.given_up), "metrics": scraped,
-                "shipments": sorted(DeltaPath(os.path.join(workdir, "shipments")).read()
+                "shipments": sorted(DeltaRsTarget(os.path.join(workdir, "shipments")).read()
                                     .column("orderId").to_pylist()),
                 "waiting": saga._waiting()}
     finally:

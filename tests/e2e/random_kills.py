@@ -29,7 +29,7 @@ from pathlib import Path
 import pika
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 DRIVER = Path(__file__).with_name("step_crash_driver.py")
 NODE, TYPE = "billing", "InvoiceRequested"
@@ -112,7 +112,7 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
                                capture_output=True, text=True, timeout=1800, start_new_session=True)
         if final.returncode != 0 or "DRIVER-DONE" not in final.stdout:
             raise AssertionError(f"the last run failed (rc {final.returncode}): {final.stderr[-3000:]}")
-        effects = DeltaPath(str(workdir / "effects")).read().column("messageId").to_pylist()
+        effects = DeltaRsTarget(str(workdir / "effects")).read().column("messageId").to_pylist()
         expected = [f"m{i}" for i in range(n)]
         if sorted(effects) != sorted(expected):
             extra, missing = len(effects) - len(set(effects)), len(set(expected) - set(effects))

@@ -101,7 +101,7 @@ def test_safebunny_run_once_and_continuous_over_connect(spark, connect_url, cli_
 
     from safebunny.cli import exits
     from safebunny.cli.locate import load_saga
-    from safebunny.exactly_once.delta_rs import DeltaPath
+    from safebunny.delta.delta_rs import DeltaRsTarget
 
     saga = load_saga(SAGA_FILE)
     schema = "orderId string, qty int"
@@ -126,5 +126,5 @@ def test_safebunny_run_once_and_continuous_over_connect(spark, connect_url, cli_
         out, err = running.communicate(timeout=120)
     assert running.returncode == exits.OK, err[-3000:]
     assert "availableNow rounds" in out and "stopping" in out
-    shipped = DeltaPath(str(cli_env / "shipments")).read().column("orderId").to_pylist()
+    shipped = DeltaRsTarget(str(cli_env / "shipments")).read().column("orderId").to_pylist()
     assert sorted(shipped) == ["order-0", "order-1", "order-2", "order-3"]

@@ -7,7 +7,7 @@ SparkSession, real Delta tables):
   ``toArrow``: the same Arrow table, and no Spark job run;
 - an output that only selects columns of another output (``exactly_once.derived_frames``) is read from that
   one's rows: the same Arrow table as its own ``toArrow``, one job for both;
-- a Delta table handle kept between calls (``exactly_once.delta_rs``) sees every commit, and a table
+- a Delta table handle kept between calls (``delta.delta_rs``) sees every commit, and a table
   deleted and created again at the same path.
 """
 
@@ -23,7 +23,7 @@ import pytest
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.derived_frames import column_projection
 from safebunny.exactly_once.local_collect import collect_local
 from safebunny.exactly_once.materialize import _collect_all
@@ -105,20 +105,20 @@ def test_plans_that_are_not_local_or_not_exact_take_the_arrow_road(spark) -> Non
 
 def test_a_kept_table_handle_sees_new_commits_and_a_recreated_table(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / "t")
-    delta = DeltaPath(path)
-    assert delta.table() is None
+    delta = DeltaRsTarget(path)
+    assert delta.handle() is None
     delta.append(pa.table({"messageId": ["a"]}), "app", 1)
-    assert delta.table().version() == 0
-    DeltaPath(path).append(pa.table({"messageId": ["b"]}), "app", 2)          # another writer, the same path
-    assert delta.table().version() == 1 and delta.version_of("app") == 2
+    assert delta.handle().version() == 0
+    DeltaRsTarget(path).append(pa.table({"messageId": ["b"]}), "app", 2)          # another writer, the same path
+    assert delta.handle().version() == 1 and delta.versions({"app": 2})["app"] == 2
     assert sorted(delta.read().column("messageId").to_pylist()) == ["a", "b"]
     assert not delta.append(pa.table({"messageId": ["b"]}), "app", 2)         # the replay is still refused
 
     shutil.rmtree(path)                                                        # deleted, then created again
-    assert delta.table() is None
-    DeltaPath(path).append(pa.table({"messageId": ["c"]}), "other", 1)
+    assert delta.handle() is None
+    DeltaRsTarget(path).append(pa.table({"messageId": ["c"]}), "other", 1)
     assert delta.read().column("messageId").to_pylist() == ["c"]
-    assert delta.version_of("app") is None
+    assert delta.versions({"app": 2})["app"] is None
 
 
 @pytest.mark.parametrize("rows", [0, 1])

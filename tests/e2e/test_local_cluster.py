@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 MASTER = "local-cluster[2,1,1024]"
@@ -50,7 +50,7 @@ def test_a_saga_on_a_cluster_killed_mid_drain_applies_each_effect_once(amqp_uri,
         assert "('executors', 2)" in published, finished.stdout
         want = sorted(f"o{i}" for i in range(120))
         for table in ("reservations", "shipments"):
-            got = DeltaPath(str(tmp_path / table)).read().column("orderId").to_pylist()
+            got = DeltaRsTarget(str(tmp_path / table)).read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
         assert saga._waiting() == 0
     finally:

@@ -12,7 +12,7 @@ import pytest
 from pyarrow import fs as pafs
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.inbox import Inbox, InboxRow
 
 SCHEMA = "messageId string, value binary, correlationId string"
@@ -60,7 +60,7 @@ def test_a_step_with_its_state_on_s3_survives_a_crash_and_a_new_epoch_exactly_on
     assert any("/_decisions/_delta_log/" in p for p in _objects(inbox)), "so are the committed decisions"
     second = safebunny.Step(node="approve", inbox=inbox, epoch="E1")
     second.process(_batch(spark, ["m1", "m2", "m3", "m4"]), 0, decide, rows=True)
-    rows = DeltaPath(ledger).read().to_pylist()
+    rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["orderId"] for r in rows) == ["m1", "m2", "m3", "m4"], "each message once"
     assert {r["orderId"]: r["answer"] for r in rows}["m1"] == "a1", "the dead epoch's decision stands"
     assert not [p for p in _objects(inbox) if "/_claims/" in p], "the orphaned claim is retired"

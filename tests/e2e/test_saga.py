@@ -11,14 +11,14 @@ import pytest
 
 import safebunny
 from conftest import wait_until
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 ORDER = "orderId string, sku string, qty int, card string"
 DECLINED = "4000-0002"
 
 
 def _rows(path):
-    t = DeltaPath(path).read()
+    t = DeltaRsTarget(path).read()
     return [] if t is None else t.to_pylist()
 
 

@@ -10,13 +10,13 @@ import pika
 import pytest
 
 import safebunny
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.delta_rs import DeltaPath
 from safebunny.saga.runner import source_frame
 
 
 def _rows(path):
-    t = DeltaPath(path).read()
+    t = DeltaRsTarget(path).read()
     return [] if t is None else t.to_pylist()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 
@@ -56,7 +56,7 @@ def test_a_saga_with_its_state_on_s3_killed_mid_drain_applies_each_effect_once(a
         assert finished.returncode == 0 and "DRIVER-DONE" in finished.stdout, _why(finished.stderr)
         want = sorted(f"o{i}" for i in range(120))
         for table in ("reservations", "shipments"):
-            got = DeltaPath(f"{s3_root}/{table}").read().column("orderId").to_pylist()
+            got = DeltaRsTarget(f"{s3_root}/{table}").read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
         assert _shape(amqp_uri, name, s3_root)._waiting() == 0
         local = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.iterdir())

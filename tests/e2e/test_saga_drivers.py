@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import wait_until
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga import topology
 
 HERE = Path(__file__).parent
@@ -49,7 +49,7 @@ def _log(workdir, driver):
 
 
 def _order_ids(path):
-    table = DeltaPath(str(path)).read()
+    table = DeltaRsTarget(str(path)).read()
     return [] if table is None else table.column("orderId").to_pylist()
 
 

@@ -9,7 +9,7 @@ import uuid
 from collections import Counter
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.ids import correlation_id_for
 from safebunny.saga import topology
 
@@ -17,7 +17,7 @@ SHARDS = 3
 
 
 def _rows(path: str) -> list[dict]:  # type: ignore[type-arg]
-    table = DeltaPath(path).read()
+    table = DeltaRsTarget(path).read()
     return [] if table is None else table.to_pylist()
 
 

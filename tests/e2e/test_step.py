@@ -9,7 +9,7 @@ import pytest
 
 import safebunny
 from conftest import publish_numbered, queue_totals, wait_until
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 
 def _orders(i: int) -> bytes:
@@ -27,7 +27,7 @@ def _run(spark, uri, queue, checkpoint, journal, fn, batch=100):
 
 
 def _table(path):
-    t = DeltaPath(path).read()
+    t = DeltaRsTarget(path).read()
     return [] if t is None else t.to_pylist()
 
 

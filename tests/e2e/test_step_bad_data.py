@@ -13,10 +13,10 @@ import pytest
 
 import safebunny
 from conftest import queue_totals, wait_until
+from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.delta.spark_delta import last_per_key_sql
 from safebunny.exactly_once import FailedRow
 from safebunny.exactly_once.batch import STAND_IN_PREFIX
-from safebunny.exactly_once.delta_rs import DeltaPath
-from safebunny.exactly_once.spark_delta import last_per_key_sql
 
 SCHEMA = "messageId string, correlationId string, type string, value binary, k string, v int"
 
@@ -26,7 +26,7 @@ def _batch(spark, rows):
 
 
 def _table(path):
-    t = DeltaPath(path).read()
+    t = DeltaRsTarget(path).read()
     return [] if t is None else t.to_pylist()
 
 

@@ -15,7 +15,7 @@ import random_kills
 import safebunny
 from brokers import ThrowawayBroker
 from conftest import Admin, publish_numbered, queue_totals, run_drivers, wait_until
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
@@ -54,7 +54,7 @@ def _done(finished, workdir):
 
 
 def _check(broker, admin, queue, out, workdir, ids):
-    effects = DeltaPath(str(Path(workdir) / "effects")).read().column("messageId").to_pylist()
+    effects = DeltaRsTarget(str(Path(workdir) / "effects")).read().column("messageId").to_pylist()
     assert sorted(effects) == sorted(ids), "each input exactly once in the effect table"
     published = admin.get_all(out)
     assert len(published) >= len(ids)
@@ -149,7 +149,7 @@ def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, admin, ne
     assert _done(finished, workdir), finished.stderr[-3000:]
     ids = [f"m{i}" for i in range(N)]
     _check(broker, admin, queue, out, workdir, ids)
-    ledger = DeltaPath(str(workdir / "ledger")).read().to_pylist()
+    ledger = DeltaRsTarget(str(workdir / "ledger")).read().to_pylist()
     assert sorted(r["messageId"] for r in ledger) == sorted(ids)
     assert sum(r["epoch"] != old_epoch for r in ledger) == merged_by_new_epoch
     assert not list((workdir / "inbox" / "_claims").rglob("*.json")), "every claim retired"

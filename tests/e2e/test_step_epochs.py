@@ -11,7 +11,7 @@ import json
 import pytest
 
 import safebunny
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 takeover_module = importlib.import_module("safebunny.exactly_once.takeover")
 SCHEMA = "messageId string, value binary, correlationId string"
@@ -49,11 +49,11 @@ def test_a_row_handler_keeps_the_orphaned_epochs_decisions(spark, amqp_uri, make
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 4, decide, rows=True)
-    assert len(DeltaPath(ledger).read()) == 2, "the first epoch's effects are committed"
+    assert len(DeltaRsTarget(ledger).read()) == 2, "the first epoch's effects are committed"
 
     second = safebunny.Step(node="approval", inbox=inbox, uri=amqp_uri, epoch="E1")
     report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, decide, rows=True)
-    rows = DeltaPath(ledger).read().to_pylist()
+    rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["messageId"] for r in rows) == ["m1", "m2", "m3"], "each message once in the ledger"
     emitted = {json.loads(body)["orderId"]: json.loads(body)["decision"] for _, _, body in admin.get_all(out)}
     assert emitted == {r["orderId"]: r["decision"] for r in rows}, "the emits agree with the effects"
@@ -77,11 +77,11 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
     applied = []
     original = takeover_module.apply_effect
 
-    def append_then_die(spark_, effect, table, app_id, version, *fence):
+    def append_then_die(target, effect, table, app_id, version, *fence):
         if applied:
             raise Crash("the driver died between the two effects")
         applied.append(effect.kind)
-        return original(spark_, effect, table, app_id, version, *fence)
+        return original(target, effect, table, app_id, version, *fence)
 
     takeover_module.apply_effect = append_then_die
     try:
@@ -93,9 +93,9 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
 
     second = safebunny.Step(node="ship", inbox=inbox, uri=amqp_uri, epoch="E1")
     second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
-    appended = sorted((r["messageId"], r["epoch"]) for r in DeltaPath(effects).read().to_pylist())
+    appended = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(effects).read().to_pylist())
     assert appended == [("m1", "E0"), ("m2", "E0"), ("m3", "E1")]
-    merged = sorted((r["messageId"], r["epoch"]) for r in DeltaPath(ledger).read().to_pylist())
+    merged = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(ledger).read().to_pylist())
     assert merged == [("m1", "E1"), ("m2", "E1"), ("m3", "E1")]
     assert len({p.message_id for _, p, _ in admin.get_all(out)}) == 3
 
@@ -130,12 +130,12 @@ def test_a_row_that_failed_in_the_dead_epoch_is_applied_by_the_next(spark, amqp_
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2", "m3"]), 3, handle)
-    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m3"]
+    assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m3"]
 
     down.unlink()  # the service is back
     second = safebunny.Step(node="charge", inbox=inbox, epoch="E1")
     report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
-    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2", "m3"], \
+    assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2", "m3"], \
         "the order that failed in the dead epoch is applied once, the others are not applied again"
     assert report.processed == 3 and report.failed == 0
     assert not _claim_files(tmp_path), "the orphaned claim is retired once its ids are done"
@@ -162,7 +162,7 @@ def test_a_failed_decision_of_the_dead_epoch_is_decided_again(spark, amqp_uri, m
     service["up"] = True
     second = safebunny.Step(node="approve", inbox=inbox, uri=amqp_uri, epoch="E1", row_retries=0)
     report = second.process(_batch(spark, ["m1", "m2"]), 0, decide, rows=True)
-    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2"]
+    assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2"]
     assert report.failed == 0 and report.processed == 2
     assert sorted({json.loads(body)["orderId"] for _, _, body in admin.get_all(out)}) == ["m1", "m2"]
 
@@ -213,7 +213,7 @@ def test_a_claim_older_than_the_window_still_protects_its_effects(spark, amqp_ur
     claim.write_text(json.dumps(raw))
     second = safebunny.Step(node="keep", inbox=inbox, epoch="E1")
     second.process(_batch(spark, ["m1", "m2"]), 0, handle)
-    assert sorted(r["messageId"] for r in DeltaPath(ledger).read().to_pylist()) == ["m1", "m2"]
+    assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2"]
 
 
 def _run_in_thread(spark, work):
@@ -260,11 +260,11 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
     original = takeover_module.apply_effect
     original_apply = takeover_module.Takeover.apply
 
-    def apply_effect(spark_, effect, table, app_id, version, *fence):
+    def apply_effect(target, effect, table, app_id, version, *fence):
         if ".EA." in app_id and not a_may_go.is_set():  # A has planned; it commits once B is done
             a_ready.set()
             assert a_may_go.wait(120)
-        return original(spark_, effect, table, app_id, version, *fence)
+        return original(target, effect, table, app_id, version, *fence)
 
     def plan_after_both_claims(self, effects, orphans, late_done):
         if self.epoch == "EB" and both_see:
@@ -299,7 +299,7 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
         takeover_module.apply_effect = original
         takeover_module.Takeover.apply = original_apply
     assert not errors, errors
-    rows = DeltaPath(ledger).read().to_pylist()
+    rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["messageId"] for r in rows) == ids, "each message applied once, by one of the two batches"
     assert {r["epoch"] for r in rows} == {"EB"}, "B's commit landed first; A's was refused and left them out"
     assert not _claim_files(tmp_path)

@@ -12,7 +12,7 @@ import pyspark.sql.functions as F
 
 import safebunny
 from conftest import publish_numbered, queue_totals, wait_until
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.emits import build_publish_rows
 
 
@@ -85,7 +85,7 @@ def test_a_large_batch_is_published_from_the_executors_with_the_driver_ids(spark
     want = {(r["messageId"], r["correlationId"], r["causationId"], r["type"], r["routingKey"], r["value"])
             for r in rows.to_pylist()}
     assert arrived == want, "the executors publish exactly what the driver path would"
-    assert sorted(r["messageId"] for r in DeltaPath(invoices).read().to_pylist()) == sorted(causes["messageId"]
+    assert sorted(r["messageId"] for r in DeltaRsTarget(invoices).read().to_pylist()) == sorted(causes["messageId"]
                                                                                             .to_pylist())
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="source queue drained and acked")
 
@@ -114,7 +114,7 @@ def test_a_refused_executor_publish_is_republished_with_the_same_ids(spark, amqp
     assert (report.published_from, report.emitted) == ("executors", 20) and report.publish_attempts >= 2
     got = {p.message_id for _, p, _ in admin.get_all(out)}
     assert got == {safebunny.message_id(f"m{i}", "billing", "InvoiceRequested", 0) for i in range(20)}
-    assert DeltaPath(inbox).read().num_rows == 20
+    assert DeltaRsTarget(inbox).read().num_rows == 20
 
 
 def test_a_refused_executor_publish_fails_the_batch_before_its_marker(spark, amqp_uri, make_queue, tmp_path):
@@ -131,5 +131,5 @@ def test_a_refused_executor_publish_fails_the_batch_before_its_marker(spark, amq
     assert "could not publish its batch's 20 emitted messages from the executors (1 attempt(s)" in text, text
     assert "unroutable" in text and nowhere in text and "before its inbox marker" in text, text
     assert ":guest@" not in str(q.exception())
-    assert DeltaPath(inbox).read() is None, "nothing marked in the inbox"
+    assert DeltaRsTarget(inbox).read() is None, "nothing marked in the inbox"
     assert not step.reports, "the batch did not finish"

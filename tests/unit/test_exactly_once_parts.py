@@ -10,12 +10,12 @@ import pyarrow as pa
 import pytest
 
 import safebunny
+from safebunny.delta.delta_rs import sweep_staging_files
+from safebunny.delta.spark_delta import applied_in_history, commit_tag, merge_sql, quote_name
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits import build_publish_rows
 from safebunny.exactly_once.inbox import Inbox, InboxRow
 from safebunny.exactly_once.isolate import bisect
-from safebunny.exactly_once.retention import sweep_staging_files
-from safebunny.exactly_once.spark_delta import applied_in_history, commit_tag, merge_sql, quote_name
 
 
 def _publish(rows, **kw):

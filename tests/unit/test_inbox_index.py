@@ -50,7 +50,7 @@ def test_the_index_follows_appends_and_rebuilds_after_compaction(tmp_path):
     index = inbox._store._indexes["billing"]
     inbox.seen(["x"], "E", 6, now=NOW)  # the index takes the last append in at the next look-up
     assert len(index) == len(written) and index.rebuilds == 0
-    inbox._store.delta.table().optimize.compact()
+    inbox._store.delta.handle().optimize.compact()
     probe = sorted(written)[:100] + ["nope"]
     assert _both(inbox, probe, "E", 99) == (set(probe[:100]), set(probe[:100]))
     assert index.rebuilds == 1 and len(index) == len(written)

@@ -3,9 +3,10 @@ and the backend choice as the Inbox makes it)."""
 
 import pytest
 
+from safebunny.delta.spark_delta import maintenance_sql, table_ref
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox import Inbox
-from safebunny.exactly_once.inbox_spark import batch_done_sql, maintenance_sql, rows_sql, seen_sql, table_ref
+from safebunny.exactly_once.inbox_reads import batch_done_sql, rows_sql, seen_sql
 
 
 def test_names_are_quoted_and_paths_read_as_delta_paths():

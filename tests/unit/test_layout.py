@@ -1,4 +1,5 @@
-"""The core's packages depend one way: plugin -> core; saga -> exactly_once -> amqp/streams -> top level.
+"""The core's packages depend one way: plugin -> core; saga -> exactly_once -> delta -> storage; exactly_once ->
+amqp/streams -> top level.
 
 Read from the source with ``ast`` (no imports run), so a forbidden import fails here before it can
 hide behind a lazy import path at run time.
@@ -16,15 +17,16 @@ CORE = Path(__file__).resolve().parents[2] / "python" / "safebunny"
 
 # package -> the safebunny packages it must never import
 FORBIDDEN = {
-    "amqp": {"source", "exactly_once", "saga", "cli", "demo"},
-    "source": {"streams", "exactly_once", "saga", "cli", "demo"},
-    "streams": {"exactly_once", "saga", "cli", "demo"},
+    "amqp": {"source", "delta", "exactly_once", "saga", "cli", "demo"},
+    "source": {"streams", "delta", "exactly_once", "saga", "cli", "demo"},
+    "streams": {"delta", "exactly_once", "saga", "cli", "demo"},
     "exactly_once": {"saga", "cli", "demo"},
     "saga": {"cli", "demo"},
-    "options": {"amqp", "streams", "exactly_once", "saga", "cli", "demo"},
+    "options": {"amqp", "streams", "delta", "exactly_once", "saga", "cli", "demo"},
 }
-#: package -> the only safebunny modules and packages it may import (besides its own)
-ONLY = {"storage": {"errors"}}
+#: package -> the only safebunny modules and packages it may import (besides its own): the Delta tables sit on
+#: the storage layer and know nothing of steps, sagas or the broker
+ONLY = {"storage": {"errors"}, "delta": {"storage", "errors"}}
 # the one documented exception: safebunny.register(spark) hands Spark the plugin's DefaultSource
 PLUGIN_ALLOWED = {"__init__.py"}
 
@@ -223,7 +225,7 @@ def test_the_plugin_cycle_check_sees_a_lazy_import_cycle(tmp_path: Path) -> None
     (pkg / "b.py").write_text("def f():\n    return 1\n")
     assert find_cycle(_plugin_graph(pkg)) is None
 #: the Spark plugin is the source and the sink: the layers above them are not its business
-PLUGIN_FORBIDDEN = {"exactly_once", "saga", "cli", "demo"}
+PLUGIN_FORBIDDEN = {"delta", "exactly_once", "saga", "cli", "demo"}
 
 
 @pytest.mark.parametrize("path", sorted(PLUGIN.rglob("*.py")), ids=lambda p: p.name)

@@ -4,13 +4,13 @@ order wins), and one message's values fail that message, never the batch."""
 
 import pyarrow as pa
 
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.delta.merge_rows import last_per_key
+from safebunny.delta.spark_delta import last_per_key_sql
 from safebunny.exactly_once.materialize import Materialized, from_rows
-from safebunny.exactly_once.merge_rows import last_per_key
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.exactly_once.row_types import ROW_TYPE_ERROR, build_tables, infer_schema, type_decisions
 from safebunny.exactly_once.settle import settle_outcome
-from safebunny.exactly_once.spark_delta import last_per_key_sql
 
 MERGE = Effect("merge", None, "/t/accounts", ("k",))
 APPEND = Effect("append", None, "/t/ledger")
@@ -97,7 +97,7 @@ def test_a_row_handler_that_fails_its_message_gives_no_outputs():
 
 
 def test_delta_rs_merge_with_two_rows_for_one_key_keeps_the_last(tmp_path):
-    target = DeltaPath(str(tmp_path / "t"))
+    target = DeltaRsTarget(str(tmp_path / "t"))
     target.merge(pa.table({"messageId": ["m1", "m2"], "k": ["A", "A"], "v": [1, 2]}), ["k"], "app", 0)  # new key
     target.merge(pa.table({"messageId": ["m3", "m4"], "k": ["A", "A"], "v": [3, 4]}), ["k"], "app", 1)  # existing
     assert target.read().to_pylist() == [{"messageId": "m4", "k": "A", "v": 4}]

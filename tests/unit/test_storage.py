@@ -11,7 +11,7 @@ from pyarrow import fs as pafs
 from safebunny import Step
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox import Inbox, state_location
-from safebunny.storage.location import absolute_location, resolve_under
+from safebunny.storage.location import absolute_location, local_path, resolve_under
 from safebunny.storage.records import list_records, read_record, read_records, remove_record
 from safebunny.storage.writes import write_atomically, write_if_absent
 
@@ -35,6 +35,12 @@ def test_absolute_location_resolves_local_paths_and_keeps_uris(tmp_path, monkeyp
     assert absolute_location("~/x") == os.path.expanduser("~/x")
     assert absolute_location("s3://bucket/state") == "s3://bucket/state"
     assert absolute_location("file:///tmp/x") == "file:///tmp/x"
+
+
+def test_local_path_tells_this_machine_s_paths_from_other_filesystems():
+    assert local_path("/data/t") == "/data/t" and local_path("file:///data/t") == "/data/t"
+    assert local_path("dbfs:/x") == "dbfs:/x"  # no scheme separator: os calls find nothing there, as before
+    assert local_path("s3://b/t") is None and local_path("hdfs://nn/t") is None
 
 
 def test_records_are_listed_filtered_read_and_removed(tmp_path):

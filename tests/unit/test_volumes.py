@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 
 from safebunny import Saga, Step, append, merge
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
-from safebunny.exactly_once.delta_rs import DeltaPath
 from safebunny.storage.volumes import is_volume_path, refuse_volume
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -86,7 +86,7 @@ def test_effects_on_a_volume_fail_when_the_handler_builds_them() -> None:
     with pytest.raises(SafeBunnyOptionError, match="effect table is on a Unity Catalog volume"):
         merge(rows, f"dbfs:{VOLUME}/orders", on="messageId")
     with pytest.raises(SafeBunnyOptionError, match="Delta table is on a Unity Catalog volume"):
-        DeltaPath(f"{VOLUME}/orders")
+        DeltaRsTarget(f"{VOLUME}/orders")
     assert append(rows, "main.sales.orders").table == "main.sales.orders"  # a table name: Spark Delta
 
 

@@ -1,11 +1,11 @@
-"""Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes, retention.
+"""Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes.
 
 - :mod:`.step`: :class:`Step`, the per-batch protocol run inside ``foreachBatch``;
 - :mod:`.outcome`: what a handler returns (:class:`Outcome`, :func:`append`, :func:`merge`, :func:`emit`);
 - :mod:`.context`: :class:`StepContext`, what a handler is told;
-- :mod:`.inbox`: the inbox table; :mod:`.delta_rs` and :mod:`.spark_delta`: the Delta backends;
-- :mod:`.effects`, :mod:`.emits`, :mod:`.materialize`, :mod:`.isolate`, :mod:`.outcome_log`: the
-  protocol's parts; :mod:`.retention`: maintenance.
+- :mod:`.inbox`: the inbox table and its maintenance, on a :mod:`safebunny.delta` target;
+- :mod:`.takeover`, :mod:`.emits`, :mod:`.materialize`, :mod:`.isolate`, :mod:`.outcome_log`: the
+  protocol's parts (the Delta tables themselves: :mod:`safebunny.delta`).
 """
 
 from typing import TYPE_CHECKING

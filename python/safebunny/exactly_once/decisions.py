@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.outcome import Effect
 
 __all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
@@ -40,7 +40,7 @@ class DecisionTable:
         self.path = f"{root.rstrip('/')}/_decisions"
         self.node = node
         self.effect = Effect("append", None, self.path)
-        self._delta = DeltaPath(self.path)
+        self._delta = DeltaRsTarget(self.path)
 
     def rows(self, decisions: Mapping[str, Any], ids: Sequence[str], epoch: str, batch_id: int,
              today: dt.date | None = None) -> pa.Table:
@@ -53,12 +53,7 @@ class DecisionTable:
 
     def maintain(self, keep_from: dt.date) -> int:
         """Delete this node's decisions made before ``keep_from``; returns how many."""
-        table = self._delta.table()
-        if table is None:
-            return 0
-        node = self.node.replace("'", "''")
-        done = table.delete(f"node = '{node}' AND decidedDate < '{keep_from.isoformat()}'")
-        return int(done.get("num_deleted_rows", 0) or 0)
+        return self._delta.delete_before(self.node, "decidedDate", keep_from.isoformat()) or 0
 
     def read(self, ids: Iterable[str]) -> dict[str, Any]:
         """The committed decision of each of ``ids`` that has one. A message has one row: a batch that meets

@@ -23,7 +23,7 @@ that, for every effect target given by path (delta-rs):
 Claims of an older version (scheme 1: version N, no fences) and targets given by name (Spark Delta, whose
 writer takes one app transaction per commit) are read as before: applied or open, never fenced.
 
-Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.effects` writes the commits.
+Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.takeover` writes the commits.
 """
 
 from __future__ import annotations

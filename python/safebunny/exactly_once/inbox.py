@@ -14,24 +14,24 @@ tier is processed again.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from safebunny.delta.target import BACKENDS, delta_target, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.decisions import DecisionTable
-from safebunny.exactly_once.delta_rs import is_path
 from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA, PARTITIONS
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
 __all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "BACKENDS", "state_location"]
 
+log = logging.getLogger("safebunny.inbox")
 DEFAULT_WINDOW = dt.timedelta(days=7)
-#: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
-BACKENDS = ("auto", "delta-rs", "spark")
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,9 @@ class Inbox:
         self._state = state
         self.node = node
         self.window = window
-        self.backend = ("delta-rs" if is_path(path) else "spark") if backend == "auto" else backend
-        self._store: Any = _store(path, self.backend)
+        self.target = delta_target(path, backend=backend, what="The inbox", option="inbox")
+        self.backend = self.target.backend
+        self._store: Any = _reads(self.target)
 
     @property
     def state(self) -> str:
@@ -103,7 +104,7 @@ class Inbox:
             "causationId": r.causation_id, "type": r.message_type, "epoch": epoch, "batchId": batch_id,
             "status": r.status, "reason": r.reason, "attempts": r.attempts, "emitted": list(r.emitted),
             "processedAt": stamp, "processedDate": stamp.date().isoformat()} for r in rows], schema=INBOX_SCHEMA)
-        return self._store.append(table, self.app_id(epoch), batch_id)
+        return self.target.append(table, self.app_id(epoch), batch_id, PARTITIONS)
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:
         """The inbox rows of this node (or every node), optionally of one saga instance."""
@@ -118,7 +119,10 @@ class Inbox:
         docs/exactly-once.md.
         """
         keep_from = _date(now) - self.window
-        done = self._store.maintain(keep_from, vacuum, self.node)
+        cutoff = keep_from.date().isoformat()
+        done: dict[str, object] = {"deleted": self.target.delete_before(self.node, "processedDate", cutoff),
+                                   **self.target.compact(vacuum)}
+        log.info("inbox %s maintained: %s", self.target.table, done)
         # the node's committed row decisions, where its claims live (exactly_once/decisions.py)
         done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date())
         return done
@@ -140,14 +144,11 @@ def state_location(inbox: str, state: str | None) -> str:
     return absolute_location(location)
 
 
-def _store(path: str, backend: str) -> Any:
-    if backend == "spark":
-        from safebunny.exactly_once.inbox_spark import SparkInboxStore
+def _reads(target: Any) -> Any:
+    """The inbox's look-ups in the target's own terms (pyarrow filters and an index, or Spark SQL)."""
+    from safebunny.exactly_once.inbox_reads import DeltaRsInboxStore, SparkInboxStore
 
-        return SparkInboxStore(path)
-    from safebunny.exactly_once.inbox_delta_rs import DeltaRsInboxStore
-
-    return DeltaRsInboxStore(path)
+    return (SparkInboxStore if target.backend == "spark" else DeltaRsInboxStore)(target)
 
 
 def _date(now: dt.datetime | None) -> dt.datetime:

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from safebunny.exactly_once.delta_rs import DeltaPath
+from safebunny.delta.delta_rs import DeltaRsTarget
 
 __all__ = ["SeenIndex", "id_hashes"]
 
@@ -42,7 +42,7 @@ def id_hashes(ids: Sequence[str]) -> np.ndarray:
 class SeenIndex:
     """The ``done`` ids of ``node`` in the inbox at ``delta``, as sorted hashes with their files."""
 
-    def __init__(self, delta: DeltaPath, node: str) -> None:
+    def __init__(self, delta: DeltaRsTarget, node: str) -> None:
         self.delta = delta
         self.node = node
         self._hashes = np.empty(0, np.int64)
@@ -106,7 +106,7 @@ class SeenIndex:
     def lookup(self, message_ids: Sequence[str], since: dt.date, epoch: str, batch_id: int) -> set[str] | None:
         """The ids among ``message_ids`` this node has done within the window, except batch
         ``(epoch, batch_id)``'s own rows; ``None`` when the caller must scan instead."""
-        table = self.delta.table()
+        table = self.delta.handle()
         if table is None:
             return set()
         try:

@@ -30,7 +30,7 @@ class Effect:
     on: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from safebunny.exactly_once.delta_rs import is_path
+        from safebunny.delta.target import is_path
         from safebunny.storage.volumes import refuse_volume
 
         if is_path(self.table):  # refused when the handler builds it, before any effect of its batch is applied

@@ -19,12 +19,12 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
+from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.batch import NewMessages
 from safebunny.exactly_once.claims import ClaimLog
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.decisions import DecisionTable
-from safebunny.exactly_once.effects import target_schema
 from safebunny.exactly_once.inbox import Inbox
 from safebunny.exactly_once.isolate import describe
 from safebunny.exactly_once.materialize import Materialized, from_rows
@@ -62,14 +62,14 @@ class RowRun:
                 if mid not in decisions:
                     decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
             crash_point("step.in_handler")
-            decisions = type_decisions(decisions, target_schema)
+            decisions = type_decisions(decisions, _target_schema)
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
         if not replayed:  # commit the decisions; where another batch's landed first, take those instead
             adopted = self._commit(ctx, new, decisions, apply)
             if adopted:
-                decisions = type_decisions({**decisions, **adopted}, target_schema)
+                decisions = type_decisions({**decisions, **adopted}, _target_schema)
                 self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
-        result = build_tables(decisions, target_schema)
+        result = build_tables(decisions, _target_schema)
         correlation = new.correlation_of()
         for mid, failed in list(result.failed.items()):
             result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
@@ -115,3 +115,8 @@ class RowRun:
                 if attempt < attempts:
                     time.sleep(min(0.05 * 2 ** attempt, 1.0))
         return {"ok": False, "reason": reason, "error_type": error_type, "attempts": attempts}
+
+
+def _target_schema(table: str) -> pa.Schema | None:
+    """An effect target's schema where it is read (a path that exists); else the batch's rows decide the types."""
+    return delta_target(table, what="The effect table").schema()

@@ -18,8 +18,8 @@ from collections.abc import Collection, Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from safebunny.delta.merge_rows import last_per_key
 from safebunny.exactly_once.materialize import Materialized
-from safebunny.exactly_once.merge_rows import last_per_key
 from safebunny.exactly_once.outcome import FailedRow
 
 __all__ = ["settle_outcome", "without_messages"]

@@ -8,10 +8,14 @@ end meanwhile, claim and all) are left out too. Of two batches on one id, either
 sees the other's claim, or the other had finished and its marker is in. Each effect is then one commit
 carrying its own app transaction and its fences, refused when anything it planned against moved
 (:class:`~safebunny.exactly_once.fence.FenceMoved`), after which the step plans again from what landed.
+
+Each target is resolved once per batch (:func:`~safebunny.delta.target.delta_target`: a path on delta-rs,
+fenceable; a name on Spark Delta, read through its history) and written through it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,13 +24,12 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
+from safebunny.delta.target import DeltaTarget, Guard, delta_target
 from safebunny.exactly_once.claims import Claim, leave_out
-from safebunny.exactly_once.delta_rs import is_path
-from safebunny.exactly_once.effects import apply_effect, committed_versions, effect_app_id
-from safebunny.exactly_once.fence import Orphan, TargetPlan, apply_version, check_expected, plan_target
+from safebunny.exactly_once.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["Takeover"]
+__all__ = ["Takeover", "apply_effect", "effect_app_id"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -50,7 +53,8 @@ class Takeover:
         met = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
-            plan = self._plan(effect, table, orphans)
+            target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
+            plan = self._plan(effect, target, table, orphans)
             met = met or plan.done or bool(plan.leave_out)
             if plan.done:
                 continue
@@ -70,7 +74,7 @@ class Takeover:
             def guard(read: Callable[[str], int | None], plan: TargetPlan = plan, name: str = effect.table) -> None:
                 check_expected(plan, read, name)
 
-            apply_effect(self.spark, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences,
+            apply_effect(target, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences,
                          guard if plan.expect else None)
             crash_point("step.after_one_effect")
         return met
@@ -78,21 +82,40 @@ class Takeover:
     def _app(self, effect: Effect) -> str:
         return effect_app_id(self.node, self.epoch, effect)
 
-    def _plan(self, effect: Effect, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
+    def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
         """The plan for one target, from one read of its app transactions: this batch's own, the legacy one of
         its epoch (a batch written before fences came) and each orphan's that applied ids there."""
         own = self._app(effect)
-        by_path = is_path(effect.table)
+        fenceable = target.fenceable
         legacy = effect_app_id(self.node, self.epoch, effect, 1)
         claimed = [(claim, ids, effect_app_id(self.node, claim.epoch, effect, claim.scheme))
                    for claim in orphans if (ids := claim.applied.get(effect.key))]
         # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion): no own or legacy read
-        apps = {own: apply_version(self.batch_id), legacy: self.batch_id} if by_path else {}
+        apps = {own: apply_version(self.batch_id), legacy: self.batch_id} if fenceable else {}
         apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
-        versions = committed_versions(self.spark, effect, apps) if apps else {}
+        versions = target.versions(apps) if apps else {}
         own_version, legacy_version = versions.get(own), versions.get(legacy)
-        if by_path and own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
+        if fenceable and own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
             return TargetPlan(done=True)  # a batch of this epoch written before fences came
         views = [Orphan(claim.batch_id, claim.scheme, ids, app, versions.get(app)) for claim, ids, app in claimed]
         ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
-        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=by_path)
+        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=fenceable)
+
+
+def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
+    """The app id of ``effect``'s writes: stable per node, epoch and target (``scheme`` 1: before fences,
+    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.fence`)."""
+    target = hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
+    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{target}"
+
+
+def apply_effect(target: DeltaTarget, effect: Effect, table: pa.Table, app_id: str, version: int,
+                 fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
+    """Write ``table`` to ``target`` as ``effect`` unless ``(app_id, version)`` is committed; True when written. A
+    fenceable target also writes ``fences`` in the same commit, after ``guard`` accepted the snapshot it commits
+    from (:mod:`~safebunny.exactly_once.fence`); another takes neither."""
+    if table.num_rows == 0:
+        return False
+    if effect.kind == "append":
+        return target.append(table, app_id, version, fences=fences, guard=guard)
+    return target.merge(table, effect.on, app_id, version, fences=fences, guard=guard)

@@ -16,9 +16,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
-from safebunny.exactly_once.delta_rs import DeltaPath
 from safebunny.ids import correlation_id_for
 from safebunny.saga import topology
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
@@ -42,8 +42,6 @@ def view_name(saga: Any) -> str:
 
 def record_started(saga: Any, df: Any, business_key: str, node: str, message_type: str) -> int:
     """Append the business keys of ``df`` (the rows ``saga.start`` published) to the started records."""
-    from deltalake import write_deltalake
-
     keys = df.select(df[business_key].cast("string").alias("k")).distinct().toArrow().column("k").to_pylist()
     keys = [k for k in keys if k is not None and k.strip()]
     if not keys:
@@ -52,7 +50,7 @@ def record_started(saga: Any, df: Any, business_key: str, node: str, message_typ
     table = pa.Table.from_pydict({"businessKey": keys, "correlationId": [correlation_id_for(k) for k in keys],
                                   "node": [node] * len(keys), "type": [message_type] * len(keys),
                                   "startedAt": [now] * len(keys)}, schema=STARTED_SCHEMA)
-    write_deltalake(DeltaPath(started_path(saga)).path, table, mode="append")
+    DeltaRsTarget(started_path(saga)).append(table)
     return len(keys)
 
 
@@ -77,7 +75,7 @@ def instances_table(saga: Any, state: str | None = None, parked: bool = True) ->
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
     inbox = Inbox(saga.inbox_path, "instances").rows(all_nodes=True)
-    started = DeltaPath(started_path(saga)).read()
+    started = DeltaRsTarget(started_path(saga)).read()
     table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga) if parked else (),
                           started.to_pylist() if started is not None else ())
     if state is not None:

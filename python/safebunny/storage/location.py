@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["resolve_location", "resolve_under", "absolute_location", "is_object_store"]
+__all__ = ["resolve_location", "resolve_under", "absolute_location", "is_object_store", "local_path"]
 
 
 def resolve_location(location: str, option: str = "journalLocation") -> tuple[pafs.FileSystem, str]:
@@ -51,3 +51,11 @@ def is_object_store(filesystem: pafs.FileSystem) -> bool:
     if isinstance(filesystem, pafs.SubTreeFileSystem):
         return is_object_store(filesystem.base_fs)
     return filesystem.type_name in ("s3", "gcs", "abfs")
+
+
+def local_path(location: str) -> str | None:
+    """The path on this machine of ``location`` (a path, or a ``file://`` URI); None for a URI of another
+    filesystem (an object store, HDFS), which ``os`` calls do not reach. The one place that tells them apart."""
+    if location.startswith("file://"):
+        return location.removeprefix("file://")
+    return None if "://" in location else location

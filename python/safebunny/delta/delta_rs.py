@@ -1,51 +1,57 @@
-"""Delta tables through delta-rs (``deltalake``), with an app transaction per batch.
+"""A Delta table by path through delta-rs (``deltalake``), with an app transaction per batch.
 
 delta-rs records app transactions but does not skip a replay (writing ``(app_id, version)`` twice
 commits twice), so every write here reads the table's transaction version first and writes only
 when it is below the batch's version. Reads pass a pyarrow filesystem for local paths: reading on
 the default filesystem makes the process abort at exit (delta-rs#2184).
+
+Maintenance runs serially from one job: vacuum with a zero retention breaks readers of older snapshots and
+``full=True`` can delete a concurrent writer's uncommitted file, so the default retention is kept; staging files
+a SIGKILLed writer left on local disk are swept (no vacuum removes them).
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
-from safebunny.exactly_once.merge_rows import last_per_key
-from safebunny.storage.location import absolute_location, resolve_location
+from safebunny.delta.merge_rows import last_per_key
+from safebunny.delta.target import DeltaTarget, Guard
+from safebunny.storage.location import absolute_location, local_path, resolve_location
 from safebunny.storage.volumes import refuse_volume
 
-__all__ = ["DeltaPath", "Guard", "is_path"]
+__all__ = ["DeltaRsTarget", "sweep_staging_files"]
 
 log = logging.getLogger("safebunny.inbox")
 T = TypeVar("T")
-#: ``guard(read)``: checks a snapshot before a commit (``read(app_id)`` is its version there); raises to refuse
-Guard = Callable[[Callable[[str], "int | None"]], None]
 _CONFLICT_RETRIES = 8
+#: A staging file younger than this may belong to a writer still running; leave it.
+STAGING_GRACE_SECONDS = 3600
 
 
-def is_path(table: str) -> bool:
-    """A table given by path (``/...``, ``./...``, ``file:``, ``s3://``, ...) rather than by name."""
-    return "/" in table or "\\" in table or table.startswith(".") or "://" in table
+class DeltaRsTarget(DeltaTarget):
+    """One Delta table at a path: transaction-checked appends and merges (fenceable), filtered reads."""
 
-
-class DeltaPath:
-    """One Delta table at a path: transaction-checked appends and merges, filtered reads."""
+    backend = "delta-rs"
+    fenceable = True
 
     def __init__(self, path: str, what: str = "The Delta table", option: str = "table") -> None:
         refuse_volume(path, what, option)  # every delta-rs table (inbox, effect tables) goes through here
-        self.path = absolute_location(path)
+        self.table = self.path = absolute_location(path)
+        #: the table's folder on this machine, or None on another filesystem (an object store): decided once
+        self.local = local_path(self.path)
 
     # -- reading -------------------------------------------------------------------------------
-    def table(self) -> Any | None:
+    def handle(self) -> Any | None:
         """The current ``DeltaTable``, or ``None`` when no table exists at the path yet.
 
         Loading a table reads its log from the last checkpoint (more as commits pile up), and
@@ -59,7 +65,7 @@ class DeltaPath:
         cached = _handles().get(self.path)
         if cached is not None:
             handle, stamp = cached
-            if _commit_stamp(self.path, handle.version()) == stamp:
+            if self._commit_stamp(handle.version()) == stamp:
                 try:
                     handle.update_incremental()
                     return handle
@@ -70,7 +76,7 @@ class DeltaPath:
             handle = DeltaTable(self.path)
         except TableNotFoundError:
             return None
-        stamp = _commit_stamp(self.path, handle.version())
+        stamp = self._commit_stamp(handle.version())
         if stamp is not None:
             _handles()[self.path] = (handle, stamp)
         return handle
@@ -80,59 +86,63 @@ class DeltaPath:
         filesystem, root = resolve_location(self.path, "table")
         return pafs.SubTreeFileSystem(root, filesystem)
 
-    def dataset(self, table: Any) -> pads.Dataset:
-        local = "://" not in self.path or self.path.startswith("file://")
-        return table.to_pyarrow_dataset(filesystem=self.filesystem() if local else None)
+    def _commit_stamp(self, version: int) -> tuple[int, int] | None:
+        """(mtime ns, size) of a local table's commit file for ``version``; None when not local or missing
+        (such a handle is not kept)."""
+        if self.local is None:
+            return None
+        try:
+            info = os.stat(os.path.join(self.local, "_delta_log", f"{version:020d}.json"))
+        except OSError:
+            return None
+        return info.st_mtime_ns, info.st_size
 
     def read(self, filter_: Any = None, columns: Sequence[str] | None = None) -> pa.Table | None:
-        table = self.table()
+        """The rows matching the pyarrow expression ``filter_`` (all when None); None when there is no table."""
+        table = self.handle()
         if table is None:
             return None
-        return self.dataset(table).to_table(filter=filter_, columns=list(columns) if columns else None)
+        dataset: pads.Dataset = table.to_pyarrow_dataset(filesystem=None if self.local is None else self.filesystem())
+        return dataset.to_table(filter=filter_, columns=list(columns) if columns else None)
 
-    def arrow_schema(self) -> pa.Schema | None:
-        """The table's schema as Arrow, or ``None`` when no table exists at the path yet."""
-        table = self.table()
+    def schema(self) -> pa.Schema | None:
+        table = self.handle()
         return None if table is None else pa.schema(table.schema().to_arrow())
 
-    def version_of(self, app_id: str) -> int | None:
-        table = self.table()
-        return None if table is None else table.transaction_version(app_id)
+    def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
+        table = self.handle()
+        return {app: None if table is None else table.transaction_version(app) for app in apps}
 
     # -- writing (each a single commit carrying the app transaction) ---------------------------
-    def append(self, data: pa.Table, app_id: str, version: int, partition_by: Sequence[str] | None = None,
+    def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
                fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
-        """Append ``data`` unless ``(app_id, version)`` is already committed; True when written.
-
-        ``fences``: more ``(app id, version)`` transactions for the same commit; ``guard(read)`` runs on the
-        snapshot the commit is made from (``read(app_id)`` gives its version there) and raises to refuse."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         def write() -> bool:
-            table = self.table()
-            if _done(None if table is None else table.transaction_version(app_id), version):
+            table = self.handle()
+            if app_id is not None and _done(None if table is None else table.transaction_version(app_id), version):
                 return False
             if guard is not None:
                 guard(lambda app: None if table is None else table.transaction_version(app))
-            transactions = [Transaction(app_id, version), *(Transaction(a, v) for a, v in fences)]
+            own = [(app_id, version)] if app_id is not None else []
+            transactions = [Transaction(a, v) for a, v in (*own, *fences)]
             write_deltalake(self.path if table is None else table, data, mode="append",
                             partition_by=list(partition_by) if partition_by else None,
-                            commit_properties=CommitProperties(app_transactions=transactions))
+                            commit_properties=CommitProperties(app_transactions=transactions) if transactions else None)
             return True
 
         return _retry_conflicts(write, self.path)
 
     def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int,
               fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
-        """Upsert ``data`` on the ``on`` columns unless ``(app_id, version)`` is committed. Where rows of
-        ``data`` share a key, the last one wins (the step orders them by source first). ``fences`` and
-        ``guard`` as for :meth:`append`."""
+        """As :meth:`DeltaTarget.merge`; where rows of ``data`` share a key, the last one wins (the step orders
+        them by source first)."""
         from deltalake import CommitProperties, Transaction
 
         data = last_per_key(data, on)
 
         def write() -> bool:
-            table = self.table()
+            table = self.handle()
             if table is None:
                 return self.append(data, app_id, version, fences=fences, guard=guard)
             if _done(table.transaction_version(app_id), version):
@@ -148,6 +158,37 @@ class DeltaPath:
 
         return _retry_conflicts(write, self.path)
 
+    # -- maintenance ---------------------------------------------------------------------------
+    def delete_before(self, node: str, column: str, before: str) -> int | None:
+        table = self.handle()
+        if table is None:
+            return 0
+        done = table.delete(f"node = '{node.replace(chr(39), chr(39) * 2)}' AND {column} < '{before}'")
+        return int(done.get("num_deleted_rows", 0) or 0)
+
+    def compact(self, vacuum: bool = True) -> dict[str, Any]:
+        table = self.handle()
+        if table is None:
+            return {"compacted": 0, "vacuumed": 0, "swept": 0}
+        compacted = table.optimize.compact()
+        vacuumed = table.vacuum(dry_run=False) if vacuum else []
+        return {"compacted": int(compacted.get("numFilesRemoved", 0) or 0), "vacuumed": len(vacuumed),
+                "swept": sweep_staging_files(self.path)}
+
+
+def sweep_staging_files(path: str, now: float | None = None) -> int:
+    """Remove ``part-*.parquet#*`` files that a SIGKILLed delta-rs writer left (local paths only)."""
+    root = local_path(path)
+    if root is None:
+        return 0
+    limit = (now or time.time()) - STAGING_GRACE_SECONDS
+    removed = 0
+    for name in glob.glob(os.path.join(root, "**", "*.parquet#*"), recursive=True):
+        if os.path.getmtime(name) < limit:
+            os.remove(name)
+            removed += 1
+    return removed
+
 
 _local = threading.local()
 
@@ -157,19 +198,6 @@ def _handles() -> dict[str, tuple[Any, tuple[int, int]]]:
     if not hasattr(_local, "handles"):
         _local.handles = {}
     return _local.handles
-
-
-def _commit_stamp(path: str, version: int) -> tuple[int, int] | None:
-    """(mtime ns, size) of a local table's commit file for ``version``; None when not local or missing
-    (such a handle is not kept)."""
-    if "://" in path and not path.startswith("file://"):
-        return None
-    log_file = os.path.join(path.removeprefix("file://"), "_delta_log", f"{version:020d}.json")
-    try:
-        info = os.stat(log_file)
-    except OSError:
-        return None
-    return info.st_mtime_ns, info.st_size
 
 
 def _done(committed: int | None, version: int) -> bool:

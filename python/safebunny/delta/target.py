@@ -1,0 +1,88 @@
+"""One Delta table written exactly once: the interface both backends keep, and the one place that picks one.
+
+A table given by path is read and written with delta-rs (:class:`~safebunny.delta.delta_rs.DeltaRsTarget`,
+fenceable: docs/exactly-once.md, the fence); a table given by name through the session's Spark Delta
+(:class:`~safebunny.delta.spark_delta.SparkDeltaTarget`), which an inbox given by path may also choose.
+:func:`delta_target` makes that choice; the inbox, a step's effects and their takeover call the target.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path", "delta_target"]
+
+#: ``guard(read)``: checks a snapshot before a commit (``read(app_id)`` is its version there); raises to refuse
+Guard = Callable[[Callable[[str], "int | None"]], None]
+#: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
+BACKENDS = ("auto", "delta-rs", "spark")
+
+
+def is_path(table: str) -> bool:
+    """A table given by path (``/...``, ``./...``, ``file:``, ``s3://``, ...) rather than by name."""
+    return "/" in table or "\\" in table or table.startswith(".") or "://" in table
+
+
+class DeltaTarget(ABC):
+    """One Delta table. A write is one commit carrying the app transaction ``(app_id, version)``, skipped (False)
+    when the table holds ``app_id`` at ``version`` or beyond; ``fences`` (more app transactions for the same
+    commit) and ``guard`` (a check of the snapshot the commit is made from) only on a fenceable target."""
+
+    #: ``"delta-rs"`` or ``"spark"``
+    backend: str
+    #: a commit takes several app transactions and checks its own replay against the table (delta-rs); a Spark
+    #: Delta writer takes one per commit and skips its own replay by itself
+    fenceable: bool
+    #: the table: an absolute path or URI (delta-rs), or a name or path (Spark Delta)
+    table: str
+
+    @abstractmethod
+    def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
+               fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
+        """Append ``data`` (no ``app_id``: a plain append, nothing checked); True when written."""
+
+    @abstractmethod
+    def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int,
+              fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
+        """Upsert ``data`` on the ``on`` columns, one source row per key (:mod:`~safebunny.delta.merge_rows`)."""
+
+    @abstractmethod
+    def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
+        """For each ``app_id -> version``, the table's version of ``app_id`` (delta-rs: the last written, from one
+        snapshot; Spark Delta: ``version`` when its history holds it or a later one, else None). A failure to read
+        raises: unknown is never "not applied"."""
+
+    @abstractmethod
+    def schema(self) -> pa.Schema | None:
+        """The table's Arrow schema; None when there is none yet, or it is not read from here (a name)."""
+
+    @abstractmethod
+    def delete_before(self, node: str, column: str, before: str) -> int | None:
+        """Delete ``node``'s rows whose ``column`` (an ISO date) is before ``before``: how many (0 without a table,
+        None: not told)."""
+
+    @abstractmethod
+    def compact(self, vacuum: bool = True) -> dict[str, Any]:
+        """Compact, vacuum (Delta's default retention), sweep what killed writers left: ``compacted``,
+        ``vacuumed``, ``swept`` (all 0 without a table; None: not told)."""
+
+
+def delta_target(table: str, spark: Any = None, backend: str = "auto", what: str = "The Delta table",
+                 option: str = "table", checked: bool = False) -> DeltaTarget:
+    """The target of ``table``: delta-rs for a path, Spark Delta for a name (``backend`` forces one). ``what`` and
+    ``option`` name it in errors; ``spark``: the session of a Spark Delta target (else the thread's active one);
+    ``checked``: a Spark Delta write first checks that the session has Delta."""
+    if backend == "auto":
+        backend = "delta-rs" if is_path(table) else "spark"
+    if backend == "spark":
+        from safebunny.delta.spark_delta import SparkDeltaTarget
+
+        return SparkDeltaTarget(table, spark, what, checked)
+    from safebunny.delta.delta_rs import DeltaRsTarget
+
+    return DeltaRsTarget(table, what, option)
