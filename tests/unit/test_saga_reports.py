@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -94,3 +95,22 @@ def test_the_counter_names_are_spelled_once() -> None:
     names = [f.name for f in dataclasses.fields(StepStatus)]
     assert [n for n in names if n in COUNTERS] == list(COUNTERS)
     assert set(COUNTERS) - {"batches"} <= {f.name for f in dataclasses.fields(BatchReport)}
+
+
+def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_total(tmp_path: Path) -> None:
+    """A saga step's foreachBatch function stores the report its Step returned (retried and parked from the
+    failure router); drain's progress is the stored received total, the same in any process."""
+    import safebunny
+    from safebunny.saga.recorder import StepRecorder
+
+    saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
+    saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda df, ctx: None)
+    step = saga.steps[0]
+    batches = iter([_report(0, 6, failed=2, retried=1, parked=1), _report(1, 0), _report(0, 6, failed=2)])
+    runtime = SimpleNamespace(process=lambda df, batch_id, handler, rows: next(batches))
+    recorder = StepRecorder(saga, step, runtime)
+    for batch_id in (0, 1, 0):  # a batch, an empty one (not stored), the first one replayed
+        recorder.process(None, batch_id, None, rows=False)
+    (stored,) = saga.reports_of(step)
+    assert (stored.received, stored.retried, stored.parked) == (6, 1, 1)
+    assert saga._moved() == 6
