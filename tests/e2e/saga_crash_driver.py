@@ -43,7 +43,7 @@ if sys.argv[4:] == ["start"]:
     orders = spark.createDataFrame([(f"o{i}", 1 + i % 3) for i in range(120)], "orderId string, qty int")
     saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
 saga.drain(spark, timeout=300)
-published = {(r.published_from, r.publish_partitions) for s in saga.steps for r in saga.reports_of(s)[0]}
+published = {(r.published_from, r.publish_partitions) for s in saga.steps for r in saga.reports_of(s)}
 print("PUBLISHED-FROM", sorted(p for p in published if p[0]), flush=True)
 print("DRIVER-DONE", flush=True)
 spark.stop()

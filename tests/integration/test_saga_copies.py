@@ -35,7 +35,9 @@ def test_a_replayed_batch_republishes_the_same_copies_and_poison_lists_each_mess
         router = FailureRouter(saga, saga.steps[0])
         ctx = SimpleNamespace(batch_id=7)
         for _ in range(2):  # the batch, then its replay after a crash before the commit
-            router([_failed("m-retry", 0), _failed("m-poison", 1)], ctx)
+            routed = router([_failed("m-retry", 0), _failed("m-poison", 1)], ctx)
+            assert routed == {"retried": 1, "parked": 1}  # what the batch's report counts
+        assert router.parked_ids.read() == {"m-poison"}  # a fresh copy of it is a duplicate from now on
 
         tier = admin.get_all(safebunny.topology.retry_queue_name(saga, "stock", "OrderPlaced", 0))
         assert [p.message_id for _, p, _ in tier] == ["m-retry", "m-retry"]

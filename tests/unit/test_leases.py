@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from safebunny.exactly_once.step import BatchReport
 from safebunny.saga.balance import HOLD_S, Balancer
 from safebunny.saga.leases import SETTLE_S, TTL_S, Lease, LeaseStore, assign, handovers, live
-from safebunny.saga.status_log import BatchCounts, StatusLog
+from safebunny.saga.reports import ReportStore
 
 NOW = dt.datetime(2026, 11, 26, 10, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -89,7 +90,8 @@ def _saga(root, driver: str = "a") -> SimpleNamespace:
 
 
 def _batch(root, label: str, driver: str, at: dt.datetime, batch_id: int = 0) -> None:
-    StatusLog(str(root), label).record("epoch-1", batch_id, BatchCounts(3, 3, 0, 0, 0, 0, 0, 0.1, at), driver)
+    ReportStore(str(root), label).record(BatchReport("stock", "epoch-1", batch_id, 3, 0, 0, 3, 0, 0, False, 0.1, at),
+                                         driver)
 
 
 def test_a_driver_holds_a_shard_when_its_own_batch_ran_there_since_its_query_started(tmp_path) -> None:

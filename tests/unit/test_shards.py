@@ -14,8 +14,8 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits import build_publish_rows
 from safebunny.saga import topology
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.saga.status import combined
-from safebunny.saga.status_log import StepCounters
 
 
 def _step(shards: int | None = None) -> SagaStep:
@@ -85,11 +85,12 @@ def test_emits_route_each_row_by_its_instance() -> None:
 
 def test_a_steps_counters_are_its_shards_summed() -> None:
     def counters(step: str, received: int, rate: float | None, last: str | None) -> StepCounters:
-        return StepCounters(step, 1, received, received, 0, 0, 0, 0, received, rate, last, 1)
+        return StepCounters(step, {**dict.fromkeys(COUNTERS, 0), "batches": 1, "received": received,
+                                   "processed": received}, rate, last, 1)
 
     total = combined([counters("p.T.shard.0", 5, 1.5, "2026-11-24T10:00:00"),
                       counters("p.T.shard.1", 7, None, "2026-11-24T11:00:00")])
-    assert (total.step, total.batches, total.received, total.rate, total.last_batch) == (
+    assert (total.step, total.totals["batches"], total.totals["received"], total.rate, total.last_batch) == (
         "p.T", 2, 12, 1.5, "2026-11-24T11:00:00")
 
 

@@ -10,10 +10,14 @@ from typing import Any
 from safebunny.cli import access
 from safebunny.cli.output import print_rows, wants_json
 
-__all__ = ["add_parsers", "COLUMNS", "SHARD_COLUMNS", "positive_seconds", "unrouted_line"]
+__all__ = ["add_parsers", "columns", "SHARD_COLUMNS", "positive_seconds", "unrouted_line"]
 
-COLUMNS = ["step", "backlog", "ready", "unacked", "retrying", "poisoned", "batches", "received", "processed",
-           "duplicates", "failed", "retried", "parked", "rate", "lastBatch", "breaker"]
+
+def columns() -> list[str]:
+    """A step's line: depths, its counters (:data:`~safebunny.saga.reports.COUNTERS`), rate, last batch, breaker."""
+    from safebunny.saga.reports import COUNTERS  # loaded with the saga by now; ``safebunny --help`` stays light
+
+    return ["step", "backlog", "ready", "unacked", "retrying", "poisoned", *COUNTERS, "rate", "lastBatch", "breaker"]
 
 
 SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "holder", "leaseAgeSeconds", "lastDriver", "lastBatch",
@@ -28,7 +32,7 @@ def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Any, empt
     if args.shards:
         print_rows(args, rows, SHARD_COLUMNS, empty="(no step is sharded)")
         return
-    print_rows(args, rows, COLUMNS, empty=empty)
+    print_rows(args, rows, columns(), empty=empty)
     notes = sorted({r["note"] for r in rows if r.get("note")})
     if wants_json(args):
         return

@@ -63,7 +63,8 @@ _FENCE_ATTEMPTS = 3
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (emit) -> (exchange, routing key); a saga routes by node and type.
 Router = Callable[[Emit], "tuple[str, str | Callable[[str], str]]"]
-FailedCallback = Callable[[list[FailedRow], StepContext], None]
+#: (failed rows, ctx) -> None, or how many of them it retried and parked (``{"retried": n, "parked": m}``)
+FailedCallback = Callable[[list[FailedRow], StepContext], "Mapping[str, int] | None"]
 #: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
 #: the rows as they are
 Prepare = Callable[[pa.Table, Any], "Prepared | None"]
@@ -93,6 +94,9 @@ class BatchReport:
     publish_partitions: int = 0
     #: publishing attempts (a broker failure republishes the same ids); 0 when nothing was published
     publish_attempts: int = 0
+    #: of the failed, how many ``on_failed`` sent to a retry tier and parked, as it returned them (a saga step's)
+    retried: int = 0
+    parked: int = 0
 
 
 class Step:
@@ -108,7 +112,8 @@ class Step:
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
-    - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits;
+    - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
+      as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
     - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
@@ -236,8 +241,11 @@ class Step:
             published = self._publish(spark, publish, f"step:{self.node}/{epoch}/{batch_id}")
             crash_point("step.after_publish")
         clock.lap("publish")
+        routed: Mapping[str, int] | None = None
         if result.failed and self.on_failed is not None:
-            self.on_failed([replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()], ctx)
+            routed = self.on_failed([replace(f, row=f.row or new.row_of(f.message_id))
+                                     for f in result.failed.values()], ctx)
+        routed = routed if isinstance(routed, Mapping) else {}
         clock.lap("failed")
         if not replayed:
             self.inbox.record(self._inbox_rows(new, result, emitted), epoch, batch_id)
@@ -251,7 +259,8 @@ class Step:
         report = BatchReport(self.node, epoch, batch_id, batch.received, batch.received - batch.distinct + len(seen),
                              len(seen), new.count - len(result.failed), len(result.failed), publish.num_rows,
                              replayed, time.monotonic() - started, dt.datetime.now(dt.timezone.utc), clock.laps,
-                             published.where, published.partitions, published.attempts)
+                             published.where, published.partitions, published.attempts,
+                             int(routed.get("retried", 0)), int(routed.get("parked", 0)))
         self.reports.append(report)
         log.info("step %s batch %d: %d received, %d duplicate in batch, %d already processed, %d processed, "
                  "%d failed, %d emitted%s%s in %.2f s (%s)", self.node, batch_id, report.received,

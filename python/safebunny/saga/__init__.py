@@ -6,7 +6,7 @@
 - :mod:`.failures`: routing failed rows to retry or poison;
 - :mod:`.parked`, :mod:`.poison_ledger`: reading, redriving and discarding poison;
 - :mod:`.breaker`: pausing a step; :mod:`.runner`: the queries and their supervisor;
-- :mod:`.status_log`, :mod:`.recorder`, :mod:`.status`: per-step counters recorded per batch, and status;
+- :mod:`.reports`, :mod:`.recorder`, :mod:`.status`: each batch's report stored once, and status;
 - :mod:`.instances`, :mod:`.instance_state`: saga instances as a table; :mod:`.metrics`: Prometheus metrics.
 """
 

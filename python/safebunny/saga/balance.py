@@ -6,8 +6,8 @@ this driver's lease (its shard queries and the shards it holds), reads the other
 to hand over; the runner restarts its query for each, and the broker's single active consumer moves the
 shard to the next waiting driver.
 
-Which shards this driver holds comes from its batches: a shard's status log names the driver of its last
-batch with messages (:mod:`safebunny.saga.status_log`), so this driver holds a shard when that is its own
+Which shards this driver holds comes from its batches: a shard's stored reports name the driver of its last
+batch with messages (:mod:`safebunny.saga.reports`), so this driver holds a shard when that is its own
 batch, finished after its query for the shard last (re)started and within :data:`HOLD_S`. An idle holder is
 not known until its shard has messages again; moving an idle shard would gain nothing anyway.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
-from safebunny.saga.status_log import StatusLog
+from safebunny.saga.reports import ReportStore
 
 __all__ = ["Balancer", "HOLD_S", "COOLDOWN_S"]
 
@@ -76,7 +76,7 @@ class Balancer:
         holds as far as its batches tell."""
         out = {}
         for label, since in self.running.items():
-            counters = StatusLog(self.saga.root, label).counters(now)
+            counters = ReportStore(self.saga.root, label).counters(now)
             if counters.last_driver != self.me or counters.last_batch is None:
                 continue
             last = dt.datetime.fromisoformat(counters.last_batch)

@@ -1,7 +1,9 @@
 """Where a saga step's failed rows go: the next retry tier, or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
-the same copies (:mod:`safebunny.saga.republish`)."""
+the same copies (:mod:`safebunny.saga.republish`). The ids it parked are recorded after their poison copies
+were confirmed (:mod:`safebunny.saga.parked_ids`), and it returns how many rows it retried and parked: the batch's
+report keeps them (:mod:`safebunny.saga.reports`)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
 from safebunny.saga import topology
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.parked_ids import ParkedIds
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
 from safebunny.saga.retry import REASON, decide, failure_headers
 
@@ -24,17 +27,20 @@ log = logging.getLogger("safebunny.saga")
 
 
 class FailureRouter:
-    """The ``on_failed`` callback of one saga step; counts what it retried and poisoned."""
+    """The ``on_failed`` callback of one saga step (or shard): where each failed row goes."""
 
     def __init__(self, saga: Any, step: SagaStep) -> None:
         self.saga = saga
         self.step = step
-        self.counts: Counter[str] = Counter()
+        self.parked_ids = ParkedIds(saga.root, step.unit_label)
 
-    def __call__(self, failed: list[FailedRow], ctx: Any) -> None:
+    def __call__(self, failed: list[FailedRow], ctx: Any) -> Counter[str]:
+        """Publish the copies of ``failed`` (confirmed), record the parked ids; how many were retried and parked."""
         batch: Counter[tuple[str, str]] = Counter()
         example: dict[tuple[str, str], tuple[str, str]] = {}
         copies: list[Copy] = []
+        routed: Counter[str] = Counter(retried=0, parked=0)
+        parked: list[str] = []
         for row in failed:
             source: Mapping[str, Any] = row.row or {}
             headers = dict(source.get("headers") or {})
@@ -53,7 +59,9 @@ class FailureRouter:
                                source.get("type"), source.get("contentType"), out))
             if poisoned and self.step.fails_as:
                 copies.append(self._failure_message(row, source, body))
-            self.counts["poisoned" if poisoned else "retried"] += 1
+            routed["parked" if poisoned else "retried"] += 1
+            if poisoned:
+                parked.append(row.message_id)
             key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
             batch[key] += 1
             example.setdefault(key, (row.message_id, row.reason[:300]))
@@ -61,11 +69,13 @@ class FailureRouter:
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
         publish_copies(self.saga.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
+        self.parked_ids.add(parked)  # after the poison copies were confirmed
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():
             mid, reason = example[(what, error_type)]
             log.warning("saga %s step %s batch %d: %d message(s) %s (%s), e.g. %s: %s", self.saga.name,
                         self.step.label, ctx.batch_id, count, what, error_type, mid, reason)
+        return routed
 
     def _failure_message(self, row: FailedRow, source: Mapping[str, Any], body: bytes) -> Copy:
         """The ``fails_as`` message of a poisoned row: an output of it, with an id derived as emits' are."""

@@ -7,7 +7,7 @@ Two sources, joined per step (label ``step="node.type"``, plus ``saga``):
   Over Spark Connect, PySpark 4's listener runs in this process too (the client receives the server's
   events). Where the listener cannot reach this process (it could not be added, ``listener=False``, or the
   step's query ran in another process), the last batch's rows, duration, id and processed rows per second
-  come from the step's durable per-batch counters (:mod:`safebunny.saga.status_log`), and ``active`` from
+  come from the step's durable batch reports (:mod:`safebunny.saga.reports`), and ``active`` from
   the session's active queries;
 - at each scrape, what ``saga.status()`` reads from durable places: the step's counters since the saga
   root was created (batches, received, processed, duplicates, failed, retried, parked), the backlog and
@@ -33,24 +33,17 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from safebunny.saga.reports import COUNTERS, ReportStore
+
 __all__ = ["SagaMetrics", "render", "METRICS", "DEFAULT_PORT"]
 
 log = logging.getLogger("safebunny.metrics")
 DEFAULT_PORT = 9108
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-#: name -> (type, help, field of the step's sample)
+#: name -> (type, help, field of the step's sample); a counter per :data:`~safebunny.saga.reports.COUNTERS`
 METRICS: dict[str, tuple[str, str, str]] = {
-    "safebunny_step_batches_total": ("counter", "Batches with messages the step processed (all processes).",
-                                     "batches"),
-    "safebunny_step_received_total": ("counter", "Messages the step received, duplicates included.", "received"),
-    "safebunny_step_processed_total": ("counter", "Messages the step processed (effects applied, emits sent).",
-                                       "processed"),
-    "safebunny_step_duplicates_total": ("counter", "Messages the step dropped as already processed.",
-                                        "duplicates"),
-    "safebunny_step_failed_total": ("counter", "Messages whose handler failed (then retried or parked).", "failed"),
-    "safebunny_step_retried_total": ("counter", "Failed messages sent to a retry tier.", "retried"),
-    "safebunny_step_parked_total": ("counter", "Failed messages sent to the poison queue.", "parked"),
+    **{f"safebunny_step_{name}_total": ("counter", meaning, name) for name, meaning in COUNTERS.items()},
     "safebunny_step_backlog": ("gauge", "Messages ready in the step's queue.", "backlog"),
     "safebunny_step_retrying": ("gauge", "Messages waiting in the step's retry tiers.", "retrying"),
     "safebunny_step_unacked": ("gauge", "Messages delivered to the step and not yet acknowledged (management API).",
@@ -153,7 +146,7 @@ class SagaMetrics:
     # -- a scrape ------------------------------------------------------------------------------
     def samples(self) -> list[dict[str, Any]]:
         """Per step: the durable status (without reading poison queues) and the last progress seen here, or,
-        where the listener saw none (or there is none), the last batch its status log recorded."""
+        where the listener saw none (or there is none), the last batch its stored reports hold."""
         from safebunny.saga.status import status_fields
 
         with self._lock:
@@ -240,11 +233,9 @@ def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str,
 
 
 def _durable_progress(root: str, step: Any) -> dict[str, Any]:
-    """A step's last batch from its status log (its shards' together: rows added, the longest batch); the id
-    only for an unsharded step."""
-    from safebunny.saga.status_log import StatusLog
-
-    lasts = [b for b in (StatusLog(root, u.unit_label).last_batch() for u in step.units()) if b is not None]
+    """A step's last batch from its stored reports (its shards' together: rows added, the longest batch); the
+    id only for an unsharded step."""
+    lasts = [r for r in (ReportStore(root, u.unit_label).last() for u in step.units()) if r is not None]
     if not lasts:
         return {}
     rows, seconds = sum(b.received for b in lasts), max(b.seconds for b in lasts)

@@ -1,66 +1,142 @@
-"""Batch reports of a saga's steps on storage, for ``status()`` and ``drain()`` over Spark Connect.
+"""A saga step's batch reports, stored once per batch, the one record ``status``, ``drain``, metrics and the
+balancer read, in any process (over Spark Connect the batches run in a server process; they write here too).
 
-On a classic session a step's ``foreachBatch`` function runs in the process that started the query, so
-``Saga.status()`` and ``drain()`` read the steps' :class:`~safebunny.exactly_once.step.BatchReport`\\ s
-and failure counters in memory. Over Spark Connect the function (and its copy of the step) runs in a
-Python process on the server, so each batch's report and the failures it routed are written to
-``<root>/reports/<step>/<epoch>-<batch>.json``, one file per batch: a replayed batch overwrites its own
-file instead of counting twice. The newest :data:`KEEP` files per step are kept, as a step keeps its
-newest reports in memory.
+One small JSON file per query (a step, or one shard of it), ``<root>/status/<unit label>.json``, rewritten
+whole (write, then rename; on an object store one PUT) after each batch that carried messages. It holds the
+step's totals since the saga root was created (:data:`COUNTERS`), the last batch id counted in each epoch (a
+batch whose id is not above it, a replay after a crash, is not counted again), the newest :data:`KEEP`
+:class:`~safebunny.exactly_once.step.BatchReport`\\ s (for the rate, the last batch and ``saga.reports_of``)
+and the saga driver that ran the last one. A plain file, not a Delta table: it costs a small fraction of a
+Delta append with its transaction check (docs/performance.md).
+
+A crash of the driver loses nothing: the file is renamed into place in one step, and a batch replayed after a
+crash is counted once (by its epoch and batch id). A power loss between the write and the next flush of the
+page cache may lose the last batches' counts (never messages). A file of an older safebunny (totals without
+reports) is read for its totals; its rate and last batch are unknown until the next batch.
+
+:func:`add_report` and :func:`summary` are pure: they work on the record as a dict.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
-import pyarrow.fs as pafs
+import orjson
 
 from safebunny.exactly_once.step import BatchReport
 from safebunny.storage.location import resolve_under
-from safebunny.storage.records import list_records, read_records, remove_record
+from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["ReportLog", "KEEP"]
+__all__ = ["COUNTERS", "KEEP", "RATE_WINDOW_S", "ReportStore", "StepCounters", "add_report", "summary"]
 
-KEEP = 200
-_PRUNE_EVERY = 50
+#: the counters every step keeps since its root was created, and what each counts: ``StepStatus``'s counters,
+#: the metrics ``safebunny_step_<name>_total`` and ``safebunny status``'s columns. ``batches`` counts the
+#: batches with messages; each other is the sum of the batch reports' field of that name.
+COUNTERS: dict[str, str] = {
+    "batches": "Batches with messages the step processed (all processes).",
+    "received": "Messages the step received, duplicates included.",
+    "processed": "Messages the step processed (effects applied, emits sent).",
+    "duplicates": "Messages the step dropped as already processed.",
+    "failed": "Messages whose handler failed (then retried or parked).",
+    "retried": "Failed messages sent to a retry tier.",
+    "parked": "Failed messages sent to the poison queue.",
+}
+#: the rate is the messages received per second over this many seconds before now
+RATE_WINDOW_S = 60.0
+#: batch reports kept per query: a minute of batches at 4 a second, for the rate
+KEEP = 240
+_EPOCHS = 64  # epochs remembered (one per checkpoint the step ever had)
+_FIELDS = frozenset(f.name for f in fields(BatchReport))
 
 
-class ReportLog:
-    """The stored batch reports of one saga step."""
+@dataclass(frozen=True)
+class StepCounters:
+    """One step's totals (``totals``: each of :data:`COUNTERS`); ``rate``: messages received per second over the
+    last minute; its last batch with messages: when it finished, its id and the saga driver that ran it
+    (``Saga(driver=...)``; None for a single driver)."""
+
+    step: str
+    totals: Mapping[str, int]
+    rate: float | None
+    last_batch: str | None
+    last_batch_id: int | None
+    last_driver: str | None = None
+
+
+def add_report(record: Mapping[str, Any] | None, report: BatchReport,
+               driver: str | None = None) -> dict[str, Any] | None:
+    """The record with ``report`` added, or None when its batch ``(epoch, batch_id)`` is counted already;
+    ``driver``: the saga driver that ran it (among several, the holder of a shard)."""
+    record = record or {}
+    epochs = dict(record.get("epochs") or {})
+    last = epochs.get(report.epoch)
+    if last is not None and report.batch_id <= last:
+        return None
+    epochs.pop(report.epoch, None)
+    epochs[report.epoch] = report.batch_id  # the newest epoch last, so the oldest are dropped first
+    totals = {name: int(record.get(name, 0)) + (1 if name == "batches" else int(getattr(report, name)))
+              for name in COUNTERS}
+    stored = {**asdict(report), "finished_at": report.finished_at.astimezone(dt.timezone.utc).isoformat(),
+              "seconds": round(report.seconds, 4), "phases": {k: round(v, 4) for k, v in report.phases.items()}}
+    return {**totals, "epochs": dict(list(epochs.items())[-_EPOCHS:]), "last_driver": driver,
+            "reports": [*(record.get("reports") or []), stored][-KEEP:]}
+
+
+def summary(step: str, record: Mapping[str, Any] | None, now: dt.datetime | None = None) -> StepCounters:
+    """A step's counters from its record (zeros and no rate when it has none)."""
+    record = record or {}
+    now = now or dt.datetime.now(dt.timezone.utc)
+    reports = record.get("reports") or []
+    rate = None
+    if reports:
+        since = now - dt.timedelta(seconds=RATE_WINDOW_S)
+        recent = (r["received"] for r in reports if dt.datetime.fromisoformat(r["finished_at"]) > since)
+        rate = sum(recent) / RATE_WINDOW_S
+    last = reports[-1] if reports else {}
+    return StepCounters(step, {name: int(record.get(name, 0)) for name in COUNTERS}, rate, last.get("finished_at"),
+                        last.get("batch_id"), record.get("last_driver"))
+
+
+def _report(stored: Mapping[str, Any]) -> BatchReport:
+    values = {k: v for k, v in stored.items() if k in _FIELDS}
+    values["finished_at"] = dt.datetime.fromisoformat(values["finished_at"])
+    return BatchReport(**values)
+
+
+class ReportStore:
+    """The stored batch reports of query ``label`` (a step, or a shard) of the saga under ``root`` (a local path or
+    a URI pyarrow opens)."""
 
     def __init__(self, root: str, label: str) -> None:
-        self.fs, self.folder = resolve_under(root, "root", "reports", label)
-        self._written = 0
+        self.filesystem, self.path = resolve_under(root, "root", "status", f"{label}.json")
+        self.label = label
 
-    def write(self, report: BatchReport, counts: Mapping[str, int]) -> None:
-        """Store ``report`` and the failures its batch routed (``counts``: retried, poisoned)."""
-        record = asdict(report)
-        record["finished_at"] = report.finished_at.isoformat()
-        record["phases"] = dict(report.phases)
-        record["counts"] = dict(counts)
-        name = f"{self.folder}/{report.epoch}-{report.batch_id:012d}.json"
-        write_atomically(self.fs, name, json.dumps(record).encode(), durable=False)
-        self._written += 1
-        if self._written % _PRUNE_EVERY == 0:
-            for info in self._files()[:-KEEP]:
-                remove_record(self.fs, info.path)
+    def read(self) -> dict[str, Any] | None:
+        """The record, or None before the query's first batch with messages."""
+        data = read_record(self.filesystem, self.path)
+        return orjson.loads(data) if data else None
 
-    def read(self) -> tuple[list[BatchReport], Counter[str]]:
-        """The stored reports (oldest first) and the failure counts of their batches."""
-        reports: list[BatchReport] = []
-        counts: Counter[str] = Counter()
-        for record in read_records(self.fs, self._files()[-KEEP:], json.loads, skip=(ValueError,)):
-            # a file pruned or being replaced meanwhile is left out
-            counts.update(record.pop("counts", {}))
-            record["finished_at"] = dt.datetime.fromisoformat(record["finished_at"])
-            reports.append(BatchReport(**record))
-        reports.sort(key=lambda r: r.finished_at)
-        return reports, counts
+    def record(self, report: BatchReport, driver: str | None = None) -> bool:
+        """Count ``report``'s batch once; False when it was counted before (a replay)."""
+        updated = add_report(self.read(), report, driver)
+        if updated is None:
+            return False
+        # readers see the old record or the new one, never a part; counters need no fsync
+        write_atomically(self.filesystem, self.path, orjson.dumps(updated), durable=False)
+        return True
 
-    def _files(self) -> list[pafs.FileInfo]:
-        return sorted(list_records(self.fs, self.folder, ".json"), key=lambda i: (i.mtime_ns or 0, i.base_name))
+    def counters(self, now: dt.datetime | None = None) -> StepCounters:
+        return summary(self.label, self.read(), now)
+
+    def reports(self) -> list[BatchReport]:
+        """The newest :data:`KEEP` reports, oldest first."""
+        return [_report(r) for r in (self.read() or {}).get("reports") or []]
+
+    def last(self) -> BatchReport | None:
+        """The newest report, or None before the first."""
+        reports = (self.read() or {}).get("reports") or []
+        return _report(reports[-1]) if reports else None

@@ -15,13 +15,11 @@ from typing import Any
 
 from safebunny import first_stream
 from safebunny.errors import SafeBunnyPlanError
-from safebunny.exactly_once.connect_epoch import is_connect
 from safebunny.saga import topology
 from safebunny.saga.balance import Balancer
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.leases import TTL_S
 from safebunny.saga.recorder import batch_function
-from safebunny.saga.reports import ReportLog
 from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
@@ -72,11 +70,8 @@ def is_entry(saga: Any, step: SagaStep) -> bool:
 
 def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
     """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
-    function = batch_function(saga, step)
-    if is_connect(spark):  # the function runs in a server-side process: its reports go to storage for status()
-        function = _reporting(function, saga, step)
     writer = (source_frame(spark, saga, step, trigger).writeStream
-              .foreachBatch(function)
+              .foreachBatch(batch_function(saga, step))  # stores each report wherever it runs (Connect: the server)
               .option("checkpointLocation", saga.checkpoint_of(step))
               .queryName(f"{saga.name}.{step.unit_label}"))
     if trigger is None:
@@ -100,24 +95,6 @@ def interval_ms(trigger: str) -> float | None:
     """A processing-time trigger's interval in milliseconds (``"1 second"`` -> 1000.0), or None."""
     match = _INTERVAL.match(trigger)
     return None if not match else float(match[1]) * _INTERVAL_MS[match[2].lower()]
-
-
-def _reporting(function: Any, saga: Any, step: SagaStep) -> Any:
-    """``function`` that also stores each batch's report and routed failures (:mod:`safebunny.saga.reports`)."""
-    runtime, failures = saga.runtime(step), saga.failures_of(step)
-    log_ = ReportLog(saga.root, step.unit_label)
-    seen: dict[str, int] = {}
-
-    def run(batch_df: Any, batch_id: int) -> None:
-        before = len(runtime.reports) and runtime.reports[-1]
-        function(batch_df, batch_id)
-        if runtime.reports and runtime.reports[-1] is not before:
-            counts = {k: v - seen.get(k, 0) for k, v in failures.counts.items()}
-            seen.update(failures.counts)
-            log_.write(runtime.reports[-1], counts)
-
-    run.__name__ = getattr(function, "__name__", "safebunny_step")
-    return run
 
 
 class RunningSaga:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -19,7 +18,7 @@ from safebunny.saga import breaker, checks, instances, parked, topology, trace
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
-from safebunny.saga.reports import ReportLog
+from safebunny.saga.reports import ReportStore
 from safebunny.saga.retry import Retry
 from safebunny.saga.trace import TraceEntry
 from safebunny.session import publish
@@ -215,26 +214,16 @@ class Saga:
         return self._runtimes[label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:
-        """The failure router (retry or poison) of step ``step``, with its counters."""
+        """The failure router (retry or poison) of step ``step``."""
         self.runtime(step)
         return self._failures[step.unit_label]
 
-    def reports_of(self, step: SagaStep) -> tuple[list[BatchReport], Counter[str]]:
-        """Step ``step``'s recent batch reports and failure counts (of all its shards, or of one shard's
-        query): this process's, or, when its queries run over Spark Connect (their batches run on the server),
-        the ones stored under ``root``."""
-        reports: list[BatchReport] = []
-        counts: Counter[str] = Counter()
-        for unit in step.units() if step.shard is None else [step]:
-            runtime = self._runtimes.get(unit.unit_label)
-            if runtime is not None and runtime.reports:
-                reports.extend(runtime.reports)
-                counts.update(self._failures[unit.unit_label].counts)
-            else:
-                stored, stored_counts = ReportLog(self.root, unit.unit_label).read()
-                reports.extend(stored)
-                counts.update(stored_counts)
-        return reports, counts
+    def reports_of(self, step: SagaStep) -> list[BatchReport]:
+        """Step ``step``'s recent batches with messages (of all its shards, or of one shard's query), oldest first,
+        as stored under ``root`` by whichever process ran them (:mod:`safebunny.saga.reports`)."""
+        units = step.units() if step.shard is None else [step]
+        return sorted((r for u in units for r in ReportStore(self.root, u.unit_label).reports()),
+                      key=lambda r: r.finished_at)
 
     def _handler_of(self, step: SagaStep) -> Callable[..., Any]:
         return wrap(step, self._check_emits)
@@ -264,8 +253,8 @@ class Saga:
         return route
 
     def _moved(self) -> int:
-        """Messages received by this process's steps so far (drain's progress measure)."""
-        return sum(r.received for s in self.steps for r in self.reports_of(s)[0])
+        """Messages the steps received so far, in any process (drain's progress measure)."""
+        return sum(ReportStore(self.root, u.unit_label).counters().totals["received"] for u in self.units())
 
     def _waiting(self) -> int:
         """Messages ready in the step queues and retry tiers."""
@@ -356,7 +345,7 @@ class Saga:
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:
         """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
-        API), the counters each batch recorded under the root (:mod:`safebunny.saga.status_log`), the breaker."""
+        API), the counters each batch recorded under the root (:mod:`safebunny.saga.reports`), the breaker."""
         from safebunny.saga.status import status_fields
 
         return [StepStatus(**fields) for fields in status_fields(self)]

@@ -1,6 +1,6 @@
 """What ``saga.status()`` reports per step, read from durable places only, so every process agrees:
 broker depths (AMQP passive declares), unacked messages (the management API, when it answers), the
-step's counters (its :class:`~safebunny.saga.status_log.StatusLog`) and its breaker (the pause file)."""
+step's counters (its :class:`~safebunny.saga.reports.ReportStore`) and its breaker (the pause file)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import breaker, topology
 from safebunny.saga.leases import Lease, LeaseStore, live
-from safebunny.saga.status_log import StatusLog, StepCounters
+from safebunny.saga.reports import COUNTERS, ReportStore, StepCounters
 
 __all__ = ["status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
 
@@ -31,7 +31,7 @@ def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
         backlogs = [depth.get(q) for q in queues]
         retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
         parked = depth.get(topology.poison_queue_name(saga, s.node, s.consumes)) is not None
-        c = combined([StatusLog(saga.root, unit.unit_label).counters() for unit in s.units()])
+        c = combined([ReportStore(saga.root, unit.unit_label).counters() for unit in s.units()])
         until = breaker.paused_until(saga.pause_file(s.node, s.consumes))
         unacked = (None if counts is None or any(q not in counts for q in queues)
                    else sum(counts[q].unacked for q in queues))
@@ -40,9 +40,7 @@ def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
             "backlog": None if any(b is None for b in backlogs) else sum(b[0] for b in backlogs),
             "retrying": None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
             "poisoned": None if not poison else len(saga.poison_rows(s.node, s.consumes)) if parked else 0,
-            "batches": c.batches, "received": c.received, "processed": c.processed, "duplicates": c.duplicates,
-            "failed": c.failed, "retried": c.retried, "parked": c.parked, "input_rate": c.rate,
-            "last_batch": c.last_batch,
+            **{name: c.totals[name] for name in COUNTERS}, "input_rate": c.rate, "last_batch": c.last_batch,
             "breaker": "closed" if until is None else
             f"open until {dt.datetime.fromtimestamp(until, dt.timezone.utc).isoformat(timespec='seconds')}",
             "unacked": unacked, "note": note})
@@ -55,11 +53,9 @@ def combined(counters: list[StepCounters]) -> StepCounters:
         return counters[0]
     rates = [c.rate for c in counters if c.rate is not None]
     last = max(counters, key=lambda c: c.last_batch or "")
-    return StepCounters(
-        counters[0].step.split(".shard.")[0], *(sum(getattr(c, f) for c in counters) for f in
-                                                ("batches", "received", "processed", "duplicates", "failed",
-                                                 "retried", "parked", "emitted")),
-        sum(rates) if rates else None, last.last_batch, last.last_batch_id, last.last_driver)
+    return StepCounters(counters[0].step.split(".shard.")[0],
+                        {name: sum(c.totals[name] for c in counters) for name in COUNTERS},
+                        sum(rates) if rates else None, last.last_batch, last.last_batch_id, last.last_driver)
 
 
 @dataclass(frozen=True)
@@ -96,7 +92,7 @@ def shard_status(saga: Any, now: dt.datetime | None = None) -> list[ShardStatus]
     out = []
     for u in units:
         found = depth.get(queues[u.unit_label])
-        c = StatusLog(saga.root, u.unit_label).counters()
+        c = ReportStore(saga.root, u.unit_label).counters()
         idle = None if c.last_batch is None else (now - dt.datetime.fromisoformat(c.last_batch)).total_seconds()
         # a single-active-consumer queue counts its active consumer only: 1 when a driver holds the shard
         out.append(ShardStatus(u.label, u.shard, queues[u.unit_label], None if found is None else found[0],

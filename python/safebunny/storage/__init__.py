@@ -3,8 +3,8 @@
 
 - :mod:`.location`: a location (path or URI) to a pyarrow filesystem and path, made absolute on the driver;
 - :mod:`.writes`: a file written whole or not at all, and created only when absent;
-- :mod:`.records`: one file per record in a folder, listed and read back (journal batches, leases, claims,
-  batch reports);
+- :mod:`.records`: one file per record in a folder, listed and read back (journal batches, leases, claims),
+  and one record read back (a saga step's batch reports);
 - :mod:`.pause`: the pause file a source reads and a circuit breaker writes;
 - :mod:`.volumes`: Unity Catalog volumes refused before anything is written.
 
