@@ -51,7 +51,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
-from safebunny.journal import Journal
+from safebunny.source.journal import Journal
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically, write_if_absent
 
