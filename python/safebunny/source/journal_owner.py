@@ -87,25 +87,12 @@ class OwnerRecord:
         now = time.time()
         return cls(Lease.mine(instance, {"id": journal_id, "queue": queue, "claimed": now, "logged": logged}, now))
 
-    @property
-    def id(self) -> str:
-        return str(self.lease.payload["id"])
-
-    @property
-    def instance(self) -> str:
-        return self.lease.holder
-
-    @property
-    def queue(self) -> str:
-        return str(self.lease.payload.get("queue", "?"))
-
-    @property
-    def claimed(self) -> float:
-        return float(self.lease.payload.get("claimed", 0.0))
-
-    @property
-    def logged(self) -> bool:  # Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
-        return bool(self.lease.payload.get("logged", True))
+    id = property(lambda self: str(self.lease.payload["id"]))
+    instance = property(lambda self: self.lease.holder)
+    queue = property(lambda self: str(self.lease.payload.get("queue", "?")))
+    claimed = property(lambda self: float(self.lease.payload.get("claimed", 0.0)))
+    #: Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
+    logged = property(lambda self: bool(self.lease.payload.get("logged", True)))
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.claimed))

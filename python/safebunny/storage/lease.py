@@ -1,18 +1,16 @@
-"""A lease: a record on storage that says who holds something (a journal location, a driver's place among a
-saga's drivers), renewed while its holder lives, and the rules by which a reader judges that the holder lives.
+"""A lease: a record that says who holds something (a journal location, a place among a saga's drivers), renewed
+while its holder lives, and the rules by which a reader judges that it lives.
 
-A lease file is one JSON object, written whole (:mod:`.writes`) on any filesystem pyarrow opens: the holder (under
-a key its user names: ``instance`` for a journal owner, ``driver`` for a saga's driver), the ``host``, ``pid`` and
-``pid_start`` (the start time, so a reused pid is not taken for it) of the process that holds it, ``renewed``
-(epoch seconds of the last renewal, the writer's clock), and beside them the user's own fields (its payload). So
-the files the journal owner and the drivers wrote before this module read back as leases: a driver lease of an
-older version has ``renewed`` in ISO 8601, and a journal owner record from before renewals has none
-(:attr:`Lease.renewed` is None: its user decides what that means).
+A lease file is one JSON object written whole (:mod:`.writes`): the holder (under a key its user names), the
+``host``, ``pid`` and ``pid_start`` (so a reused pid is not taken for it) of the holding process, ``renewed``
+(epoch seconds, the writer's clock) and beside them the user's own fields (its payload). So the files written
+before this module read back as leases: a driver lease of an older version has ``renewed`` in ISO 8601, a journal
+owner record from before renewals has none (:attr:`Lease.renewed` is None; its user says what that means).
 
-Whether a holder lives (:meth:`Lease.live`): in this process, while its :class:`Renewer` runs (a holder is an
-object within a process); in another process on this host, while that process runs; on another host, where no
-process can be seen, while it was renewed within a ``ttl`` (:meth:`Lease.renewed_within`, clocks must agree to
-well within it). A user for which a live process that stopped renewing is gone too uses that last rule alone.
+A holder lives (:meth:`Lease.live`): in this process, while its :class:`Renewer` runs; in another process on this
+host, while that process runs; on another host, while it was renewed within a ``ttl``
+(:meth:`Lease.renewed_within`; clocks must agree to well within it), the one rule for a user to whom a process
+that stopped renewing is gone too.
 """
 
 from __future__ import annotations
