@@ -49,7 +49,7 @@ import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.source.journal import Journal
-from safebunny.storage.lease import DAMAGED, Lease, Renewer, read_lease, write_lease
+from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
 
 __all__ = ["OWNER_FILE", "LEASE_SECONDS", "RENEW_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord",
@@ -119,15 +119,17 @@ class JournalOwner:
     def read(self) -> OwnerRecord | None:
         """The owner file's record, or None when there is none."""
         for attempt in range(20):
+            data = read_record(self.journal.fs, self._path)
+            if data is None:
+                return None
             try:
-                lease = read_lease(self.journal.fs, self._path, HOLDER)
-                return None if lease is None else OwnerRecord(lease)
+                return OwnerRecord(Lease.from_json(data, HOLDER))
             except DAMAGED:
                 if attempt == 19:  # not a half-written claim: a damaged file
                     raise JournalOwnerError(
                         f"The owner file {self._path!r} of option 'journalLocation' {self.journal.location!r} cannot "
-                        f"be read ({(read_record(self.journal.fs, self._path) or b'')[:80]!r}). Delete it only if no "
-                        "other query uses this location, then restart.") from None
+                        f"be read ({data[:80]!r}). Delete it only if no other query uses this location, then "
+                        "restart.") from None
                 time.sleep(0.05)
         return None
 

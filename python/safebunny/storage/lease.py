@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 
 from pyarrow import fs as pafs
 
-from safebunny.storage.records import list_records, read_record, read_records
+from safebunny.storage.records import list_records, read_records
 from safebunny.storage.writes import write_atomically, write_if_absent
 
-__all__ = ["Lease", "Renewer", "read_lease", "read_leases", "write_lease", "DAMAGED"]
+__all__ = ["Lease", "Renewer", "read_leases", "write_lease", "DAMAGED"]
 
 T = TypeVar("T")
 #: the holders in this process whose renewer runs
@@ -94,12 +94,6 @@ def write_lease(filesystem: pafs.FileSystem, path: str, lease: Lease, holder_key
         return write_if_absent(filesystem, path, lease.to_json(holder_key))
     write_atomically(filesystem, path, lease.to_json(holder_key), durable=durable)
     return True
-
-
-def read_lease(filesystem: pafs.FileSystem, path: str, holder_key: str) -> Lease | None:
-    """The lease at ``path``, None when there is none; a damaged file raises one of :data:`DAMAGED`."""
-    data = read_record(filesystem, path)
-    return None if data is None else Lease.from_json(data, holder_key)
 
 
 def read_leases(filesystem: pafs.FileSystem, folder: str, holder_key: str, view: Callable[[Lease], T]) -> list[T]:
