@@ -24,7 +24,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.journal import Journal
+from safebunny.source.journal import Journal
 from safebunny.source.offset import QueueOffset
 from safebunny.source.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
 from safebunny.source.rows import fit_headers

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import time
 from collections import Counter
 from types import SimpleNamespace
 
@@ -205,3 +207,31 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
     assert queries[label].stopped, "the wait ended: the shard is handed over even though its batch still runs"
     assert running._handing == {}
     assert balancer.tick(labels) == {}, "a handed shard is not due again (cooldown)"
+
+
+def test_a_lease_file_of_the_previous_version_is_read(tmp_path):
+    """Before storage leases, a driver's lease had ``renewed`` in ISO 8601 and no process start time."""
+    folder = tmp_path / "drivers" / "_leases"
+    folder.mkdir(parents=True)
+    old = {"driver": "old", "host": "h", "pid": 3, "started": _ago(600), "renewed": _ago(5),
+           "running": {"s.shard.0": _ago(60)}, "holding": {}}
+    (folder / "old.json").write_text(json.dumps(old))
+    (lease,) = LeaseStore(str(tmp_path)).read_all()
+    assert lease == Lease("old", "h", 3, _ago(600), _ago(5), {"s.shard.0": _ago(60)}, {})
+    assert live([lease], NOW) == [lease]
+
+
+def test_a_started_balancer_renews_its_lease_from_its_own_thread_until_closed(tmp_path):
+    balancer = Balancer(_saga(tmp_path), renew_s=0.05)
+    balancer.start()
+    store = LeaseStore(str(tmp_path))
+    deadline = time.monotonic() + 10
+    while not store.read_all():
+        assert time.monotonic() < deadline, "the renewer never wrote the lease"
+        time.sleep(0.01)
+    first = store.read_all()[0].renewed
+    while store.read_all()[0].renewed == first:
+        assert time.monotonic() < deadline, "the renewer never renewed the lease"
+        time.sleep(0.01)
+    balancer.close()
+    assert store.read_all() == [] and not balancer._renewer.is_alive()

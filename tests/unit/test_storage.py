@@ -1,9 +1,15 @@
-"""The storage layer (safebunny.storage): locations, whole and conditional writes, records in a folder; and where
-a step's state goes (an inbox by table name needs a state location, never the driver's working directory)."""
+"""The storage layer (safebunny.storage): locations, whole and conditional writes, records in a folder, leases; and
+where a step's state goes (an inbox by table name needs a state location, never the driver's working directory)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
 
 import pytest
 from pyarrow import fs as pafs
@@ -11,6 +17,7 @@ from pyarrow import fs as pafs
 from safebunny import Step
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox import Inbox, state_location
+from safebunny.storage.lease import Lease, Renewer, read_leases, write_lease
 from safebunny.storage.location import absolute_location, local_path, resolve_under
 from safebunny.storage.records import list_records, read_record, read_records, remove_record
 from safebunny.storage.writes import write_atomically, write_if_absent
@@ -97,3 +104,64 @@ def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_pa
     assert step.decisions.path == f"{tmp_path}/state/_decisions"
     by_path = Step("billing", inbox=str(tmp_path / "inbox"), uri=URI)
     assert by_path.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside an inbox given by path"
+
+
+def test_a_lease_round_trips_with_its_payload_beside_it_under_the_holder_key_its_user_names(tmp_path):
+    path = f"{tmp_path}/l.json"
+    lease = Lease.mine("reader-1", {"id": "j1", "logged": False})
+    assert write_lease(LOCAL, path, lease, "instance", if_absent=True)
+    assert not write_lease(LOCAL, path, lease.renew(), "instance", if_absent=True)  # there already
+    raw = json.loads(read_record(LOCAL, path))
+    assert raw["instance"] == "reader-1" and raw["id"] == "j1" and raw["pid"] == os.getpid()
+    assert Lease.from_json(read_record(LOCAL, path), "instance") == lease
+    write_lease(LOCAL, f"{tmp_path}/junk.json", lease, "instance")
+    (tmp_path / "junk.json").write_text("{not json")
+    assert read_leases(LOCAL, str(tmp_path), "instance", lambda lease: lease.holder) == ["reader-1"]
+
+
+def test_records_of_the_formats_before_leases_read_back_as_leases():
+    """A journal owner record from before renewals (no ``renewed``) and a driver lease renewed in ISO 8601."""
+    owner = Lease.from_json(b'{"id": "j", "instance": "i", "host": "h", "pid": 7, "pid_start": "9", "claimed": 1.5, '
+                            b'"logged": true, "queue": "q"}', "instance")
+    assert (owner.holder, owner.host, owner.pid, owner.pid_start, owner.renewed) == ("i", "h", 7, "9", None)
+    assert owner.payload == {"id": "j", "claimed": 1.5, "logged": True, "queue": "q"}
+    driver = Lease.from_json(b'{"driver": "a", "host": "h", "pid": 7, "started": "2026-11-26T09:00:00+00:00", '
+                             b'"renewed": "2026-11-26T10:00:00+00:00", "running": {}, "holding": {}}', "driver")
+    assert driver.renewed == dt.datetime(2026, 11, 26, 10, tzinfo=dt.timezone.utc).timestamp()
+
+
+def test_a_holder_lives_by_its_renewer_here_by_its_process_on_this_host_and_by_its_renewals_elsewhere():
+    lease = Lease.mine("h-1", {}, renewed=time.time() - 1000)
+    assert not lease.live(10)  # this process, no renewer: this holder stopped
+    renewer = Renewer("h-1", lambda: None, 0.01, lambda exc: None)
+    renewer.start()
+    assert lease.live(10)
+    renewer.stop(wait_s=5)
+    assert not renewer.is_alive() and not lease.live(10)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        other = replace(lease, pid=child.pid, pid_start=None)
+        assert other.live(10)  # another process of this host that runs, whatever its renewals
+    finally:
+        child.kill()
+        child.wait()
+    assert not other.live(10)
+    elsewhere = replace(lease, host="elsewhere.example")
+    assert not elsewhere.live(10) and elsewhere.renew().live(10) and not replace(elsewhere, renewed=None).live(10)
+
+
+def test_a_renewal_that_fails_is_reported_and_the_next_one_tries_again():
+    calls, errors = [], []
+
+    def renew():
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("storage out")
+
+    renewer = Renewer("h-2", renew, 0.01, errors.append)
+    renewer.start()
+    deadline = time.monotonic() + 5
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    renewer.stop(wait_s=5)
+    assert len(calls) >= 3 and [str(e) for e in errors] == ["storage out"]

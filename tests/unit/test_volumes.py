@@ -111,7 +111,7 @@ def test_a_step_state_location_on_a_volume_is_refused() -> None:
 
 def test_a_journal_location_on_a_volume_is_refused_before_the_query_starts(tmp_path) -> None:
     from pyspark_safebunny.queue_type import require_journal
-    from safebunny.journal import Journal
+    from safebunny.source.journal import Journal
 
     for make in (lambda: Journal(f"dbfs:{VOLUME}/journal"),
                  lambda: require_journal({"journalLocation": f"{VOLUME}/journal", "queue": "q"}, "quorum")):

@@ -4,7 +4,8 @@
 from its supervisor about once a second. Every :data:`~safebunny.saga.leases.RENEW_S` seconds a tick rewrites
 this driver's lease (its shard queries and the shards it holds), reads the others' and returns the shards
 to hand over; the runner restarts its query for each, and the broker's single active consumer moves the
-shard to the next waiting driver.
+shard to the next waiting driver. A renewer thread (:meth:`Balancer.start`) ticks too, so the lease stays
+renewed while the supervisor waits (a query starting or stopping).
 
 Which shards this driver holds comes from its batches: a shard's stored reports name the driver of its last
 batch with messages (:mod:`safebunny.saga.reports`), so this driver holds a shard when that is its own
@@ -18,6 +19,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -25,6 +27,7 @@ from typing import Any
 
 from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
 from safebunny.saga.reports import ReportStore
+from safebunny.storage.lease import Renewer
 
 __all__ = ["Balancer", "HOLD_S", "COOLDOWN_S"]
 
@@ -58,13 +61,17 @@ class Balancer:
         self._next = 0.0
         self._due: dict[str, str] = {}  # the last renewal's handovers; a tick between renewals returns them
         self._shards: dict[str, list[str]] = defaultdict(list)
+        self._active: list[str] = []  # the labels of the shard queries that ran at the supervisor's last tick
+        self._lock = threading.Lock()  # the supervisor and the renewer both tick
+        self._renewer: Renewer | None = None
         for unit in saga.units():
             if unit.shard is not None:
                 self._shards[unit.label].append(unit.unit_label)
 
     def started_query(self, label: str) -> None:
         """Note that the query of shard ``label`` (re)started now: what it held before is no evidence now."""
-        self.running[label] = self.clock().isoformat()
+        with self._lock:
+            self.running[label] = self.clock().isoformat()
 
     def handed(self, label: str) -> None:
         """Note that shard ``label`` was handed over (its query restarted as a standby)."""
@@ -84,27 +91,38 @@ class Balancer:
                 out[label] = counters.last_batch
         return out
 
-    def tick(self, active: Iterable[str]) -> dict[str, str]:
+    def tick(self, active: Iterable[str] | None) -> dict[str, str]:
         """Renew the lease when it is due and return the shards to hand over (label -> the driver that should
-        hold it); ``active``: the labels of this driver's shard queries that run now. Between renewals the last
-        renewal's answer stands (less the shards handed since): a handover that waits for its batch to end is
-        still due a second later."""
-        if time.monotonic() < self._next:
+        hold it); ``active``: the labels of this driver's shard queries that run now (None: as at the last tick
+        that said). Between renewals the last renewal's answer stands (less the shards handed since): a handover
+        that waits for its batch to end is still due a second later."""
+        with self._lock:
+            self._active = self._active if active is None else list(active)
+            if time.monotonic() < self._next:
+                return self._not_cooling(self._due)
+            self._next = time.monotonic() + self.renew_s
+            now = self.clock()
+            held = self.held(now)
+            running = {label: self.running[label] for label in self._active if label in self.running}
+            self.store.write(Lease(self.me, socket.gethostname(), os.getpid(), self.started, now.isoformat(),
+                                   running, held))
+            leases = live(self.store.read_all(), now)
+            assignment = assign(self._shards, [lease.driver for lease in leases])
+            self._due = handovers(self.me, held, assignment, leases, now)
             return self._not_cooling(self._due)
-        self._next = time.monotonic() + self.renew_s
-        now = self.clock()
-        held = self.held(now)
-        running = {label: self.running[label] for label in active if label in self.running}
-        self.store.write(Lease(self.me, socket.gethostname(), os.getpid(), self.started, now.isoformat(), running,
-                               held))
-        leases = live(self.store.read_all(), now)
-        assignment = assign(self._shards, [lease.driver for lease in leases])
-        self._due = handovers(self.me, held, assignment, leases, now)
-        return self._not_cooling(self._due)
+
+    def start(self) -> None:
+        """Renew the lease from a thread of its own as well, every :attr:`renew_s` (a failure is logged)."""
+        self._renewer = Renewer(self.me, lambda: self.tick(None), self.renew_s, lambda exc: log.warning(
+            "saga %s: driver %s could not renew its lease (%s); shards stay where they are", self.saga.name, self.me,
+            exc))
+        self._renewer.start()
 
     def _not_cooling(self, due: dict[str, str]) -> dict[str, str]:
         return {label: target for label, target in due.items() if self._cooldown.get(label, 0.0) <= time.monotonic()}
 
     def close(self) -> None:
-        """Remove this driver's lease: a driver that stopped cleanly is given no shards."""
+        """Stop renewing and remove this driver's lease: a driver that stopped cleanly is given no shards."""
+        if self._renewer is not None:
+            self._renewer.stop(wait_s=10.0)
         self.store.remove(self.me)

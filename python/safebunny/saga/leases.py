@@ -6,17 +6,19 @@ the broker cannot decide is balance: the first driver to attach holds every shar
 starts later stays a standby for all of them. Leases decide only that.
 
 Each driver of a saga (``Saga(driver=...)`` under ``saga.run``) rewrites its lease,
-``<root>/drivers/_leases/<driver>.json``, every few seconds: when it renewed it, which shard queries it
-runs (and since when), and which shards it holds as far as its batches tell (the time of its last batch
-with messages on that shard). From the live leases every driver computes the same assignment of shards to
-drivers (:func:`assign`); a driver hands a shard it holds to the driver the assignment names by
-restarting its own query for that shard: its consumer leaves, the broker activates the next waiting one,
-and the restarted query waits behind it as a standby (:func:`handovers`).
+``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lease` held by the driver's name),
+every few seconds from a renewer thread: which shard queries it runs (and since when), and which shards it
+holds as far as its batches tell (the time of its last batch with messages on that shard). From the live
+leases every driver computes the same assignment of shards to drivers (:func:`assign`); a driver hands a
+shard it holds to the driver the assignment names by restarting its own query for that shard: its consumer
+leaves, the broker activates the next waiting one, and the restarted query waits behind it as a standby
+(:func:`handovers`).
 
 Correctness never rests on a lease: the inbox and the batch claim make every effect exactly once whoever
 holds a shard, and a handover is a takeover without a death. A stale or missing lease only makes the
-balance worse. Liveness compares a lease's renewal time (the writer's clock) with the reader's clock, so
-clocks must agree to within a few seconds of :data:`TTL_S`.
+balance worse. A driver lives while its lease was renewed within :data:`TTL_S`, on any host (a driver whose
+process runs but no longer renews is gone too); the renewal time is the writer's clock, compared with the
+reader's, so clocks must agree to within a few seconds of it.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files.
 """
@@ -29,11 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from safebunny.storage import lease as storage
 from safebunny.storage.location import resolve_under
-from safebunny.storage.records import list_records, read_records, remove_record
-from safebunny.storage.writes import write_atomically
+from safebunny.storage.records import remove_record
 
 __all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "RENEW_S", "TTL_S", "SETTLE_S"]
 
@@ -43,6 +43,8 @@ RENEW_S = 5.0
 TTL_S = 20.0
 #: a driver's shard query counts as a standby only after running this long (its consumer has attached)
 SETTLE_S = 10.0
+#: a lease file's key for its holder, the driver's name
+HOLDER = "driver"
 
 
 @dataclass(frozen=True)
@@ -62,20 +64,24 @@ class Lease:
         """Seconds since the lease was renewed."""
         return (now - dt.datetime.fromisoformat(self.renewed)).total_seconds()
 
-    def to_json(self) -> bytes:
-        return orjson.dumps({"driver": self.driver, "host": self.host, "pid": self.pid, "started": self.started,
-                             "renewed": self.renewed, "running": dict(self.running), "holding": dict(self.holding)})
+    def stored(self) -> storage.Lease:
+        payload = {"started": self.started, "running": dict(self.running), "holding": dict(self.holding)}
+        renewed = dt.datetime.fromisoformat(self.renewed).timestamp()
+        return storage.Lease(self.driver, self.host, self.pid, None, renewed, payload)
 
     @classmethod
-    def from_json(cls, data: bytes) -> Lease:
-        raw: dict[str, Any] = orjson.loads(data)
-        return cls(str(raw["driver"]), str(raw.get("host", "")), int(raw.get("pid", 0)), str(raw["started"]),
-                   str(raw["renewed"]), dict(raw.get("running") or {}), dict(raw.get("holding") or {}))
+    def of(cls, lease: storage.Lease) -> Lease:
+        """The driver's view of a lease file (a foreign one raises one of :data:`storage.DAMAGED`)."""
+        p: Mapping[str, Any] = lease.payload
+        renewed = dt.datetime.fromtimestamp(float(lease.renewed), dt.timezone.utc)  # type: ignore[arg-type]
+        return cls(lease.holder, lease.host, lease.pid, str(p["started"]), renewed.isoformat(),
+                   dict(p.get("running") or {}), dict(p.get("holding") or {}))
 
 
 def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S) -> list[Lease]:
     """The leases renewed within ``ttl_s`` of ``now``, by driver name."""
-    return sorted((lease for lease in leases if lease.age(now) <= ttl_s), key=lambda lease: lease.driver)
+    return sorted((lease for lease in leases if lease.stored().renewed_within(ttl_s, now.timestamp())),
+                  key=lambda lease: lease.driver)
 
 
 def assign(shards: Mapping[str, list[str]], drivers: Iterable[str]) -> dict[str, str]:
@@ -122,12 +128,11 @@ class LeaseStore:
 
     def write(self, lease: Lease) -> None:
         """Rewrite ``lease`` whole (readers see the old one or the new one)."""
-        write_atomically(self.filesystem, self.path(lease.driver), lease.to_json(), durable=False)
+        storage.write_lease(self.filesystem, self.path(lease.driver), lease.stored(), HOLDER, durable=False)
 
     def read_all(self) -> list[Lease]:
         """Every lease on storage, live or not (a half-written or foreign file is skipped)."""
-        return read_records(self.filesystem, list_records(self.filesystem, self.folder, ".json"), Lease.from_json,
-                            skip=(KeyError, TypeError, ValueError))  # a half-written or foreign file
+        return storage.read_leases(self.filesystem, self.folder, HOLDER, Lease.of)
 
     def remove(self, driver: str) -> None:
         """Remove ``driver``'s lease (a driver stopping cleanly leaves no shards to be given to it)."""

@@ -139,6 +139,8 @@ class RunningSaga:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
         self._thread.start()
+        if self.balancer is not None:
+            self.balancer.start()
 
     def _first_start(self, step: SagaStep) -> Any:
         """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is

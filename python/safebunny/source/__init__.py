@@ -8,10 +8,12 @@
 - :mod:`~safebunny.source.rows`: deliveries to the source's Arrow rows, and journaled rows back;
 - :mod:`~safebunny.source.poll_window`, :mod:`~safebunny.source.available_now`,
   :mod:`~safebunny.source.ack_budget`: how long a poll waits, when an availableNow run may end, and when
-  acks lost to the broker's ``consumer_timeout`` must fail the query.
+  acks lost to the broker's ``consumer_timeout`` must fail the query;
+- :mod:`~safebunny.source.journal`: each batch's messages on durable storage before its offset goes to Spark,
+  and :mod:`~safebunny.source.journal_owner`: one query per journal location (its owner file is a lease,
+  :mod:`safebunny.storage.lease`).
 
-The journal (:mod:`safebunny.journal`, :mod:`safebunny.journal_owner`) stays at the top level; the pause control
-file is :mod:`safebunny.storage.pause`, beside the rest of the storage layer.
+The pause control file is :mod:`safebunny.storage.pause`, beside the rest of the storage layer.
 """
 
 __all__: list[str] = []

@@ -4,11 +4,11 @@ The contract (docs/source.md):
 
 * :meth:`QueueSource.latest` (driver side, one long-lived process) takes up to a batch of deliveries from
   the :class:`~safebunny.source.consumer.QueueConsumer`, writes them to the
-  :class:`~safebunny.journal.Journal` and only then returns the new :class:`QueueOffset`: ``seq`` counts
+  :class:`~safebunny.source.journal.Journal` and only then returns the new :class:`QueueOffset`: ``seq`` counts
   messages taken by this query, ``tick`` only moves to make Spark plan an empty batch.
 * A batch is served from its journal file (:meth:`readable` decides whether it can be), so a replay is
   exact. Each offset after the first batch carries the journal's id: one query per ``journalLocation``
-  (:mod:`safebunny.journal_owner`).
+  (:mod:`safebunny.source.journal_owner`).
 * :meth:`commit` acks with ``multiple=True`` through the last delivery of the batch and deletes its journal.
   The ack is written without waiting for the broker's answer; a round trip confirms the acks sent whenever
   :meth:`latest` finds nothing more to read (before a query can end on its own) and at :meth:`stop`.
@@ -28,11 +28,11 @@ from typing import Any
 
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
-from safebunny.journal import Journal
-from safebunny.journal_owner import JournalOwner
 from safebunny.source.ack_budget import AckBudget
 from safebunny.source.available_now import take_the_rest
 from safebunny.source.consumer import QueueConsumer
+from safebunny.source.journal import Journal
+from safebunny.source.journal_owner import JournalOwner
 from safebunny.source.offset import QueueOffset
 from safebunny.source.pacing import BatchPacer
 from safebunny.source.poll_window import PollWindow

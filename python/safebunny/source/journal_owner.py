@@ -24,13 +24,12 @@ What an offset says about a location:
   drops the old batch files. The same holds for an owner on another host once its record is stale
   (below): a driver that died on one host and was started again on another with a new checkpoint.
 
-Whether an owner still runs: on the same host, its process id and start time; in this process, the
-readers not yet stopped; on another host no process can be seen, so the owner renews its record every
-:data:`RENEW_SECONDS` from a thread of its own while its reader lives, and counts as running until
-:data:`LEASE_SECONDS` pass without a renewal (renewal times are the writer's clock, compared with the
-reader's: hosts' clocks must agree to well within that). A record written before renewals existed
-carries none: such an owner on another host counts as running for :data:`LEASE_SECONDS` after its claim
-when unlogged, and is always refused when logged.
+The owner file is a lease (:mod:`safebunny.storage.lease`) held by the reader instance, its payload the
+journal id, the queue, the claim time and ``logged``. Whether an owner still runs is the lease's rule: in this
+process, while its reader has not stopped; on the same host, while its process runs; on another host, until
+:data:`LEASE_SECONDS` pass without a renewal (a live owner renews every :data:`RENEW_SECONDS` from a thread of
+its own). A record written before renewals existed carries none: such an owner on another host counts as running
+for :data:`LEASE_SECONDS` after its claim when unlogged, and is always refused when logged.
 
 Creation is :func:`~safebunny.storage.writes.write_if_absent`: atomic on local and FUSE-mounted paths
 (``/dbfs/``), best effort on object stores (``s3://``), which pyarrow gives no exclusive create.
@@ -38,22 +37,20 @@ Creation is :func:`~safebunny.storage.writes.write_if_absent`: atomic on local a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
-from safebunny.journal import Journal
+from safebunny.source.journal import Journal
+from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
-from safebunny.storage.writes import write_atomically, write_if_absent
 
 __all__ = ["OWNER_FILE", "LEASE_SECONDS", "RENEW_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord",
            "JournalOwnerError"]
@@ -66,11 +63,10 @@ OFFSET_KEY = "journal"
 LEASE_SECONDS = 120.0
 #: how often a live owner renews its record
 RENEW_SECONDS = 30.0
+#: the owner file's key for the lease's holder, the reader instance (the name it had before leases)
+HOLDER = "instance"
 
 log = logging.getLogger("safebunny.source")
-
-#: instance ids of the readers of this process that have not stopped
-_LIVE: set[str] = set()
 
 
 class JournalOwnerError(SafeBunnyOptionError):
@@ -82,56 +78,27 @@ class JournalOwnerError(SafeBunnyOptionError):
 
 @dataclass(frozen=True)
 class OwnerRecord:
-    """The content of the owner file."""
+    """The owner file: the lease of the reader ``instance``, for journal id ``id`` over ``queue``."""
 
-    id: str
-    queue: str
-    host: str
-    pid: int
-    pid_start: str | None  # the process's start time (/proc), so a reused pid is not taken for it
-    instance: str  # the reader object within its process
-    claimed: float  # epoch seconds
-    logged: bool  # Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
-    renewed: float | None = None  # epoch seconds of the owner's last renewal; None in records of older versions
-
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+    lease: Lease
 
     @classmethod
-    def from_json(cls, data: bytes) -> OwnerRecord:
-        raw = json.loads(data)
-        return cls(id=str(raw["id"]), queue=str(raw.get("queue", "?")), host=str(raw.get("host", "?")),
-                   pid=int(raw.get("pid", -1)), pid_start=raw.get("pid_start"), instance=str(raw.get("instance", "")),
-                   claimed=float(raw.get("claimed", 0.0)), logged=bool(raw.get("logged", True)),
-                   renewed=None if raw.get("renewed") is None else float(raw["renewed"]))
+    def new(cls, instance: str, journal_id: str, queue: str, logged: bool) -> OwnerRecord:
+        now = time.time()
+        return cls(Lease.mine(instance, {"id": journal_id, "queue": queue, "claimed": now, "logged": logged}, now))
+
+    id = property(lambda self: str(self.lease.payload["id"]))
+    instance = property(lambda self: self.lease.holder)
+    queue = property(lambda self: str(self.lease.payload.get("queue", "?")))
+    claimed = property(lambda self: float(self.lease.payload.get("claimed", 0.0)))
+    #: Spark logged a batch of this id (seen as a start, a replayed end, or a commit)
+    logged = property(lambda self: bool(self.lease.payload.get("logged", True)))
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.claimed))
         state = "a batch of it is in a Spark offset log" if self.logged else "no batch of it was logged yet"
-        return (f"journal id {self.id!r}, queue {self.queue!r}, claimed {when} by process {self.pid} on "
-                f"{self.host!r}; {state}")
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (clock ticks since boot) from /proc; None where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(b")") + 2:].split()
-    return fields[19].decode() if len(fields) > 19 else None
-
-
-def _process_alive(pid: int, start: str | None) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by another user
-    now = _process_start(pid)
-    return start is None or now is None or now == start
+        return (f"journal id {self.id!r}, queue {self.queue!r}, claimed {when} by process {self.lease.pid} on "
+                f"{self.lease.host!r}; {state}")
 
 
 class JournalOwner:
@@ -146,8 +113,7 @@ class JournalOwner:
         self._local = isinstance(journal.fs, pafs.LocalFileSystem)
         self._path = f"{journal.root.rstrip('/')}/{OWNER_FILE}"
         self.renew_seconds = RENEW_SECONDS
-        self._stopped = threading.Event()
-        self._renewer: threading.Thread | None = None
+        self._renewer: Renewer | None = None
 
     # ------------------------------------------------------------------ file access
     def read(self) -> OwnerRecord | None:
@@ -157,8 +123,8 @@ class JournalOwner:
             if data is None:
                 return None
             try:
-                return OwnerRecord.from_json(data)
-            except (ValueError, KeyError, TypeError):
+                return OwnerRecord(Lease.from_json(data, HOLDER))
+            except DAMAGED:
                 if attempt == 19:  # not a half-written claim: a damaged file
                     raise JournalOwnerError(
                         f"The owner file {self._path!r} of option 'journalLocation' {self.journal.location!r} cannot "
@@ -168,20 +134,16 @@ class JournalOwner:
         return None
 
     def _record(self, journal_id: str, logged: bool) -> OwnerRecord:
-        pid = os.getpid()
-        now = time.time()
-        return OwnerRecord(id=journal_id, queue=self.queue, host=socket.gethostname(), pid=pid,
-                           pid_start=_process_start(pid), instance=self.instance, claimed=now, logged=logged,
-                           renewed=now)
+        return OwnerRecord.new(self.instance, journal_id, self.queue, logged)
 
     def _create(self, record: OwnerRecord) -> bool:
         """Write the owner file unless one exists; True when this call created it."""
         self.journal.ensure()
-        return write_if_absent(self.journal.fs, self._path, record.to_json())
+        return write_lease(self.journal.fs, self._path, record.lease, HOLDER, if_absent=True)
 
     def _replace(self, record: OwnerRecord) -> None:
         """Rewrite the owner file (this reader owns it already)."""
-        write_atomically(self.journal.fs, self._path, record.to_json(), durable=True)
+        write_lease(self.journal.fs, self._path, record.lease, HOLDER)
 
     def _take_over(self, stale: OwnerRecord) -> bool:
         """Replace the stale owner ``stale`` by a new claim of ours; False when another query was quicker."""
@@ -197,7 +159,7 @@ class JournalOwner:
             except FileNotFoundError:
                 return self._won(record, stale)
             with open(aside, "rb") as f:
-                moved = OwnerRecord.from_json(f.read())
+                moved = OwnerRecord(Lease.from_json(f.read(), HOLDER))
             if moved.instance != stale.instance or moved.id != stale.id:
                 # another query claimed the location after we judged it: put its file back and look again
                 try:
@@ -222,11 +184,8 @@ class JournalOwner:
 
     # ------------------------------------------------------------------ decisions
     def _running(self, owner: OwnerRecord) -> bool:
-        if owner.host != socket.gethostname():
-            return time.time() - max(owner.claimed, owner.renewed or 0.0) < LEASE_SECONDS
-        if owner.pid == os.getpid():
-            return owner.instance in _LIVE and owner.instance != self.instance
-        return _process_alive(owner.pid, owner.pid_start)
+        lease = owner.lease if owner.lease.renewed is not None else owner.lease.renew(owner.claimed)  # an old record
+        return owner.instance != self.instance and lease.live(LEASE_SECONDS)
 
     def _refuse(self, owner: OwnerRecord, why: str) -> JournalOwnerError:
         return JournalOwnerError(
@@ -240,7 +199,7 @@ class JournalOwner:
         query restarted with its checkpoint deleted, on this host or another. Its unacked messages went back to
         the queue when its connection closed. Another host's owner is gone when its renewals stopped; one that
         never renewed (an older version) cannot be seen gone: never."""
-        if owner.host != socket.gethostname() and owner.renewed is None:
+        if owner.lease.host != socket.gethostname() and owner.lease.renewed is None:
             return False
         return owner.queue == self.queue and not self._running(owner)
 
@@ -306,32 +265,23 @@ class JournalOwner:
 
     def release(self) -> None:
         """This reader stops: it no longer counts as running (the owner file stays)."""
-        _LIVE.discard(self.instance)
-        self._stopped.set()
+        if self._renewer is not None:
+            self._renewer.stop()
 
-    # ------------------------------------------------------------------ renewal
     def _live(self) -> None:
         """This reader owns the location now: count it as running here, and renew its record for other hosts."""
-        _LIVE.add(self.instance)
-        if self._renewer is None:
-            self._renewer = threading.Thread(target=self._renew_loop, name="safebunny-journal-owner", daemon=True)
+        if self._renewer is None or not self._renewer.is_alive():
+            self._renewer = Renewer(self.instance, self.renew, self.renew_seconds, lambda exc: log.warning(
+                "journalLocation %r: renewing the owner record failed (%s); other hosts count this query as running "
+                "for %.0f s after its last renewal", self.journal.location, exc, LEASE_SECONDS))
             self._renewer.start()
-
-    def _renew_loop(self) -> None:
-        while not self._stopped.wait(self.renew_seconds):
-            try:
-                self.renew()
-            except Exception as exc:  # noqa: BLE001 - storage out for a moment: the next renewal may succeed
-                log.warning("journalLocation %r: renewing the owner record failed (%s); other hosts count this "
-                            "query as running for %.0f s after its last renewal", self.journal.location, exc,
-                            LEASE_SECONDS)
 
     def renew(self) -> bool:
         """Rewrite the owner record with the time now, while it is still ours; False when it is not."""
         owner = self.read()
         if owner is None or self.id is None or owner.id != self.id or owner.instance != self.instance:
             return False
-        self._replace(replace(owner, renewed=time.time()))
+        self._replace(OwnerRecord(owner.lease.renew()))
         return True
 
     @staticmethod
