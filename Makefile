@@ -19,7 +19,10 @@ venv: $(PY)
 
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
+# build/ goes first: setuptools copies the package there and keeps what it copied, so a module deleted or
+# moved in the checkout would still be installed from it.
 install: $(PY)
+	rm -rf build
 	$(PIP) install -q ".[spark,test,bench]" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PIP) install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import safebunny, pyspark_safebunny"
@@ -50,6 +53,7 @@ $(PYC):
 	$(PYC) -m pip install -q --upgrade pip setuptools wheel
 
 install-compat: $(PYC)
+	rm -rf build
 	$(PYC) -m pip install -q "pyspark[sql,connect]==$(COMPAT_PYSPARK)" "pandas<3" pytest pytest-timeout hypothesis \
 		2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYC) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
