@@ -88,9 +88,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             f"safebunny stream tests used {_STREAM_BROKER.origin}")
 
 
-def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]  # xdist's hook, on the controller
-    _WORKER_LINES.extend(line for line in getattr(node, "workeroutput", {}).get("safebunny_brokers", [])
-                         if line not in _WORKER_LINES)
+class _WorkerLines:
+    """xdist's hook, on the controller: what each worker said of its brokers. A plugin registered only where
+    xdist is installed (``make test-compat``'s venv has no xdist, and pytest refuses a hook it does not know)."""
+
+    @staticmethod
+    def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+        _WORKER_LINES.extend(line for line in getattr(node, "workeroutput", {}).get("safebunny_brokers", [])
+                             if line not in _WORKER_LINES)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_WorkerLines(), "safebunny-worker-lines")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
