@@ -39,7 +39,6 @@ class FailureRouter:
         batch: Counter[tuple[str, str]] = Counter()
         example: dict[tuple[str, str], tuple[str, str]] = {}
         copies: list[Copy] = []
-        routed: Counter[str] = Counter(retried=0, parked=0)
         parked: list[str] = []
         for row in failed:
             source: Mapping[str, Any] = row.row or {}
@@ -59,7 +58,6 @@ class FailureRouter:
                                source.get("type"), source.get("contentType"), out))
             if poisoned and self.step.fails_as:
                 copies.append(self._failure_message(row, source, body))
-            routed["parked" if poisoned else "retried"] += 1
             if poisoned:
                 parked.append(row.message_id)
             key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
@@ -75,7 +73,7 @@ class FailureRouter:
             mid, reason = example[(what, error_type)]
             log.warning("saga %s step %s batch %d: %d message(s) %s (%s), e.g. %s: %s", self.saga.name,
                         self.step.label, ctx.batch_id, count, what, error_type, mid, reason)
-        return routed
+        return Counter(retried=len(failed) - len(parked), parked=len(parked))  # each row went one of the two ways
 
     def _failure_message(self, row: FailedRow, source: Mapping[str, Any], body: bytes) -> Copy:
         """The ``fails_as`` message of a poisoned row: an output of it, with an id derived as emits' are."""
