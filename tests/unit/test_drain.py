@@ -10,13 +10,24 @@ from types import SimpleNamespace
 
 import pytest
 
+from safebunny.saga import runner
+from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.runner import drain
+
+CONFIG = SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-drain"))
+
+
+@pytest.fixture(autouse=True)
+def _progress(monkeypatch):
+    """The doubles count what moved and what waits themselves (the real ones read reports and the broker)."""
+    monkeypatch.setattr(runner, "moved_so_far", lambda saga: saga._moved())
+    monkeypatch.setattr(runner, "waiting", lambda saga: saga._waiting())
 
 
 class _Saga:
     """Two steps; each successful query moves what its script says; nothing waits once all moved."""
 
-    name = "orders"
+    config = CONFIG
 
     def __init__(self, scripts: dict[str, list]) -> None:  # type: ignore[type-arg]
         self.steps = [SimpleNamespace(label=label, unit_label=label) for label in scripts]
@@ -155,7 +166,7 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
     monkeypatch.setattr(runner, "start_query", start_query)
     monkeypatch.setattr(runner, "activate", lambda spark: spark)
     steps = [SimpleNamespace(label="stock.OrderPlaced", unit_label="stock.OrderPlaced")]
-    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps, driver=None)
+    saga = SimpleNamespace(config=CONFIG, steps=steps, units=lambda: steps)
     running = runner.RunningSaga(None, saga, "1 second")
     try:
         assert started.wait(20), "the supervisor started the query again"
@@ -181,7 +192,7 @@ def test_a_restarted_query_that_runs_well_resets_its_backoff(monkeypatch):
     monkeypatch.setattr(runner, "activate", lambda spark: spark)
     monkeypatch.setattr(runner.RunningSaga, "HEALTHY_S", 0.5)
     steps = [SimpleNamespace(label="stock.OrderPlaced", unit_label="stock.OrderPlaced", shard=None)]
-    saga = SimpleNamespace(name="orders", steps=steps, units=lambda: steps, driver=None)
+    saga = SimpleNamespace(config=CONFIG, steps=steps, units=lambda: steps)
     running = runner.RunningSaga(None, saga, "1 second")
     try:
         deadline = time.monotonic() + 20

@@ -12,6 +12,7 @@ import pytest
 
 from safebunny.exactly_once.step import BatchReport
 from safebunny.saga.balance import HOLD_S, Balancer
+from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.leases import SETTLE_S, TTL_S, Lease, LeaseStore, assign, handovers, live
 from safebunny.saga.reports import ReportStore
 
@@ -74,7 +75,7 @@ def test_a_held_shard_goes_to_its_assigned_driver_only_once_that_driver_waits_fo
 
 
 def test_lease_files_round_trip_and_a_stray_file_is_skipped(tmp_path) -> None:
-    store = LeaseStore(str(tmp_path))
+    store = _store(tmp_path)
     assert store.read_all() == []
     lease = _lease("a", running={"s.shard.0": _ago(5)}, holding={"s.shard.0": _ago(2)})
     store.write(lease)
@@ -85,10 +86,15 @@ def test_lease_files_round_trip_and_a_stray_file_is_skipped(tmp_path) -> None:
     assert store.read_all() == []
 
 
+def _store(root) -> LeaseStore:
+    return LeaseStore(SagaLayout(str(root)).leases)
+
+
 def _saga(root, driver: str = "a") -> SimpleNamespace:
     units = [SimpleNamespace(label="stock.OrderPlaced", shard=i, unit_label=f"stock.OrderPlaced.shard.{i}")
              for i in range(2)]
-    return SimpleNamespace(root=str(root), driver=driver, units=lambda: units)
+    config = SagaConfig("s", "amqp://localhost", SagaLayout(str(root), driver))
+    return SimpleNamespace(config=config, units=lambda: units)
 
 
 def _batch(root, label: str, driver: str, at: dt.datetime, batch_id: int = 0) -> None:
@@ -127,15 +133,15 @@ def test_a_tick_renews_the_lease_and_hands_over_what_the_other_live_driver_shoul
     for label in labels:
         _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
     assert balancer.tick(labels) == {}  # alone: a keeps both
-    assert LeaseStore(str(tmp_path)).read_all()[0].holding.keys() == set(labels)
-    LeaseStore(str(tmp_path)).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
+    assert _store(tmp_path).read_all()[0].holding.keys() == set(labels)
+    _store(tmp_path).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
     due = balancer.tick(labels)
     assert list(due.values()) == ["b"] and len(due) == 1
     (label,) = due
     balancer.handed(label)
     assert balancer.tick(labels) == {}  # the handed shard is no longer held; the other is a's share
     balancer.close()
-    assert [lease.driver for lease in LeaseStore(str(tmp_path)).read_all()] == ["b"]
+    assert [lease.driver for lease in _store(tmp_path).read_all()] == ["b"]
 
 
 def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
@@ -170,7 +176,6 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
     monkeypatch.setattr("safebunny.saga.balance.time.monotonic", lambda: now[0])
     clock = [NOW - dt.timedelta(seconds=30)]
     saga = _saga(tmp_path)
-    saga.name = "s"
     balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # one renewal in this test
     labels = [u.unit_label for u in saga.units()]
     for label in labels:
@@ -178,7 +183,7 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
     clock[0] = NOW
     for label in labels:
         _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
-    LeaseStore(str(tmp_path)).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
+    _store(tmp_path).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
 
     class Query:
         def __init__(self):
@@ -216,7 +221,7 @@ def test_a_lease_file_of_the_previous_version_is_read(tmp_path):
     old = {"driver": "old", "host": "h", "pid": 3, "started": _ago(600), "renewed": _ago(5),
            "running": {"s.shard.0": _ago(60)}, "holding": {}}
     (folder / "old.json").write_text(json.dumps(old))
-    (lease,) = LeaseStore(str(tmp_path)).read_all()
+    (lease,) = _store(tmp_path).read_all()
     assert lease == Lease("old", "h", 3, _ago(600), _ago(5), {"s.shard.0": _ago(60)}, {})
     assert live([lease], NOW) == [lease]
 
@@ -224,7 +229,7 @@ def test_a_lease_file_of_the_previous_version_is_read(tmp_path):
 def test_a_started_balancer_renews_its_lease_from_its_own_thread_until_closed(tmp_path):
     balancer = Balancer(_saga(tmp_path), renew_s=0.05)
     balancer.start()
-    store = LeaseStore(str(tmp_path))
+    store = _store(tmp_path)
     deadline = time.monotonic() + 10
     while not store.read_all():
         assert time.monotonic() < deadline, "the renewer never wrote the lease"

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import breaker
+from safebunny.saga.config import SagaLayout
 from safebunny.storage.pause import clear_pause, paused_until, write_pause
 
 
@@ -30,11 +30,9 @@ def test_a_file_that_is_not_a_time_pauses_nothing(tmp_path) -> None:
     assert paused_until(str(path)) is None
 
 
-def test_the_breaker_writes_where_the_saga_s_source_reads(tmp_path) -> None:
-    until = breaker.pause(str(tmp_path), "billing", "InvoiceRequested", 5)
-    assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) == until
-    breaker.resume(str(tmp_path), "billing", "InvoiceRequested")
-    assert paused_until(breaker.pause_path(str(tmp_path), "billing", "InvoiceRequested")) is None
+def test_a_step_s_pause_file_is_under_the_root_s_control_folder(tmp_path) -> None:
+    path = SagaLayout(str(tmp_path)).pause_file("billing", "InvoiceRequested")
+    assert path == str(tmp_path / "control" / "billing.InvoiceRequested.pause")
 
 
 def test_a_file_uri_works_like_its_path(tmp_path) -> None:
@@ -49,13 +47,13 @@ def test_a_file_uri_works_like_its_path(tmp_path) -> None:
     clear_pause(uri)  # nothing to clear: no error
 
 
-def test_the_breaker_keeps_a_uri_root_s_pause_under_it(tmp_path) -> None:
-    root = tmp_path.as_uri()
-    until = breaker.pause(root, "billing", "InvoiceRequested", 5)
+def test_a_uri_root_keeps_its_pause_files_under_it(tmp_path) -> None:
+    path = SagaLayout(tmp_path.as_uri()).pause_file("billing", "InvoiceRequested")
+    until = write_pause(path, 5)
     assert (tmp_path / "control" / "billing.InvoiceRequested.pause").read_text() == repr(until)
-    assert paused_until(breaker.pause_path(root, "billing", "InvoiceRequested")) == until
-    breaker.resume(root, "billing", "InvoiceRequested")
-    assert paused_until(breaker.pause_path(root, "billing", "InvoiceRequested")) is None
+    assert paused_until(path) == until
+    clear_pause(path)
+    assert paused_until(path) is None
 
 
 def test_a_uri_pyarrow_cannot_open_is_a_clear_error() -> None:

@@ -6,17 +6,20 @@ import datetime as dt
 
 import pytest
 
+from safebunny.saga.config import SagaLayout
 from safebunny.saga.poison_ledger import PoisonLedger, state_of
 
 T0 = dt.datetime(2026, 11, 24, 3, 0, tzinfo=dt.timezone.utc)
 
 
 def test_actions_are_recorded_with_who_when_and_why(tmp_path) -> None:
-    ledger = PoisonLedger(str(tmp_path), "stock.OrderPlaced")
+    path = SagaLayout(str(tmp_path)).poison_ledger("stock.OrderPlaced")
+    ledger = PoisonLedger(path)
     assert ledger.read() == {}
     ledger.record(["m1", "m2"], "discarded", "test data", by="ann@host", now=T0)
     ledger.record(["m2"], "redriven", now=T0 + dt.timedelta(minutes=1))
-    got = PoisonLedger(str(tmp_path), "stock.OrderPlaced").read()
+    got = PoisonLedger(path).read()
+    assert path == str(tmp_path / "poison" / "stock.OrderPlaced.json")
     assert got["m1"] == {"state": "discarded", "at": T0.isoformat(), "by": "ann@host", "reason": "test data"}
     assert got["m2"]["state"] == "redriven" and "@" in got["m2"]["by"]
     with pytest.raises(ValueError, match="resolved"):

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny.saga import runner
+from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.runner import RunningSaga, is_available_now
 
 
@@ -54,7 +55,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list:  # type: ignore[type-arg]
 
 def _saga(*labels: str) -> SimpleNamespace:
     steps = [SimpleNamespace(unit_label=label, shard=None) for label in labels]
-    return SimpleNamespace(name="orders", driver=None, units=lambda: steps)
+    return SimpleNamespace(config=SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-rounds")),
+                           units=lambda: steps)
 
 
 def test_available_now_is_named_in_any_spelling() -> None:

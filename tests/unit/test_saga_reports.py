@@ -102,6 +102,7 @@ def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_t
     failure router); drain's progress is the stored received total, the same in any process."""
     import safebunny
     from safebunny.saga.recorder import StepRecorder
+    from safebunny.saga.runner import moved_so_far
 
     saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda df, ctx: None)
@@ -113,4 +114,4 @@ def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_t
         recorder.process(None, batch_id, None, rows=False)
     (stored,) = saga.reports_of(step)
     assert (stored.received, stored.retried, stored.parked) == (6, 1, 1)
-    assert saga._moved() == 6
+    assert moved_so_far(saga) == 6

@@ -13,6 +13,7 @@ from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits import build_publish_rows
 from safebunny.saga import topology
+from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.saga.status import combined
@@ -23,8 +24,9 @@ def _step(shards: int | None = None) -> SagaStep:
 
 
 def _saga(shards: int | None) -> SimpleNamespace:
-    return SimpleNamespace(name="fulfilment", steps=[_step(shards)], retry=Retry(delays=("10s",)), quorum=True,
-                           delivery_limit=50, poison_max_age="30D")
+    config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-shards"),
+                        Retry(delays=("10s",)))
+    return SimpleNamespace(name="fulfilment", config=config, steps=[_step(shards)])
 
 
 def test_an_instance_always_has_the_same_bucket_and_key() -> None:

@@ -7,13 +7,15 @@ import pytest
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
+from safebunny.saga.config import SagaConfig, SagaLayout
 
 
 def _saga(quorum=True):
     steps = [SimpleNamespace(node="stock", consumes="OrderPlaced", from_node="orders"),
              SimpleNamespace(node="payment", consumes="StockReserved", from_node="stock")]
-    return SimpleNamespace(name="fulfilment", steps=steps, retry=Retry(delays=("10s", "1m")), quorum=quorum,
-                           delivery_limit=50, poison_max_age="30D")
+    config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-topology"),
+                        Retry(delays=("10s", "1m")), quorum=quorum)
+    return SimpleNamespace(name="fulfilment", config=config, steps=steps)
 
 
 def test_names_follow_node_and_type():

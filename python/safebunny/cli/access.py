@@ -7,18 +7,21 @@ internals, and each function returns plain rows (lists of dicts) for :mod:`safeb
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.cli.connect import resolve_uri
 from safebunny.cli.exits import USAGE, CliError
 from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
 
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
+
 __all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "delete", "topology", "status",
            "poison", "redrive", "trace", "instances"]
 
 
-def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Any:
+def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Saga:
     """Load the saga named by ``locator`` and point it at the broker the user chose."""
     saga = load_saga(locator)
     own = getattr(saga, "connection_uri", None) or getattr(saga, "uri", None)  # with the saga's password
@@ -28,12 +31,12 @@ def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Any:
     return saga
 
 
-def saga_name(saga: Any) -> str:
+def saga_name(saga: Saga) -> str:
     """The saga's name."""
     return str(saga.name)
 
 
-def steps(saga: Any) -> list[Any]:
+def steps(saga: Saga) -> list[Any]:
     """The saga's steps, in the order they were defined."""
     return list(saga.steps)
 
@@ -43,7 +46,7 @@ def step_label(step: Any) -> str:
     return f"{step.node}.{step.consumes}"
 
 
-def select_steps(saga: Any, spec: str | None) -> list[Any]:
+def select_steps(saga: Saga, spec: str | None) -> list[Any]:
     """The steps ``spec`` names: every step when None, the node's steps for ``NODE``, one for ``NODE.TYPE``."""
     every = steps(saga)
     if spec is None:
@@ -70,21 +73,21 @@ def _topology_rows(topo: Any, depths: Mapping[str, Any] | None) -> list[dict[str
     return rows
 
 
-def declare(saga: Any) -> list[dict[str, Any]]:
+def declare(saga: Saga) -> list[dict[str, Any]]:
     """Declare the saga's topology (idempotent) and return what it consists of."""
     from safebunny import topology as _topology
 
     return _topology_rows(_topology.declare(saga), None)
 
 
-def delete(saga: Any) -> list[str]:
+def delete(saga: Saga) -> list[str]:
     """Delete the saga's queues and exchanges; the names of the deleted queues."""
     from safebunny import topology as _topology
 
     return _topology.delete(saga)
 
 
-def topology(saga: Any) -> list[dict[str, Any]]:
+def topology(saga: Saga) -> list[dict[str, Any]]:
     """The saga's exchanges, queues and bindings with the broker's depth of each queue."""
     from safebunny import topology as _topology
 
@@ -92,7 +95,7 @@ def topology(saga: Any) -> list[dict[str, Any]]:
     return _topology_rows(topo, _topology.depths(saga, [q.name for q in topo.queues]))
 
 
-def shards(saga: Any) -> list[dict[str, Any]]:
+def shards(saga: Saga) -> list[dict[str, Any]]:
     """One row per shard of each sharded step (``saga.shards()``)."""
     return [{"step": s.step, "shard": s.shard, "queue": s.queue, "backlog": s.backlog,
              "held": "" if s.held is None else "yes" if s.held else "no", "lastDriver": s.last_driver,
@@ -100,7 +103,7 @@ def shards(saga: Any) -> list[dict[str, Any]]:
              "leaseAgeSeconds": s.lease_age_seconds} for s in saga.shards()]
 
 
-def status(saga: Any) -> list[dict[str, Any]]:
+def status(saga: Saga) -> list[dict[str, Any]]:
     """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked``: from
     the management API, empty when it does not answer, with ``note`` saying why)."""
     rows = []
@@ -110,7 +113,7 @@ def status(saga: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def unrouted(saga: Any) -> tuple[str, int | None]:
+def unrouted(saga: Saga) -> tuple[str, int | None]:
     """The saga's unrouted stream and how many messages it holds (None: not declared)."""
     from safebunny.saga import topology
     from safebunny.saga.status import unrouted_depth
@@ -118,14 +121,14 @@ def unrouted(saga: Any) -> tuple[str, int | None]:
     return topology.unrouted_name(saga), unrouted_depth(saga)
 
 
-def instances(saga: Any, state: str | None) -> list[dict[str, Any]]:
+def instances(saga: Saga, state: str | None) -> list[dict[str, Any]]:
     """One row per saga instance (``state`` keeps one state), from :mod:`safebunny.saga.instances`."""
     from safebunny.saga.instances import instances_table
 
     return to_rows(instances_table(saga, state))
 
 
-def poison(saga: Any, step: Any, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
+def poison(saga: Saga, step: Any, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
     """The parked messages of one step, from ``saga.poison_rows(node, type)`` (no Spark needed); ``all``:
     also the resolved and discarded ones."""
     rows = to_rows(saga.poison_rows(step.node, step.consumes, all=True) if all
@@ -135,7 +138,7 @@ def poison(saga: Any, step: Any, all: bool = False) -> list[dict[str, Any]]:  # 
     return rows
 
 
-def redrive(saga: Any, step: Any, ids: list[str] | None, force: bool = False, error_type: str | None = None) -> int:
+def redrive(saga: Saga, step: Any, ids: list[str] | None, force: bool = False, error_type: str | None = None) -> int:
     """Send parked messages of ``step`` back to its queue (all of them when ``ids`` and ``error_type`` are
     None); how many. ``force``: also for a step with ``fails_as``, whose parked messages were compensated."""
     extra: dict[str, Any] = {}
@@ -146,12 +149,12 @@ def redrive(saga: Any, step: Any, ids: list[str] | None, force: bool = False, er
     return int(saga.redrive(step.node, step.consumes, ids=ids, **extra) or 0)
 
 
-def discard(saga: Any, step: Any, ids: list[str], reason: str) -> int:
+def discard(saga: Saga, step: Any, ids: list[str], reason: str) -> int:
     """Record parked messages of ``step`` as discarded with ``reason``; how many were found."""
     return int(saga.discard(step.node, step.consumes, ids, reason) or 0)
 
 
-def trace(saga: Any, correlation_id: str) -> list[dict[str, Any]]:
+def trace(saga: Saga, correlation_id: str) -> list[dict[str, Any]]:
     """The messages of one saga instance, in order, from ``saga.trace(correlation_id)``."""
     return [{"time": row["processedAt"], "step": f"{row['node']}.{row['type']}", "attempt": row.get("delivery", 1),
              "outcome": row["status"] if not row.get("reason") else f"{row['status']}: {row['reason']}", **row}

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.output import print_rows
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "COLUMNS", "DEFAULT_LIMIT", "STATES"]
 
@@ -19,7 +22,7 @@ STATES = ("running", "retrying", "parked", "discarded", "compensated", "complete
 DEFAULT_LIMIT = 50
 
 
-def _instances(args: argparse.Namespace, saga: Any) -> int:
+def _instances(args: argparse.Namespace, saga: Saga) -> int:
     rows = access.instances(saga, args.state)
     limit = None if args.all else (args.limit or DEFAULT_LIMIT)
     more = len(rows) - limit if limit is not None and len(rows) > limit else 0

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.exits import NOT_FOUND, USAGE, CliError
 from safebunny.cli.output import print_record, print_rows
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "COLUMNS"]
 
 COLUMNS = ["step", "messageId", "correlationId", "attempts", "state", "reason", "parkedAt"]
 
 
-def _list(args: argparse.Namespace, saga: Any) -> int:
+def _list(args: argparse.Namespace, saga: Saga) -> int:
     rows = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step, args.all)]
     print_rows(args, rows, COLUMNS, empty="no parked messages" + ("" if args.all else " (--all shows resolved and "
                                                                                           "discarded ones)"))
     return 0
 
 
-def _show(args: argparse.Namespace, saga: Any) -> int:
+def _show(args: argparse.Namespace, saga: Saga) -> int:
     wanted = set(args.id)
     found = [row for step in access.select_steps(saga, args.step) for row in access.poison(saga, step, True)
              if row.get("messageId") in wanted]
@@ -33,7 +36,7 @@ def _show(args: argparse.Namespace, saga: Any) -> int:
     return 0
 
 
-def _redrive(args: argparse.Namespace, saga: Any) -> int:
+def _redrive(args: argparse.Namespace, saga: Saga) -> int:
     if not args.all and not args.id and not args.error_type:
         raise CliError("say what to redrive: --id ID (repeatable), --error-type TYPE or --all (with --step to limit "
                        "it)", USAGE)
@@ -46,7 +49,7 @@ def _redrive(args: argparse.Namespace, saga: Any) -> int:
     return 0 if rows else NOT_FOUND
 
 
-def _discard(args: argparse.Namespace, saga: Any) -> int:
+def _discard(args: argparse.Namespace, saga: Saga) -> int:
     rows = []
     for step in access.select_steps(saga, args.step):
         found = access.discard(saga, step, list(args.id), args.reason)

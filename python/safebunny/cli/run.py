@@ -20,12 +20,15 @@ import argparse
 import signal
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.cli import exits
 from safebunny.cli.exits import CliError
 from safebunny.cli.status import positive_seconds
 from safebunny.errors import SafeBunnyError
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "session", "once", "continuous"]
 
@@ -43,11 +46,11 @@ def session(remote: str | None, master: str | None) -> Any:
     return SparkSession.builder.getOrCreate()
 
 
-def _parked(saga: Any) -> int:
+def _parked(saga: Saga) -> int:
     return sum(s.parked for s in saga.status())
 
 
-def once(saga: Any, spark: Any, timeout: float, restarts: int) -> int:
+def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
     """Drain ``saga`` once; the exit code (see the module docstring)."""
     from safebunny.spark_errors import message_of
 
@@ -69,7 +72,7 @@ def once(saga: Any, spark: Any, timeout: float, restarts: int) -> int:
     return exits.OK
 
 
-def continuous(saga: Any, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
+def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                check_every: float = 1.0) -> int:
     """Run ``saga`` in availableNow rounds until interrupted; the exit code (see the module docstring)."""
     def interrupt(signum: int, frame: Any) -> None:
@@ -101,7 +104,7 @@ def continuous(saga: Any, spark: Any, metrics_port: int | None = None, metrics_h
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run(args: argparse.Namespace, saga: Any) -> int:
+def _run(args: argparse.Namespace, saga: Saga) -> int:
     spark = session(args.remote, args.master)
     if args.once:
         return once(saga, spark, args.timeout, args.restarts)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.cli import access
 from safebunny.cli.output import print_rows, wants_json
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "columns", "SHARD_COLUMNS", "positive_seconds", "unrouted_line"]
 
@@ -24,11 +27,11 @@ SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "holder", "leaseAg
                  "idleSeconds"]
 
 
-def _rows(args: argparse.Namespace, saga: Any) -> list[dict[str, Any]]:
+def _rows(args: argparse.Namespace, saga: Saga) -> list[dict[str, Any]]:
     return access.shards(saga) if args.shards else access.status(saga)
 
 
-def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Any, empty: str = "(none)") -> None:
+def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Saga, empty: str = "(none)") -> None:
     if args.shards:
         print_rows(args, rows, SHARD_COLUMNS, empty="(no step is sharded)")
         return
@@ -63,7 +66,7 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def _status(args: argparse.Namespace, saga: Any) -> int:
+def _status(args: argparse.Namespace, saga: Saga) -> int:
     if args.watch is None:
         _print(args, _rows(args, saga), saga, empty="(the saga has no steps)")
         return 0

@@ -4,18 +4,21 @@ with their depths, or delete them (with ``--yes``: their messages go with them).
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safebunny.cli import access, exits
 from safebunny.cli.exits import CliError
 from safebunny.cli.output import print_rows
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "COLUMNS"]
 
 COLUMNS = ["kind", "name", "step", "routing", "arguments", "ready"]
 
 
-def _declare(args: argparse.Namespace, saga: Any) -> int:
+def _declare(args: argparse.Namespace, saga: Saga) -> int:
     rows = access.declare(saga)
     print_rows(args, rows, COLUMNS[:-1])
     if not args.json:
@@ -23,12 +26,12 @@ def _declare(args: argparse.Namespace, saga: Any) -> int:
     return 0
 
 
-def _show(args: argparse.Namespace, saga: Any) -> int:
+def _show(args: argparse.Namespace, saga: Saga) -> int:
     print_rows(args, access.topology(saga), COLUMNS)
     return 0
 
 
-def _delete(args: argparse.Namespace, saga: Any) -> int:
+def _delete(args: argparse.Namespace, saga: Saga) -> int:
     rows = access.topology(saga)
     queues = [r for r in rows if r["kind"] == "queue"]
     held = sum(r["ready"] or 0 for r in queues)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.exits import NOT_FOUND
 from safebunny.cli.output import print_rows
 from safebunny.ids import correlation_id_for
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["add_parsers", "candidates", "COLUMNS"]
 
@@ -30,7 +33,7 @@ def candidates(key: str) -> list[str]:
     return out
 
 
-def _trace(args: argparse.Namespace, saga: Any) -> int:
+def _trace(args: argparse.Namespace, saga: Saga) -> int:
     for correlation in candidates(args.key):
         rows = access.trace(saga, correlation)
         if rows:

@@ -5,18 +5,21 @@ from __future__ import annotations
 import argparse
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.demo.checks import Summary, summarise
 from safebunny.demo.orders import Plan, plan_orders
 from safebunny.demo.tables import read_table
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["run"]
 
 ORDER_COLUMNS = "orderId string, sku string, qty int, amount double, card string"
 
 
-def _publish_malformed(saga: Any, plan: Plan) -> None:
+def _publish_malformed(saga: Saga, plan: Plan) -> None:
     """Publish the malformed orders as the ``orders`` node would, with bodies that do not parse."""
     import pika
 

@@ -23,10 +23,9 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from safebunny.saga.config import SagaShape
 from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
-from safebunny.saga.reports import ReportStore
 from safebunny.storage.lease import Renewer
 
 __all__ = ["Balancer", "HOLD_S", "COOLDOWN_S"]
@@ -47,12 +46,14 @@ def _utcnow() -> dt.datetime:
 class Balancer:
     """One driver's side of balancing: its lease, what it holds, and which shards it should hand over."""
 
-    def __init__(self, saga: Any, clock: Callable[[], dt.datetime] = _utcnow, renew_s: float = RENEW_S) -> None:
-        if saga.driver is None:
+    def __init__(self, saga: SagaShape, clock: Callable[[], dt.datetime] = _utcnow, renew_s: float = RENEW_S,
+                 ) -> None:
+        driver = saga.config.layout.driver
+        if driver is None:
             raise ValueError("a Balancer needs a saga with driver= set")
-        self.saga = saga
-        self.me: str = saga.driver
-        self.store = LeaseStore(saga.root)
+        self.config = saga.config
+        self.me = driver
+        self.store = LeaseStore(self.config.layout.leases)
         self.clock = clock
         self.renew_s = renew_s
         self.started = clock().isoformat()
@@ -83,7 +84,7 @@ class Balancer:
         holds as far as its batches tell."""
         out = {}
         for label, since in self.running.items():
-            counters = ReportStore(self.saga.root, label).counters(now)
+            counters = self.config.layout.reports(label).counters(now)
             if counters.last_driver != self.me or counters.last_batch is None:
                 continue
             last = dt.datetime.fromisoformat(counters.last_batch)
@@ -114,7 +115,7 @@ class Balancer:
     def start(self) -> None:
         """Renew the lease from a thread of its own as well, every :attr:`renew_s` (a failure is logged)."""
         self._renewer = Renewer(self.me, lambda: self.tick(None), self.renew_s, lambda exc: log.warning(
-            "saga %s: driver %s could not renew its lease (%s); shards stay where they are", self.saga.name, self.me,
+            "saga %s: driver %s could not renew its lease (%s); shards stay where they are", self.config.name, self.me,
             exc))
         self._renewer.start()
 

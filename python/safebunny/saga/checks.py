@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga.definition import SagaStep
 
-__all__ = ["unfed_routes", "undeclared_emits", "report", "require_shards"]
+__all__ = ["unfed_routes", "undeclared_emits", "unconsumed_start", "report", "require_shards"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -56,6 +56,15 @@ def undeclared_emits(step: SagaStep, types: Iterable[str]) -> list[str]:
             f"it was published all the same (produces does not route): a step consuming {t!r} from node "
             f"{step.node!r} gets it, and when none does it is kept in the saga's unrouted stream. Add {t!r} to "
             "produces, or fix the type." for t in sorted(set(types)) if t not in declared]
+
+
+def unconsumed_start(steps: Sequence[SagaStep], node: str, message_type: str) -> list[str]:
+    """A ``saga.start`` of ``message_type`` from ``node`` that no step consumes (it would go to unrouted)."""
+    if any(s.from_node == node and s.consumes == message_type for s in steps):
+        return []
+    known = ", ".join(f"{s.label} from {s.from_node}" for s in steps) or "none"
+    return [f"saga.start(node={node!r}, type={message_type!r}): no step consumes {message_type!r} from node "
+            f"{node!r}, so these messages would go to the unrouted queue; steps: {known}."]
 
 
 def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
 from safebunny.saga import topology
+from safebunny.saga.config import SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked_ids import ParkedIds
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
@@ -29,10 +30,11 @@ log = logging.getLogger("safebunny.saga")
 class FailureRouter:
     """The ``on_failed`` callback of one saga step (or shard): where each failed row goes."""
 
-    def __init__(self, saga: Any, step: SagaStep) -> None:
+    def __init__(self, saga: SagaShape, step: SagaStep) -> None:
         self.saga = saga
+        self.config = saga.config
         self.step = step
-        self.parked_ids = ParkedIds(saga.root, step.unit_label)
+        self.parked_ids = ParkedIds(self.config.layout.parked_ids(step.unit_label))
 
     def __call__(self, failed: list[FailedRow], ctx: Any) -> Counter[str]:
         """Publish the copies of ``failed`` (confirmed), record the parked ids; how many were retried and parked."""
@@ -43,12 +45,12 @@ class FailureRouter:
         for row in failed:
             source: Mapping[str, Any] = row.row or {}
             headers = dict(source.get("headers") or {})
-            decision = decide(self.saga.retry, headers, row.error_type)
+            decision = decide(self.config.retry, headers, row.error_type)
             poisoned = decision.target == "poison"
             if poisoned:
-                target = topology.poison_queue_name(self.saga, self.step.node, self.step.consumes)
+                target = topology.poison_queue_name(self.config, self.step.node, self.step.consumes)
             else:
-                target = topology.retry_queue_name(self.saga, self.step.node, self.step.consumes, decision.tier,
+                target = topology.retry_queue_name(self.config, self.step.node, self.step.consumes, decision.tier,
                                                    self.step.shard)
             out = failure_headers(headers, step=self.step.label, error_type=row.error_type, reason=row.reason,
                                   attempt=decision.attempt, poisoned=poisoned)
@@ -63,15 +65,15 @@ class FailureRouter:
             key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
             batch[key] += 1
             example.setdefault(key, (row.message_id, row.reason[:300]))
-            log.info("saga %s step %s: message %s %s (attempt %d): %s", self.saga.name, self.step.label,
+            log.info("saga %s step %s: message %s %s (attempt %d): %s", self.config.name, self.step.label,
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
-        publish_copies(self.saga.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
+        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
         self.parked_ids.add(parked)  # after the poison copies were confirmed
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():
             mid, reason = example[(what, error_type)]
-            log.warning("saga %s step %s batch %d: %d message(s) %s (%s), e.g. %s: %s", self.saga.name,
+            log.warning("saga %s step %s batch %d: %d message(s) %s (%s), e.g. %s: %s", self.config.name,
                         self.step.label, ctx.batch_id, count, what, error_type, mid, reason)
         return Counter(retried=len(failed) - len(parked), parked=len(parked))  # each row went one of the two ways
 
@@ -80,7 +82,7 @@ class FailureRouter:
         failure_type = self.step.fails_as or ""
         correlation = source.get("correlationId") or row.correlation_id
         return Copy(message_id(row.message_id, self.step.node, failure_type, 0), body,
-                    topology.exchange_name(self.saga),
+                    topology.exchange_name(self.config),
                     topology.message_routing_key(self.saga, self.step.node, failure_type, correlation), correlation,
                     failure_type,
                     source.get("contentType") or "application/json",

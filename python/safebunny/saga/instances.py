@@ -10,7 +10,6 @@ visible before its first step runs. States and "completed": :mod:`safebunny.saga
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 from typing import Any
 
@@ -21,26 +20,24 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.ids import correlation_id_for
 from safebunny.saga import topology
+from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
+from safebunny.saga.parked import read_parked
 
-__all__ = ["instances_table", "instances_frame", "view_name", "record_started", "started_path", "STARTED_SCHEMA"]
+__all__ = ["instances_table", "instances_frame", "view_name", "record_started", "STARTED_SCHEMA"]
 
 STARTED_SCHEMA = pa.schema([("businessKey", pa.string()), ("correlationId", pa.string()), ("node", pa.string()),
                             ("type", pa.string()), ("startedAt", pa.timestamp("us", tz="UTC"))])
 _INBOX_COLUMNS = ["node", "messageId", "correlationId", "type", "status", "reason", "emitted", "processedAt"]
 
 
-def started_path(saga: Any) -> str:
-    return os.path.join(saga.root, "started")
-
-
-def view_name(saga: Any) -> str:
+def view_name(config: SagaConfig) -> str:
     """The SQL view ``saga.instances()`` registers: ``<saga name>_instances``, other characters than letters,
     digits and ``_`` replaced by ``_`` (saga ``shop-eu`` -> ``shop_eu_instances``)."""
-    return re.sub(r"\W", "_", f"{saga.name}_instances")
+    return re.sub(r"\W", "_", f"{config.name}_instances")
 
 
-def record_started(saga: Any, df: Any, business_key: str, node: str, message_type: str) -> int:
+def record_started(config: SagaConfig, df: Any, business_key: str, node: str, message_type: str) -> int:
     """Append the business keys of ``df`` (the rows ``saga.start`` published) to the started records."""
     keys = df.select(df[business_key].cast("string").alias("k")).distinct().toArrow().column("k").to_pylist()
     keys = [k for k in keys if k is not None and k.strip()]
@@ -50,18 +47,19 @@ def record_started(saga: Any, df: Any, business_key: str, node: str, message_typ
     table = pa.Table.from_pydict({"businessKey": keys, "correlationId": [correlation_id_for(k) for k in keys],
                                   "node": [node] * len(keys), "type": [message_type] * len(keys),
                                   "startedAt": [now] * len(keys)}, schema=STARTED_SCHEMA)
-    DeltaRsTarget(started_path(saga)).append(table)
+    DeltaRsTarget(config.layout.started).append(table)
     return len(keys)
 
 
-def _parked(saga: Any) -> list[Parked]:
-    names = {topology.poison_queue_name(saga, s.node, s.consumes): s for s in saga.steps}
+def _parked(saga: SagaShape) -> list[Parked]:
+    config = saga.config
+    names = {topology.poison_queue_name(config, s.node, s.consumes): s for s in saga.steps}
     depth = topology.depths(saga, list(names))
     out = []
     for name, step in names.items():
         if depth.get(name) is None:
             continue  # not declared: nothing parked
-        for p in saga.poison_rows(step.node, step.consumes, all=True):  # discarded ones too: their own state
+        for p in read_parked(config, step.node, step.consumes, all=True):  # discarded ones too: their own state
             if p.state == "discarded":
                 out.append(Parked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded"))
             elif p.state != "resolved":
@@ -69,13 +67,13 @@ def _parked(saga: Any) -> list[Parked]:
     return out
 
 
-def instances_table(saga: Any, state: str | None = None, parked: bool = True) -> pa.Table:
+def instances_table(saga: SagaShape, state: str | None = None, parked: bool = True) -> pa.Table:
     """One row per instance of ``saga`` (:data:`~safebunny.saga.instance_state.INSTANCE_SCHEMA`), newest
     update first; ``state`` keeps one state; ``parked=False`` skips reading the poison queues (no broker)."""
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
-    inbox = Inbox(saga.inbox_path, "instances").rows(all_nodes=True)
-    started = DeltaRsTarget(started_path(saga)).read()
+    inbox = Inbox(saga.config.layout.inbox, "instances").rows(all_nodes=True)
+    started = DeltaRsTarget(saga.config.layout.started).read()
     table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga) if parked else (),
                           started.to_pylist() if started is not None else ())
     if state is not None:
@@ -85,7 +83,7 @@ def instances_table(saga: Any, state: str | None = None, parked: bool = True) ->
     return table
 
 
-def instances_frame(saga: Any, spark: Any = None, state: str | None = None) -> Any:
+def instances_frame(saga: SagaShape, spark: Any = None, state: str | None = None) -> Any:
     """:func:`instances_table` as a DataFrame in ``spark`` (or the active session), also registered as the
     temporary view :func:`view_name` (all states, whatever ``state`` filters in the returned frame)."""
     from pyspark.sql import SparkSession
@@ -99,7 +97,7 @@ def instances_frame(saga: Any, spark: Any = None, state: str | None = None) -> A
     table = instances_table(saga)
     frame = session.createDataFrame(table if table.num_rows else INSTANCE_SCHEMA.empty_table(),
                                     schema=_ddl())
-    frame.createOrReplaceTempView(view_name(saga))
+    frame.createOrReplaceTempView(view_name(saga.config))
     return frame if state is None else frame.where(frame.state == state)
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safebunny.storage import lease as storage
-from safebunny.storage.location import resolve_under
+from safebunny.storage.location import resolve_location
 from safebunny.storage.records import remove_record
 
 __all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "RENEW_S", "TTL_S", "SETTLE_S"]
@@ -118,10 +118,10 @@ def handovers(me: str, held: Iterable[str], assignment: Mapping[str, str], lease
 
 
 class LeaseStore:
-    """The lease files of one saga root: ``<root>/drivers/_leases/<driver>.json``."""
+    """The lease files of one saga, ``<driver>.json`` in ``folder`` (``SagaLayout.leases``)."""
 
-    def __init__(self, root: str) -> None:
-        self.filesystem, self.folder = resolve_under(root, "root", "drivers", "_leases")
+    def __init__(self, folder: str) -> None:
+        self.filesystem, self.folder = resolve_location(folder, "root")
 
     def path(self, driver: str) -> str:
         return f"{self.folder}/{driver}.json"

@@ -31,9 +31,12 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.saga.reports import COUNTERS, ReportStore
+
+if TYPE_CHECKING:
+    from safebunny.saga.saga import Saga
 
 __all__ = ["SagaMetrics", "render", "METRICS", "DEFAULT_PORT"]
 
@@ -97,7 +100,7 @@ def render(saga_name: str, samples: Iterable[Mapping[str, Any]]) -> str:
 class SagaMetrics:
     """Serves the metrics of ``saga``'s steps on ``host:port`` (``port=0`` picks a free one; see :attr:`port`)."""
 
-    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
+    def __init__(self, saga: Saga, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
         """``listener=False``: add no ``StreamingQueryListener``; the progress gauges come from the durable
         per-batch counters (see the module docstring)."""
         self.saga = saga

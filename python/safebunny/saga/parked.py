@@ -15,11 +15,13 @@ from typing import Any
 from safebunny.amqp.connection import open_blocking
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
+from safebunny.saga.config import SagaConfig
+from safebunny.saga.definition import SagaStep
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 
-__all__ = ["Parked", "read_parked", "redrive", "discard", "latest_per_id"]
+__all__ = ["Parked", "read_parked", "parked_frame", "redrive", "discard", "latest_per_id"]
 
 _IDLE_S = 0.5
 
@@ -78,8 +80,8 @@ def latest_per_id(entries: list[tuple[Any, bytes, int]]) -> list[tuple[Any, byte
     return sorted(latest.values(), key=lambda e: e[2])
 
 
-def _entries(saga: Any, node: str, message_type: str) -> list[tuple[Any, bytes, int]]:
-    return latest_per_id(_consume_all(saga.connection_uri, topology.poison_queue_name(saga, node, message_type)))
+def _entries(config: SagaConfig, node: str, message_type: str) -> list[tuple[Any, bytes, int]]:
+    return latest_per_id(_consume_all(config.connection_uri, topology.poison_queue_name(config, node, message_type)))
 
 
 def _parked_at(props: Any) -> str | None:
@@ -90,23 +92,23 @@ def _parked_at(props: Any) -> str | None:
     return dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
 
 
-def _done_ids(saga: Any, node: str, ids: list[str]) -> set[str]:
+def _done_ids(config: SagaConfig, node: str, ids: list[str]) -> set[str]:
     """The ids among ``ids`` the step's inbox has ``done`` (a redriven message processed since)."""
     if not ids:
         return set()
     from safebunny.exactly_once import Inbox
 
-    return Inbox(saga.inbox_path, node).seen(ids, "", -1)
+    return Inbox(config.layout.inbox, node).seen(ids, "", -1)
 
 
-def read_parked(saga: Any, node: str, message_type: str, all: bool = False) -> list[Parked]:  # noqa: A002
+def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = False) -> list[Parked]:  # noqa: A002
     """The messages parked in the poison queue of step ``node.message_type``, one per message id (its
     latest copy), oldest first; resolved and discarded ones only with ``all``."""
-    entries = _entries(saga, node, message_type)
-    ledger = PoisonLedger(saga.root, f"{node}.{message_type}").read()
+    entries = _entries(config, node, message_type)
+    ledger = PoisonLedger(config.layout.poison_ledger(f"{node}.{message_type}")).read()
     redriven = [str(p.message_id) for p, _, _ in entries
                 if ledger.get(str(p.message_id), {}).get("state") == "redriven"]
-    done = _done_ids(saga, node, redriven)
+    done = _done_ids(config, node, redriven)
     parked = []
     for props, body, offset in entries:
         h = props.headers or {}
@@ -125,7 +127,7 @@ def read_parked(saga: Any, node: str, message_type: str, all: bool = False) -> l
     return parked
 
 
-def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = None, force: bool = False,
+def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, force: bool = False,
             error_type: str | None = None) -> int:
     """Republish parked messages (all, those with the given ids, or those that failed with ``error_type``) to
     the step's queue with their attempt count reset; the inbox drops any that succeeded meanwhile. A
@@ -135,11 +137,11 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
     A step with ``fails_as`` published a failure message when it parked each of these, and compensation
     may have undone the instance's earlier steps: redriving would then complete a compensated instance.
     That is refused unless ``force`` is true."""
-    step = saga.step_of(node, message_type)
+    node, message_type = step.node, step.consumes
     wanted = set(ids) if ids is not None else None
-    ledger = PoisonLedger(saga.root, f"{node}.{message_type}")
+    ledger = PoisonLedger(config.layout.poison_ledger(step.label))
     recorded = ledger.read()
-    chosen = [(props, body) for props, body, _ in _entries(saga, node, message_type)
+    chosen = [(props, body) for props, body, _ in _entries(config, node, message_type)
               if (wanted is None or props.message_id in wanted)
               and (error_type is None or _text((props.headers or {}).get(ERROR_TYPE)) == error_type)
               and state_of(recorded.get(str(props.message_id)), _parked_at(props), False) != "discarded"]
@@ -159,27 +161,43 @@ def redrive(saga: Any, node: str, message_type: str, ids: list[str] | None = Non
         headers["x-safebunny-redriven"] = stamp
         # back to the queue (of a sharded step: the shard) that the message's instance routes to
         shard = None if step.shards is None else topology.shard_of(props.correlation_id, step.shards)
-        target = topology.consumer_queue(saga, node, message_type, shard)
+        target = topology.consumer_queue(config, node, message_type, shard)
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))
-    publish_copies(saga.connection_uri, copies, f"saga:redrive/{node}.{message_type}")
+    publish_copies(config.connection_uri, copies, f"saga:redrive/{step.label}")
     if copies:
         ledger.record([str(c.message_id) for c in copies], "redriven")
     return len(copies)
 
 
-def discard(saga: Any, node: str, message_type: str, ids: list[str], reason: str, by: str | None = None) -> int:
+def discard(config: SagaConfig, node: str, message_type: str, ids: list[str], reason: str,
+            by: str | None = None) -> int:
     """Give up on parked messages on purpose: each id found in the poison queue is recorded as
     ``discarded`` with ``reason`` and who did it (``by``, default user@host), hidden from listings and
     never redriven. Returns how many were found and recorded."""
     if not reason or not reason.strip():
         raise SafeBunnyOptionError("discard needs a reason (what was decided and why); it is recorded with the "
                                    "message.", "reason")
-    present = {str(p.message_id) for p, _, _ in _entries(saga, node, message_type)}
+    present = {str(p.message_id) for p, _, _ in _entries(config, node, message_type)}
     found = [mid for mid in ids if mid in present]
     if found:
-        PoisonLedger(saga.root, f"{node}.{message_type}").record(found, "discarded", reason.strip(), by)
+        ledger = PoisonLedger(config.layout.poison_ledger(f"{node}.{message_type}"))
+        ledger.record(found, "discarded", reason.strip(), by)
     return len(found)
+
+
+def parked_frame(rows: list[Parked], spark: Any = None) -> Any:
+    """Parked messages as a DataFrame in the active (or given) session (``saga.poison``)."""
+    from pyspark.sql import SparkSession
+
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        raise SafeBunnyOptionError("saga.poison(...) needs a SparkSession; use saga.poison_rows(...) "
+                                   "without Spark.", "spark")
+    schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
+              "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
+              "state string, headers map<string,string>, discardReason string, discardedBy string")
+    return session.createDataFrame([p.to_dict() for p in rows], schema)
 
 
 def _text(value: Any) -> str | None:

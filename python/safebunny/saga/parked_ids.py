@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from safebunny.saga.retry import ATTEMPT
-from safebunny.storage.location import resolve_under
+from safebunny.storage.location import resolve_location
 from safebunny.storage.writes import write_atomically
 
 __all__ = ["ParkedIds", "REDRIVEN", "drop_fresh_copies"]
@@ -32,8 +32,8 @@ REDRIVEN = "x-safebunny-redriven"
 class ParkedIds:
     """The message ids query ``label`` of a saga under ``root`` has parked."""
 
-    def __init__(self, root: str, label: str) -> None:
-        self.filesystem, self.path = resolve_under(root, "root", "poison", f"{label}.parked.json")
+    def __init__(self, location: str) -> None:
+        self.filesystem, self.path = resolve_location(location, "root")
         self._cache: tuple[Any, frozenset[str]] | None = None
 
     def read(self) -> frozenset[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from safebunny.storage.location import resolve_under
+from safebunny.storage.location import resolve_location
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
@@ -43,10 +43,10 @@ def _operator() -> str:
 
 
 class PoisonLedger:
-    """The ledger of step ``label``'s parked messages under the saga root ``root``."""
+    """A step's ledger of its parked messages at ``location`` (``SagaLayout.poison_ledger``)."""
 
-    def __init__(self, root: str, label: str) -> None:
-        self.filesystem, self.path = resolve_under(root, "root", "poison", f"{label}.json")
+    def __init__(self, location: str) -> None:
+        self.filesystem, self.path = resolve_location(location, "root")
 
     def read(self) -> dict[str, dict[str, Any]]:
         """Message id -> its last recorded action (``state``, ``at``, ``by``, ``reason``)."""

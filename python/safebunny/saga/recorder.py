@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
+from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked_ids import drop_fresh_copies
-from safebunny.saga.reports import ReportStore
 from safebunny.spark_errors import is_plan_error, raised_in_python
 from safebunny.spark_logs import quiet_query_context
 
@@ -28,9 +28,9 @@ _RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictio
 class StepRecorder:
     """Stores one saga step's batch reports; ``runtime`` is the step's exactly-once Step."""
 
-    def __init__(self, saga: Any, step: SagaStep, runtime: Any) -> None:
-        self.store = ReportStore(saga.root, step.unit_label)
-        self.driver = getattr(saga, "driver", None)
+    def __init__(self, saga: SagaRunner, step: SagaStep, runtime: Any) -> None:
+        self.store = saga.config.layout.reports(step.unit_label)
+        self.driver = saga.config.layout.driver
         self.runtime = runtime
         self.parked_ids = saga.failures_of(step).parked_ids
 
@@ -45,13 +45,13 @@ class StepRecorder:
         return report
 
 
-def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
+def batch_function(saga: SagaRunner, step: SagaStep) -> Callable[[Any, int], None]:
     """The function for ``writeStream.foreachBatch`` of saga step ``step``."""
     runtime = saga.runtime(step)
     recorder = _RECORDERS.get(runtime)
     if recorder is None:
         recorder = _RECORDERS[runtime] = StepRecorder(saga, step, runtime)
-    handler = saga._handler_of(step)
+    handler = saga.handler_of(step)
 
     def run(batch_df: Any, batch_id: int) -> None:
         try:
@@ -62,13 +62,13 @@ def batch_function(saga: Any, step: SagaStep) -> Callable[[Any, int], None]:
         except Exception as exc:
             if not is_plan_error(exc):
                 raise
-            raise plan_error(saga, step, exc) from exc  # one line naming the cause, found by error_of
+            raise plan_error(saga.config.name, step, exc) from exc  # one line naming the cause, found by error_of
 
     run.__name__ = f"safebunny_saga_step_{step.node}_{step.consumes}"
     return run
 
 
-def plan_error(saga: Any, step: SagaStep, exc: BaseException) -> SafeBunnyPlanError:
+def plan_error(saga_name: str, step: SagaStep, exc: BaseException) -> SafeBunnyPlanError:
     """Spark's plan error in step ``step``'s handler as one line: which handler, Spark's own first line (the
     unknown column and its suggestions, the mismatched types) and what to do."""
     raised = raised_in_python(exc)
@@ -76,6 +76,6 @@ def plan_error(saga: Any, step: SagaStep, exc: BaseException) -> SafeBunnyPlanEr
              else f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
     handler = getattr(step.handler, "__name__", "handler")
     return SafeBunnyPlanError(
-        f"saga {saga.name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
+        f"saga {saga_name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
         f"handler's plan: {' '.join(cause.split())} This fails every batch, so the step is not restarted: fix the "
         "handler (or the step's schema=) and run the saga again.")

@@ -17,6 +17,7 @@ from safebunny import first_stream
 from safebunny.errors import SafeBunnyPlanError
 from safebunny.saga import topology
 from safebunny.saga.balance import Balancer
+from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.leases import TTL_S
 from safebunny.saga.recorder import batch_function
@@ -24,7 +25,8 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "interval_ms", "is_entry", "AVAILABLE_NOW",
+__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "moved_so_far", "waiting", "interval_ms", "is_entry",
+           "AVAILABLE_NOW",
            "IDLE_ROUND_S", "is_available_now"]
 
 log = logging.getLogger("safebunny.saga")
@@ -41,15 +43,16 @@ def is_available_now(trigger: str | None) -> bool:
     return trigger is not None and trigger.replace("-", "").replace("_", "").lower() == "availablenow"
 
 
-def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = None) -> Any:
+def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
     """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
     (``saga.uri`` holds none), which Spark redacts in query plans."""
     activate(spark)
-    options = {"uri": saga.uri, "queue": topology.consumer_queue(saga, step.node, step.consumes, step.shard),
-               "queueType": "quorum" if saga.quorum else "classic", "includeHeaders": "true",
-               "journalLocation": saga.journal_of(step),
+    config, layout = saga.config, saga.config.layout
+    options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
+               "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
+               "journalLocation": layout.journal(step.unit_label),
                "maxMessagesPerTrigger": str(step.batch_size),
-               "pauseFile": saga.pause_file(step.node, step.consumes)}
+               "pauseFile": layout.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)
     if interval is not None and is_entry(saga, step):
         # the source keeps the interval; the query runs with a zero trigger (start_query). A step fed by other
@@ -57,23 +60,23 @@ def source_frame(spark: Any, saga: Any, step: SagaStep, trigger: str | None = No
         options["minBatchIntervalMs"] = str(max(1, int(interval)))
     if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
         options["singleActiveConsumer"] = "true"
-    if saga.password is not None:
-        options["password"] = saga.password
+    if config.password is not None:
+        options["password"] = config.password
     return read_stream(spark, **options)
 
 
-def is_entry(saga: Any, step: SagaStep) -> bool:
+def is_entry(saga: SagaShape, step: SagaStep) -> bool:
     """Whether ``step``'s messages come from outside the saga (``saga.start``, a producer of yours), not from
     another step's emits."""
     return not any(other.node == step.from_node for other in saga.steps)
 
 
-def start_query(spark: Any, saga: Any, step: SagaStep, trigger: str | None) -> Any:
+def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | None) -> Any:
     """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
     writer = (source_frame(spark, saga, step, trigger).writeStream
               .foreachBatch(batch_function(saga, step))  # stores each report wherever it runs (Connect: the server)
-              .option("checkpointLocation", saga.checkpoint_of(step))
-              .queryName(f"{saga.name}.{step.unit_label}"))
+              .option("checkpointLocation", saga.config.layout.checkpoint(step.unit_label))
+              .queryName(f"{saga.config.name}.{step.unit_label}"))
     if trigger is None:
         writer = writer.trigger(availableNow=True)
     else:
@@ -113,7 +116,8 @@ class RunningSaga:
     #: a restarted query that has run this long without failing resets its step's backoff
     HEALTHY_S = 60.0
 
-    def __init__(self, spark: Any, saga: Any, trigger: str, max_backoff_s: float = 60.0, balance: bool = True) -> None:
+    def __init__(self, spark: Any, saga: SagaRunner, trigger: str, max_backoff_s: float = 60.0,
+                 balance: bool = True) -> None:
         self.spark = spark
         self.saga = saga
         self.trigger = trigger
@@ -123,7 +127,7 @@ class RunningSaga:
         #: step label -> rounds that ended without an error (availableNow only)
         self.rounds: dict[str, int] = {}
         #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
-        self.balancer = Balancer(saga) if balance and saga.driver is not None else None
+        self.balancer = Balancer(saga) if balance and saga.config.layout.driver is not None else None
         self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
         #: step label -> restarts since the saga started (every failure counts)
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
@@ -137,7 +141,7 @@ class RunningSaga:
         #: steps stopped by a plan error (:class:`~safebunny.errors.SafeBunnyPlanError`): not restarted
         self.given_up: set[str] = set()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.name}", daemon=True)
+        self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.config.name}", daemon=True)
         self._thread.start()
         if self.balancer is not None:
             self.balancer.start()
@@ -177,14 +181,14 @@ class RunningSaga:
                         self.errors[step.unit_label] = error_of(failure) or failure
                     if failure is not None and _not_worth_a_restart(failure):
                         self.given_up.add(step.unit_label)
-                        log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.name,
+                        log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.config.name,
                                   step.unit_label, message_of(failure))
                         continue
                     backoff = min(self.max_backoff_s, 2.0 ** self.failing[step.unit_label])
                     retry_at[step.unit_label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
-                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.name, step.unit_label,
-                              message_of(failure) if failure is not None else "no error", backoff)
+                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.config.name,
+                              step.unit_label, message_of(failure) if failure is not None else "no error", backoff)
                     _note_serialization_race(self.saga, step, failure)
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
@@ -194,7 +198,7 @@ class RunningSaga:
                     try:
                         self.queries[step.unit_label] = self._start(step)
                     except Exception as exc:  # noqa: BLE001 - logged, retried with a longer backoff
-                        log.error("saga %s: restarting step %s failed: %s", self.saga.name, step.unit_label, exc)
+                        log.error("saga %s: restarting step %s failed: %s", self.saga.config.name, step.unit_label, exc)
             if self.balancer is not None and not self._stop.is_set():
                 self._balance()
 
@@ -231,7 +235,7 @@ class RunningSaga:
             due = self.balancer.tick([label for label, q in self.queries.items() if q.isActive])
         except Exception as exc:  # noqa: BLE001 - leases are for balance only; the broker keeps shards held
             log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
-                        self.saga.name, self.saga.driver, exc)
+                        self.saga.config.name, self.saga.config.layout.driver, exc)
             return
         for label in set(self._handing) - set(due):  # no longer due (the live drivers changed): forget its wait
             del self._handing[label]
@@ -239,8 +243,8 @@ class RunningSaga:
         for label, target in sorted(due.items()):
             if not self._between_batches(label):
                 continue  # asked again at the next tick: a handover waits for the running batch to end
-            log.info("saga %s: driver %s hands shard %s to driver %s (the live drivers' share)", self.saga.name,
-                     self.saga.driver, label, target)
+            log.info("saga %s: driver %s hands shard %s to driver %s (the live drivers' share)", self.saga.config.name,
+                     self.saga.config.layout.driver, label, target)
             self._handing.pop(label, None)
             self.queries[label].stop()
             self.balancer.handed(label)
@@ -271,7 +275,7 @@ class RunningSaga:
                 self.balancer.close()
             except Exception as exc:  # noqa: BLE001 - a lease left behind expires by itself
                 log.warning("saga %s: driver %s could not remove its lease (%s); it expires in %.0f s",
-                            self.saga.name, self.saga.driver, exc, TTL_S)
+                            self.saga.config.name, self.saga.config.layout.driver, exc, TTL_S)
 
     def __enter__(self) -> RunningSaga:
         return self
@@ -280,7 +284,7 @@ class RunningSaga:
         self.stop()
 
 
-def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None, restarts: int = 2,
+def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any = None, restarts: int = 2,
           start: Any = start_query) -> int:
     """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
     in a step queue or a retry tier. Returns the number of rounds.
@@ -299,7 +303,7 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
     errors: list[tuple[Any, BaseException]] = []
     while True:
         rounds += 1
-        before = saga._moved()
+        before = moved_so_far(saga)
         queries = []  # side by side (a new driver's first one alone: start_query)
         for s in saga.units():
             try:
@@ -323,20 +327,31 @@ def drain(spark: Any, saga: Any, timeout_s: float = 600.0, on_round: Any = None,
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         for step, error in errors:
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
-                        saga.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
+                        saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
             _note_serialization_race(saga, step, error)
-        moved = saga._moved() - before
-        waiting = saga._waiting()
+        moved = moved_so_far(saga) - before
+        still = waiting(saga)
         if on_round is not None:
-            on_round(rounds, moved, waiting)
-        if moved == 0 and waiting == 0 and not errors:
+            on_round(rounds, moved, still)
+        if moved == 0 and still == 0 and not errors:
             return rounds
         if time.monotonic() > deadline:
-            raise TimeoutError(f"saga {saga.name!r} did not drain in {timeout_s:.0f} s: {waiting} message(s) still "
-                               "wait in step queues or retry tiers (a paused step, or retry delays longer than the "
-                               "timeout?)")
+            raise TimeoutError(f"saga {saga.config.name!r} did not drain in {timeout_s:.0f} s: {still} message(s) "
+                               "still wait in step queues or retry tiers (a paused step, or retry delays longer than "
+                               "the timeout?)")
         if moved == 0:
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
+
+
+def moved_so_far(saga: SagaShape) -> int:
+    """Messages the steps received so far, in any process (drain's progress measure)."""
+    return sum(saga.config.layout.reports(u.unit_label).counters().totals["received"] for u in saga.units())
+
+
+def waiting(saga: SagaShape) -> int:
+    """Messages ready in the step queues and retry tiers."""
+    names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
+    return sum(d[0] for d in topology.depths(saga, names).values() if d is not None)
 
 
 def _read_rows(query: Any) -> bool:
@@ -353,14 +368,14 @@ def _not_worth_a_restart(error: BaseException) -> bool:
     return isinstance(error_of(error), SafeBunnyPlanError) or is_plan_error(error)
 
 
-def _note_serialization_race(saga: Any, step: SagaStep, error: BaseException | None) -> None:
+def _note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseException | None) -> None:
     """One more line when a step failed in Spark's task serialisation on a collection that changed size: with
     every start through :func:`start_query` the source's shared map no longer does, so say what it is."""
     if error is not None and first_stream.is_serialization_race(error):
         log.warning("saga %s: step %s: Spark could not serialise a task because a collection in it changed size "
                     "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
                     "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
-                    "it repeats in this driver, start a new driver", saga.name, step.unit_label)
+                    "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
 
 
 def _wait(query: Any) -> None:

@@ -1,30 +1,29 @@
-"""``safebunny.Saga``: a saga as chained streaming queries, one exactly-once step per query."""
+"""``safebunny.Saga``: a saga as chained streaming queries, one exactly-once step per query.
+
+The facade: the definition (:meth:`Saga.step`, :meth:`Saga.check`, :meth:`Saga.declare`) and each step's
+exactly-once Step; running, status, poison, instances and trace live in their own modules, which read the
+saga's :class:`~safebunny.saga.config.SagaConfig` (settings and every path under the root).
+"""
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step
 from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
-from safebunny.exactly_once.outcome import Emit
-from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga import breaker, checks, instances, parked, topology, trace
+from safebunny.saga import checks, instances, parked, starting, topology, trace
 from safebunny.saga.body_arrow import prepare_bodies
+from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
-from safebunny.saga.reports import ReportStore
 from safebunny.saga.retry import Retry
 from safebunny.saga.trace import TraceEntry
-from safebunny.session import publish
-from safebunny.storage.location import absolute_location
-from safebunny.storage.volumes import refuse_volume
-from safebunny.uri import split_password, validate_uri, with_password
+from safebunny.storage.pause import clear_pause, write_pause
+from safebunny.uri import split_password, validate_uri
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -57,15 +56,6 @@ class StepStatus:
         return asdict(self)
 
 
-def _max_age(option: str, value: str | None, what: str) -> str | None:
-    """A stream's retention as RabbitMQ's ``x-max-age`` (``"30D"``, ``"12h"``), or None to keep for ever."""
-    if value is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(value)):
-        raise SafeBunnyOptionError(
-            f"{option} must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
-            f"'30D' or '12h', or None to keep {what} for ever; got {value!r}.", option)
-    return value
-
-
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
     under ``root``. ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
@@ -86,7 +76,8 @@ class Saga:
     the driver), about ``executor_partition_rows`` (default 2,500) per task; see
     :class:`~safebunny.exactly_once.step.Step`. ``checkpoints``: where the steps' Spark checkpoints go
     (default ``<root>/checkpoints``, or ``<root>/drivers/<driver>/checkpoints``), for a root on an object store
-    that the session's Hadoop filesystems cannot open; each step's and shard's checkpoint is a folder under it."""
+    that the session's Hadoop filesystems cannot open; each step's and shard's checkpoint is a folder under it.
+    Every setting is kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`)."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
@@ -94,46 +85,34 @@ class Saga:
                  unrouted_max_age: str | None = "7D",
                  driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS, checkpoints: str | None = None) -> None:
-        self.management_url = management_url
-        self.executor_publish_rows = executor_publish_rows
-        self.executor_partition_rows = executor_partition_rows
-        self.poison_max_age = _max_age("poison_max_age", poison_max_age, "parked messages")
-        self.unrouted_max_age = _max_age("unrouted_max_age", unrouted_max_age, "unrouted messages")
-        self.name = topology.check_name("saga", name)
-        self.driver = None if driver is None else topology.check_name("driver", driver)
-        self.password = password
-        self.uri = uri
-        refuse_volume(root, "The saga's root", "root")  # before anything is written under it
-        self.root = absolute_location(root)
-        self.checkpoints = None if checkpoints is None else absolute_location(checkpoints)
-        self.retry = retry or Retry()
-        self.quorum = quorum
-        if delivery_limit < 1 or batch_size < 1:
-            raise SafeBunnyOptionError(
-                f"delivery_limit and batch_size must be >= 1; got {delivery_limit} and {batch_size}.", "delivery_limit")
-        self.delivery_limit = delivery_limit
-        self.batch_size = batch_size
-        self.strict = strict
+        self.config = SagaConfig(
+            name, uri, SagaLayout(root, driver, checkpoints), retry or Retry(),
+            password, quorum, delivery_limit, batch_size, strict, management_url, poison_max_age, unrouted_max_age,
+            executor_publish_rows, executor_partition_rows)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
         self._failures: dict[str, FailureRouter] = {}
         self._started: set[tuple[str, str]] = set()
         self._warned: set[str] = set()
 
+    name = property(lambda self: self.config.name, doc="The saga's name.")
+    password = property(lambda self: self.config.password, doc="The broker's password, kept out of ``uri``.")
+    connection_uri = property(lambda self: self.config.connection_uri, doc="The broker's URI with the password.")
+    root = property(lambda self: self.config.layout.root, doc="Where the saga keeps its state.")
+    driver = property(lambda self: self.config.layout.driver, doc="This driver's name among several, or None.")
+    retry = property(lambda self: self.config.retry, doc="The retry tiers.")
+    inbox_path = property(lambda self: self.config.layout.inbox, doc="The steps' inbox (a Delta table).")
+
     @property
     def uri(self) -> str:
         """The broker's URI, without its password (see ``password`` and :attr:`connection_uri`)."""
-        return self._uri
+        return self.config.uri
 
     @uri.setter
     def uri(self, value: str) -> None:
+        # a later URI's password (the command line's --uri) replaces the one before
         bare, password = split_password(validate_uri(value, "uri"))
-        initial = not hasattr(self, "_uri")
-        self._uri = bare
-        # Saga(password=...) wins over a password in the first URI; a later URI's password (the command
-        # line's --uri) replaces the one before
-        if password is not None and (self.password is None or not initial):
-            self.password = password
+        self.config = replace(self.config, uri=bare, password=self.config.password if password is None else password)
 
     # -- definition ------------------------------------------------------------------------------
     def step(self, node: str, consumes: str, from_node: str, schema: Any, produces: Sequence[str] = (),
@@ -151,7 +130,7 @@ class Saga:
         (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
-                                  fails_as, batch_size or self.batch_size, strict_schema, shards)
+                                  fails_as, batch_size or self.config.batch_size, strict_schema, shards)
             if any(s.label == definition.label for s in self.steps):
                 raise SafeBunnyOptionError(f"Saga {self.name!r} already has a step {definition.label!r}.", "node")
             self.steps.append(definition)
@@ -171,45 +150,48 @@ class Saga:
         raise SafeBunnyOptionError(f"Saga {self.name!r} has no step {node}.{message_type}; its steps: {known}.",
                                    "step")
 
-    # -- plumbing shared by the runner, the CLI and tests ----------------------------------------
-    @property
-    def connection_uri(self) -> str:
-        return with_password(self.uri, self.password)
+    def check(self) -> list[str]:
+        """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
+        ``declare``, ``run`` and ``drain`` call it."""
+        problems = checks.unfed_routes(self.steps, self._started)
+        checks.report(self.name, problems, self.config.strict, self._warned)
+        if self.driver is not None:
+            checks.require_shards(self.name, self.driver, self.steps)
+        return problems
 
-    @property
-    def inbox_path(self) -> str:
-        return os.path.join(self.root, "inbox")
+    def _check_emits(self, step: SagaStep, types: list[str]) -> None:
+        checks.report(self.name, checks.undeclared_emits(step, types), self.config.strict, self._warned)
 
+    def declare(self) -> topology.Topology:
+        """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
+        arguments is a clear error)."""
+        self.check()
+        return topology.declare(self)
+
+    # -- each step's exactly-once Step -----------------------------------------------------------
     def pause_file(self, node: str, message_type: str) -> str:
-        return breaker.pause_path(self.root, node, message_type)
+        return self.config.layout.pause_file(node, message_type)
 
     def checkpoint_of(self, step: SagaStep) -> str:
         """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
         query has its own."""
-        if self.checkpoints is not None:
-            return os.path.join(self.checkpoints, step.unit_label)
-        return os.path.join(self._own_root, "checkpoints", step.unit_label)
+        return self.config.layout.checkpoint(step.unit_label)
 
     def journal_of(self, step: SagaStep) -> str:
         """Where step ``step``'s query journals its batches (a shard's query has its own)."""
-        return os.path.join(self._own_root, "journal", step.unit_label)
-
-    @property
-    def _own_root(self) -> str:
-        """What belongs to this driver alone: the root, or ``root/drivers/<driver>`` among several."""
-        return self.root if self.driver is None else os.path.join(self.root, "drivers", self.driver)
+        return self.config.layout.journal(step.unit_label)
 
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step's query (one per step or shard, kept for status);
         the shards of a step share its inbox (one node's)."""
-        label = step.unit_label
+        label, config = step.unit_label, self.config
         if label not in self._runtimes:
             self._failures[label] = FailureRouter(self, step)
-            self._runtimes[label] = Step(step.node, self.inbox_path, self.uri, self.password,
-                                         on_failed=self._failures[label], router=self._route(step.node),
+            self._runtimes[label] = Step(step.node, config.layout.inbox, config.uri, config.password,
+                                         on_failed=self._failures[label], router=topology.router(self, step.node),
                                          checkpoint=self.checkpoint_of(step),
-                                         executor_publish_rows=self.executor_publish_rows,
-                                         executor_partition_rows=self.executor_partition_rows,
+                                         executor_publish_rows=config.executor_publish_rows,
+                                         executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else partial(prepare_bodies, step))
         return self._runtimes[label]
 
@@ -218,99 +200,29 @@ class Saga:
         self.runtime(step)
         return self._failures[step.unit_label]
 
+    def handler_of(self, step: SagaStep) -> Callable[..., Any]:
+        """Step ``step``'s handler as its query runs it (emits checked against ``produces``)."""
+        return wrap(step, self._check_emits)
+
     def reports_of(self, step: SagaStep) -> list[BatchReport]:
         """Step ``step``'s recent batches with messages (of all its shards, or of one shard's query), oldest first,
         as stored under ``root`` by whichever process ran them (:mod:`safebunny.saga.reports`)."""
         units = step.units() if step.shard is None else [step]
-        return sorted((r for u in units for r in ReportStore(self.root, u.unit_label).reports()),
+        return sorted((r for u in units for r in self.config.layout.reports(u.unit_label).reports()),
                       key=lambda r: r.finished_at)
 
-    def _handler_of(self, step: SagaStep) -> Callable[..., Any]:
-        return wrap(step, self._check_emits)
-
-    def check(self) -> list[str]:
-        """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
-        ``declare``, ``run`` and ``drain`` call it."""
-        problems = checks.unfed_routes(self.steps, self._started)
-        checks.report(self.name, problems, self.strict, self._warned)
-        if self.driver is not None:
-            checks.require_shards(self.name, self.driver, self.steps)
-        return problems
-
-    def _check_emits(self, step: SagaStep, types: list[str]) -> None:
-        checks.report(self.name, checks.undeclared_emits(step, types), self.strict, self._warned)
-
-    def _route(self, node: str) -> Callable[[Emit], tuple[str, Any]]:
-        """A step's emits go to the saga's exchange with the routing key ``node.type``, or, for a type a sharded
-        step consumes, each with its instance's bucket (:func:`~safebunny.saga.topology.message_routing_key`)."""
-        exchange = topology.exchange_name(self)
-
-        def route(item: Emit) -> tuple[str, Any]:
-            if topology.routes_by_instance(self, node, item.type):
-                return exchange, partial(topology.instance_routing_key, node, item.type)
-            return exchange, topology.routing_key(node, item.type)
-
-        return route
-
-    def _moved(self) -> int:
-        """Messages the steps received so far, in any process (drain's progress measure)."""
-        return sum(ReportStore(self.root, u.unit_label).counters().totals["received"] for u in self.units())
-
-    def _waiting(self) -> int:
-        """Messages ready in the step queues and retry tiers."""
-        topo = topology.plan(self)
-        names = [q.name for q in topo.queues if q.role in ("consumer", "retry")]
-        return sum(d[0] for d in topology.depths(self, names).values() if d is not None)
-
     # -- running ---------------------------------------------------------------------------------
-    def declare(self) -> topology.Topology:
-        """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
-        arguments is a clear error)."""
-        self.check()
-        return topology.declare(self)
-
     def start(self, df: Any, node: str, type: str, business_key: str) -> None:  # noqa: A002
         """Publish the first messages of saga instances: one per row of ``df``, with the message id and
         correlation id derived from the ``business_key`` column, so starting the same instance twice
         starts it once. The body is the row as a JSON object. Rows whose key is null or blank are refused
         (before anything is published): they would all become one instance."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType
-
-        if business_key not in df.columns:
-            raise SafeBunnyOptionError(
-                f"saga.start(business_key={business_key!r}): no such column; columns: {df.columns}.", "business_key")
-        key = F.col(business_key)
-        blank = df.where(key.isNull() | (F.trim(key.cast("string")) == "")).count()
-        if blank:
-            raise SafeBunnyOptionError(
-                f"saga.start(business_key={business_key!r}): {blank} row(s) have a null or empty {business_key!r}; "
-                "each row needs its own key (it names the saga instance). Nothing was published: fill or filter "
-                "those rows and start again.", "business_key")
+        starting.check_keys(df, business_key)
         self._started.add((node, type))
-        if not any(s.from_node == node and s.consumes == type for s in self.steps):
-            checks.report(self.name, [f"saga.start(node={node!r}, type={type!r}): no step consumes {type!r} from "
-                                      f"node {node!r}, so these messages would go to the unrouted queue; steps: "
-                                      f"{', '.join(f'{s.label} from {s.from_node}' for s in self.steps) or 'none'}."],
-                          self.strict, self._warned)
+        checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.strict, self._warned)
         self.declare()
-        corr = F.udf(lambda k: correlation_id_for(str(k)), StringType())
-        mid = F.udf(lambda k: message_id(correlation_id_for(str(k)), node, type, 0), StringType())
-        columns = [F.to_json(F.struct(*df.columns)).alias("value"), mid(F.col(business_key)).alias("messageId"),
-                   corr(F.col(business_key)).alias("correlationId"), F.lit(type).alias("type"),
-                   F.lit("application/json").alias("contentType")]
-        options = {"uri": self.uri, "exchange": topology.exchange_name(self)}
-        if topology.routes_by_instance(self, node, type):  # a sharded step consumes it: each row to its bucket
-            route = F.udf(lambda k: topology.instance_routing_key(node, type, correlation_id_for(str(k))),
-                          StringType())
-            columns.append(route(F.col(business_key)).alias("routingKey"))
-        else:
-            options["routingKey"] = topology.routing_key(node, type)
-        out = df.select(*columns)
-        if self.password is not None:
-            options["password"] = self.password
-        publish(out, **options)
-        instances.record_started(self, df, business_key, node, type)  # the business keys, for instances()
+        starting.publish_first(self, df, node, type, business_key)
+        instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
         """Start every step as its own streaming query; returns a handle with ``stop()``. ``trigger``: a
@@ -337,10 +249,10 @@ class Saga:
     def pause(self, node: str, type: str, seconds: float) -> float:  # noqa: A002
         """Pause step ``node.type`` for ``seconds`` without stopping its query; it resumes by itself."""
         self.step_of(node, type)
-        return breaker.pause(self.root, node, type, seconds)
+        return write_pause(self.pause_file(node, type), seconds)
 
     def resume(self, node: str, type: str) -> None:  # noqa: A002
-        breaker.resume(self.root, node, type)
+        clear_pause(self.pause_file(node, type))
 
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:
@@ -374,22 +286,12 @@ class Saga:
         """The messages parked in step ``node.type``'s poison queue (no Spark needed), each with its
         ``state``; resolved (redriven, then processed) and discarded ones only with ``all=True``."""
         self.step_of(node, type)
-        return parked.read_parked(self, node, type, all)
+        return parked.read_parked(self.config, node, type, all)
 
     def poison(self, node: str, type: str, spark: Any = None, all: bool = False) -> Any:  # noqa: A002
         """The parked messages of step ``node.type`` as a DataFrame in the active (or given) session
         (``all``: also the resolved and discarded ones)."""
-        from pyspark.sql import SparkSession
-
-        session = spark or SparkSession.getActiveSession()
-        if session is None:
-            raise SafeBunnyOptionError("saga.poison(...) needs a SparkSession; use saga.poison_rows(...) "
-                                       "without Spark.", "spark")
-        rows = [p.to_dict() for p in self.poison_rows(node, type, all)]
-        schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
-                  "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
-                  "state string, headers map<string,string>, discardReason string, discardedBy string")
-        return session.createDataFrame(rows, schema)
+        return parked.parked_frame(self.poison_rows(node, type, all), spark)
 
     def redrive(self, node: str, type: str, ids: Sequence[str] | None = None,  # noqa: A002
                 force: bool = False, error_type: str | None = None) -> int:
@@ -398,12 +300,12 @@ class Saga:
         drops what already succeeded; discarded messages are skipped. Returns how many were republished.
         A step with ``fails_as`` already compensated its parked messages' instances: redriving them is
         refused unless ``force=True``."""
-        self.step_of(node, type)
-        return parked.redrive(self, node, type, list(ids) if ids is not None else None, force, error_type)
+        step = self.step_of(node, type)
+        return parked.redrive(self.config, step, list(ids) if ids is not None else None, force, error_type)
 
     def discard(self, node: str, type: str, ids: Sequence[str], reason: str) -> int:  # noqa: A002
         """Give up on parked messages of step ``node.type`` on purpose: recorded with ``reason``, who and
         when (the step's poison ledger under ``root``), hidden from ``poison_rows`` and never redriven.
         Returns how many of ``ids`` were found parked."""
         self.step_of(node, type)
-        return parked.discard(self, node, type, list(ids), reason)
+        return parked.discard(self.config, node, type, list(ids), reason)

@@ -9,37 +9,41 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp.management import queue_counts
-from safebunny.saga import breaker, topology
+from safebunny.saga import topology
+from safebunny.saga.config import SagaShape
 from safebunny.saga.leases import Lease, LeaseStore, live
-from safebunny.saga.reports import COUNTERS, ReportStore, StepCounters
+from safebunny.saga.parked import read_parked
+from safebunny.saga.reports import COUNTERS, StepCounters
+from safebunny.storage.pause import paused_until
 
 __all__ = ["status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
 
 
-def status_fields(saga: Any, poison: bool = True) -> list[dict[str, Any]]:
+def status_fields(saga: SagaShape, poison: bool = True) -> list[dict[str, Any]]:
     """One dict of ``StepStatus`` fields per step of ``saga``; ``poison=False`` leaves ``poisoned`` at None
     instead of reading each poison queue (a stream read, about half a second per step)."""
+    config, layout = saga.config, saga.config.layout
     topo = topology.plan(saga)
     depth = topology.depths(saga, [q.name for q in topo.queues])
     queues_of = {s.label: [q.name for q in topo.queues if q.role == "consumer" and q.step == s.label]
                  for s in saga.steps}
     consumers = [name for names in queues_of.values() for name in names]
-    counts, note = queue_counts(saga.uri, consumers, saga.password, getattr(saga, "management_url", None))
+    counts, note = queue_counts(config.uri, consumers, config.password, config.management_url)
     out = []
     for s in saga.steps:
         queues = queues_of[s.label]  # one, or one per shard: a step's row sums its shards
         backlogs = [depth.get(q) for q in queues]
         retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
-        parked = depth.get(topology.poison_queue_name(saga, s.node, s.consumes)) is not None
-        c = combined([ReportStore(saga.root, unit.unit_label).counters() for unit in s.units()])
-        until = breaker.paused_until(saga.pause_file(s.node, s.consumes))
+        parked = depth.get(topology.poison_queue_name(config, s.node, s.consumes)) is not None
+        c = combined([layout.reports(unit.unit_label).counters() for unit in s.units()])
+        until = paused_until(layout.pause_file(s.node, s.consumes))
         unacked = (None if counts is None or any(q not in counts for q in queues)
                    else sum(counts[q].unacked for q in queues))
         out.append({
-            "node": s.node, "type": s.consumes, "query": ", ".join(f"{saga.name}.{u.unit_label}" for u in s.units()),
+            "node": s.node, "type": s.consumes, "query": ", ".join(f"{config.name}.{u.unit_label}" for u in s.units()),
             "backlog": None if any(b is None for b in backlogs) else sum(b[0] for b in backlogs),
             "retrying": None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
-            "poisoned": None if not poison else len(saga.poison_rows(s.node, s.consumes)) if parked else 0,
+            "poisoned": None if not poison else len(read_parked(config, s.node, s.consumes)) if parked else 0,
             **{name: c.totals[name] for name in COUNTERS}, "input_rate": c.rate, "last_batch": c.last_batch,
             "breaker": "closed" if until is None else
             f"open until {dt.datetime.fromtimestamp(until, dt.timezone.utc).isoformat(timespec='seconds')}",
@@ -81,18 +85,18 @@ class ShardStatus:
         return asdict(self)
 
 
-def shard_status(saga: Any, now: dt.datetime | None = None) -> list[ShardStatus]:
+def shard_status(saga: SagaShape, now: dt.datetime | None = None) -> list[ShardStatus]:
     """One :class:`ShardStatus` per shard of every sharded step (none when no step is sharded)."""
     units = [u for u in saga.units() if u.shard is not None]
-    queues = {u.unit_label: topology.consumer_queue(saga, u.node, u.consumes, u.shard) for u in units}
+    queues = {u.unit_label: topology.consumer_queue(saga.config, u.node, u.consumes, u.shard) for u in units}
     depth = topology.depths(saga, list(queues.values())) if units else {}
     now = now or dt.datetime.now(dt.timezone.utc)
-    leases = {lease.driver: lease for lease in LeaseStore(saga.root).read_all()} if units else {}
+    leases = {lease.driver: lease for lease in LeaseStore(saga.config.layout.leases).read_all()} if units else {}
     alive = live(leases.values(), now)
     out = []
     for u in units:
         found = depth.get(queues[u.unit_label])
-        c = ReportStore(saga.root, u.unit_label).counters()
+        c = saga.config.layout.reports(u.unit_label).counters()
         idle = None if c.last_batch is None else (now - dt.datetime.fromisoformat(c.last_batch)).total_seconds()
         # a single-active-consumer queue counts its active consumer only: 1 when a driver holds the shard
         out.append(ShardStatus(u.label, u.shard, queues[u.unit_label], None if found is None else found[0],
@@ -114,10 +118,10 @@ def _holder(label: str, alive: list[Lease], leases: dict[str, Lease], last_drive
     return None, None if lease is None else round(lease.age(now), 1)
 
 
-def unrouted_depth(saga: Any) -> int | None:
+def unrouted_depth(saga: SagaShape) -> int | None:
     """How many messages the stream ``<saga>.unrouted`` holds: types sent to the saga's exchange that no step
     consumes (kept for ``unrouted_max_age``); None when it is not declared."""
-    name = topology.unrouted_name(saga)
+    name = topology.unrouted_name(saga.config)
     found = topology.depths(saga, [name]).get(name)
     return None if found is None else int(found[0])
 

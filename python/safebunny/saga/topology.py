@@ -22,7 +22,7 @@ For a saga named ``S`` (see docs/sagas.md):
 Before anything is created, every queue that already exists is checked against the arguments we
 would declare; a difference raises :class:`SafeBunnyTopologyError` naming the queue, the argument,
 both values and what to do. The naming and argument functions are pure. What this module needs of
-a saga is :class:`SagaShape` (a :class:`safebunny.Saga` is one; tests pass a plain namespace).
+a saga is :class:`~safebunny.saga.config.SagaShape` (its config and steps); the names need only its name.
 """
 
 from __future__ import annotations
@@ -31,48 +31,28 @@ import contextlib
 import logging
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.saga.config import Named, SagaShape, check_name
 
 __all__ = ["SagaShape", "QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
            "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
            "instance_routing_key", "routes_by_instance",
-           "message_routing_key", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
+           "message_routing_key", "router", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
            "delete", "depths", "unrouted_name", "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
-
-
-class SagaShape(Protocol):
-    """What the topology reads of a saga: its name, its steps (each with ``node``, ``consumes`` and
-    ``from_node``), ``retry.delays_ms``, ``quorum``, ``delivery_limit``, ``poison_max_age``,
-    ``unrouted_max_age`` and, to talk to the broker, ``connection_uri``."""
-
-    name: str
-    steps: Sequence[Any]
-    retry: Any
-    quorum: bool
-    delivery_limit: int
-_FORBIDDEN = re.compile(r"[.*#\s/]")
 
 
 class SafeBunnyTopologyError(SafeBunnyError):
     """A queue or exchange exists with other arguments than the saga declares."""
 
 
-def check_name(kind: str, value: str) -> str:
-    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
-    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
-        raise SafeBunnyOptionError(
-            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
-            f"key syntax); got {value!r}.", kind)
-    return value
-
-
-def exchange_name(saga: SagaShape) -> str:
+def exchange_name(saga: Named) -> str:
     return check_name("saga", saga.name)
 
 
@@ -112,6 +92,19 @@ def message_routing_key(saga: SagaShape, node: str, message_type: str, correlati
     return routing_key(node, message_type)
 
 
+def router(saga: SagaShape, node: str) -> Callable[[Any], tuple[str, Any]]:
+    """Where step ``node``'s emits go: the saga's exchange with the routing key ``node.type``, or, for a type a
+    sharded step consumes, a function of each emit's instance (:func:`instance_routing_key`)."""
+    exchange = exchange_name(saga.config)
+
+    def route(item: Any) -> tuple[str, Any]:
+        if routes_by_instance(saga, node, item.type):
+            return exchange, partial(instance_routing_key, node, item.type)
+        return exchange, routing_key(node, item.type)
+
+    return route
+
+
 def check_shards(shards: Any, label: str) -> int:
     if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
         raise SafeBunnyOptionError(
@@ -125,25 +118,25 @@ def shard_of(correlation_id: str | None, shards: int) -> int:
     return bucket_of(correlation_id) % shards
 
 
-def consumer_queue(saga: SagaShape, node: str, message_type: str, shard: int | None = None) -> str:
+def consumer_queue(saga: Named, node: str, message_type: str, shard: int | None = None) -> str:
     """A step's consumer queue: ``S.C.T``, or shard ``shard``'s ``S.C.T.shard.<i>``."""
     base = queue_name(saga, node, message_type)
     return base if shard is None else f"{base}.shard.{shard}"
 
 
-def queue_name(saga: SagaShape, node: str, message_type: str) -> str:
+def queue_name(saga: Named, node: str, message_type: str) -> str:
     return f"{exchange_name(saga)}.{routing_key(node, message_type)}"
 
 
-def retry_queue_name(saga: SagaShape, node: str, message_type: str, tier: int, shard: int | None = None) -> str:
+def retry_queue_name(saga: Named, node: str, message_type: str, tier: int, shard: int | None = None) -> str:
     return f"{consumer_queue(saga, node, message_type, shard)}.retry.{tier}"
 
 
-def poison_queue_name(saga: SagaShape, node: str, message_type: str) -> str:
+def poison_queue_name(saga: Named, node: str, message_type: str) -> str:
     return f"{queue_name(saga, node, message_type)}.poison"
 
 
-def unrouted_name(saga: SagaShape) -> str:
+def unrouted_name(saga: Named) -> str:
     return f"{exchange_name(saga)}.unrouted"
 
 
@@ -204,25 +197,26 @@ class Topology:
 
 def plan(saga: SagaShape) -> Topology:
     """The saga's topology, computed without a broker."""
-    exchange = exchange_name(saga)
-    unrouted = unrouted_name(saga)
+    config = saga.config
+    exchange = exchange_name(config)
+    unrouted = unrouted_name(config)
     unrouted_args: dict[str, Any] = {"x-queue-type": "stream"}
-    if getattr(saga, "unrouted_max_age", "7D"):
-        unrouted_args["x-max-age"] = getattr(saga, "unrouted_max_age", "7D")
+    if config.unrouted_max_age:
+        unrouted_args["x-max-age"] = config.unrouted_max_age
     queues = [QueueSpec(unrouted, "unrouted", unrouted_args)]
     bindings = [Binding(unrouted, unrouted, "")]
     for step in saga.steps:
         label = f"{step.node}.{step.consumes}"
-        poison = poison_queue_name(saga, step.node, step.consumes)
+        poison = poison_queue_name(config, step.node, step.consumes)
         args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": poison}
-        if saga.quorum:
-            args.update({"x-queue-type": "quorum", "x-delivery-limit": int(saga.delivery_limit)})
+        if config.quorum:
+            args.update({"x-queue-type": "quorum", "x-delivery-limit": int(config.delivery_limit)})
         else:
             args["x-queue-type"] = "classic"
         key = routing_key(step.from_node, step.consumes)
         shards = getattr(step, "shards", None)
         for shard in ([None] if shards is None else range(shards)):
-            consumer = consumer_queue(saga, step.node, step.consumes, shard)
+            consumer = consumer_queue(config, step.node, step.consumes, shard)
             if shard is None:
                 queues.append(QueueSpec(consumer, "consumer", args, label))
                 bindings.append(Binding(exchange, consumer, f"{key}.#"))  # a bucket's key, or one without
@@ -232,13 +226,13 @@ def plan(saga: SagaShape) -> Topology:
                 queues.append(QueueSpec(consumer, "consumer", {**args, "x-single-active-consumer": True}, label))
                 bindings.extend(Binding(exchange, consumer, f"{key}.{b}")
                                 for b in range(BUCKETS) if b % shards == shard)
-            for tier, delay_ms in enumerate(saga.retry.delays_ms):
-                queues.append(QueueSpec(retry_queue_name(saga, step.node, step.consumes, tier, shard), "retry", {
+            for tier, delay_ms in enumerate(config.retry.delays_ms):
+                queues.append(QueueSpec(retry_queue_name(config, step.node, step.consumes, tier, shard), "retry", {
                     "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": consumer}, label))
         poison_args: dict[str, Any] = {"x-queue-type": "stream"}
-        if getattr(saga, "poison_max_age", None):
-            poison_args["x-max-age"] = saga.poison_max_age
+        if config.poison_max_age:
+            poison_args["x-max-age"] = config.poison_max_age
         queues.append(QueueSpec(poison, "poison", poison_args, label))
     return Topology(exchange, unrouted, queues, bindings)
 
@@ -330,7 +324,7 @@ def declare(saga: SagaShape) -> Topology:
     import pika.exceptions
 
     topo = plan(saga)
-    conn, _ = _channel(saga.connection_uri, f"declare the topology of saga {saga.name!r}")
+    conn, _ = _channel(saga.config.connection_uri, f"declare the topology of saga {saga.config.name!r}")
     try:
         # 1. check every existing queue with a declare of our arguments on a throwaway channel: the broker
         #    answers 406 (changing nothing) when they differ; nothing new is created until all agree
@@ -370,7 +364,7 @@ def depths(saga: SagaShape, names: list[str] | None = None) -> dict[str, tuple[i
 
     names = names if names is not None else [q.name for q in plan(saga).queues]
     out: dict[str, tuple[int, int] | None] = {}
-    conn, _ = _channel(saga.connection_uri, f"read the queue depths of saga {saga.name!r}")
+    conn, _ = _channel(saga.config.connection_uri, f"read the queue depths of saga {saga.config.name!r}")
     try:
         for name in names:
             ch = conn.channel()
@@ -395,7 +389,7 @@ def show(saga: SagaShape) -> list[dict[str, Any]]:
 def delete(saga: SagaShape) -> list[str]:
     """Delete the saga's queues and exchanges (what a demo or a test left behind); the deleted names."""
     topo = plan(saga)
-    conn, ch = _channel(saga.connection_uri, f"delete the topology of saga {saga.name!r}")
+    conn, ch = _channel(saga.config.connection_uri, f"delete the topology of saga {saga.config.name!r}")
     deleted = []
     try:
         for q in topo.queues:

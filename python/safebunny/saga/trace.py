@@ -15,6 +15,8 @@ from typing import Any
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for
 from safebunny.saga import topology
+from safebunny.saga.config import SagaShape
+from safebunny.saga.parked import read_parked
 
 __all__ = ["TraceEntry", "trace"]
 
@@ -41,12 +43,12 @@ class TraceEntry:
         return asdict(self)
 
 
-def trace(saga: Any, correlation_id: str) -> list[TraceEntry]:
+def trace(saga: SagaShape, correlation_id: str) -> list[TraceEntry]:
     """The entries of instance ``correlation_id`` (or of a business key's derived one), in processing order;
     the last failed entry of a parked message says ``parked`` (``discarded``, ``redriven``)."""
     from safebunny.exactly_once import Inbox
 
-    inbox = Inbox(saga.inbox_path, "trace")
+    inbox = Inbox(saga.config.layout.inbox, "trace")
     rows = inbox.rows(correlation_id, all_nodes=True).to_pylist()
     if not rows:
         rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
@@ -61,7 +63,7 @@ def trace(saga: Any, correlation_id: str) -> list[TraceEntry]:
     return _mark_parked(saga, out)
 
 
-def _mark_parked(saga: Any, entries: list[TraceEntry]) -> list[TraceEntry]:
+def _mark_parked(saga: SagaShape, entries: list[TraceEntry]) -> list[TraceEntry]:
     last_failed = {}  # (node, type, message id) -> index of its last entry, when that one failed
     for i, e in enumerate(entries):
         key = (e.node, e.type, e.messageId)
@@ -70,14 +72,15 @@ def _mark_parked(saga: Any, entries: list[TraceEntry]) -> list[TraceEntry]:
         else:
             last_failed.pop(key, None)
     for node, mtype in sorted({(n, t) for n, t, _ in last_failed if t is not None}):
-        poison = topology.poison_queue_name(saga, node, mtype)
+        if not any(s.node == node and s.consumes == mtype for s in saga.steps):
+            continue  # a step no longer defined: nothing to say
+        poison = topology.poison_queue_name(saga.config, node, mtype)
         try:
-            saga.step_of(node, mtype)
             if topology.depths(saga, [poison]).get(poison) is None:
                 continue  # not declared (deleted since): nothing to say
-            found = {p.messageId: p for p in saga.poison_rows(node, mtype, all=True)}
+            found = {p.messageId: p for p in read_parked(saga.config, node, mtype, all=True)}
         except SafeBunnyError:
-            continue  # a step no longer defined: nothing to say
+            continue
         for (n, t, mid), i in last_failed.items():
             p = found.get(mid)
             if (n, t) == (node, mtype) and p is not None and p.state != "resolved":

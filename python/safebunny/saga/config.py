@@ -1,0 +1,185 @@
+"""A saga's settings and storage layout as frozen values, and what the saga modules read of a saga.
+
+- :class:`SagaLayout`: the saga's root and every path under it, each named once here;
+- :class:`SagaConfig`: the name, the broker, the retry tiers, the queue and publishing settings, the layout;
+- :class:`SagaShape`: a saga's config and steps (the topology, status, balancing);
+  :class:`SagaRunner`: what running a step needs besides (its exactly-once Step and failure router).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.saga.retry import Retry
+from safebunny.storage.location import absolute_location
+from safebunny.storage.volumes import refuse_volume
+from safebunny.uri import split_password, validate_uri, with_password
+
+if TYPE_CHECKING:
+    from safebunny.exactly_once import Step
+    from safebunny.saga.definition import SagaStep
+    from safebunny.saga.failures import FailureRouter
+
+__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner", "check_name", "max_age"]
+
+_FORBIDDEN = re.compile(r"[.*#\s/]")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
+    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
+        raise SafeBunnyOptionError(
+            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
+            f"key syntax); got {value!r}.", kind)
+    return value
+
+
+def max_age(option: str, value: str | None, what: str) -> str | None:
+    """A stream's retention as RabbitMQ's ``x-max-age`` (``"30D"``, ``"12h"``), or None to keep for ever."""
+    if value is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(value)):
+        raise SafeBunnyOptionError(
+            f"{option} must be a number and a unit of Y, M, D, h, m or s (RabbitMQ's x-max-age), e.g. "
+            f"'30D' or '12h', or None to keep {what} for ever; got {value!r}.", option)
+    return value
+
+
+@dataclass(frozen=True)
+class SagaLayout:
+    """Where a saga keeps its state under ``root``: the one place that names these paths. ``driver``: this
+    process's name among several drivers (its checkpoints and journals live under ``root/drivers/<driver>``);
+    ``checkpoints``: another home for the steps' Spark checkpoints."""
+
+    root: str
+    driver: str | None = None
+    checkpoints: str | None = None
+
+    def __post_init__(self) -> None:
+        refuse_volume(self.root, "The saga's root", "root")  # before anything is written under it
+        object.__setattr__(self, "root", absolute_location(self.root))
+        if self.driver is not None:
+            check_name("driver", self.driver)
+        if self.checkpoints is not None:
+            object.__setattr__(self, "checkpoints", absolute_location(self.checkpoints))
+
+    def _under(self, *parts: str) -> str:
+        return os.path.join(self.root, *parts)
+
+    @property
+    def own_root(self) -> str:
+        """What belongs to this driver alone: the root, or ``root/drivers/<driver>`` among several."""
+        return self.root if self.driver is None else self._under("drivers", self.driver)
+
+    @property
+    def inbox(self) -> str:
+        """The steps' inbox (one Delta table, every node's)."""
+        return self._under("inbox")
+
+    @property
+    def started(self) -> str:
+        """The started records ``saga.start`` appends (:mod:`safebunny.saga.instances`)."""
+        return self._under("started")
+
+    @property
+    def leases(self) -> str:
+        """The folder of the drivers' lease files (:mod:`safebunny.saga.leases`)."""
+        return self._under("drivers", "_leases")
+
+    def checkpoint(self, unit_label: str) -> str:
+        """The Spark checkpoint of one step's (or shard's) query."""
+        base = self.checkpoints if self.checkpoints is not None else os.path.join(self.own_root, "checkpoints")
+        return os.path.join(base, unit_label)
+
+    def journal(self, unit_label: str) -> str:
+        """Where one step's (or shard's) query journals its batches."""
+        return os.path.join(self.own_root, "journal", unit_label)
+
+    def pause_file(self, node: str, message_type: str) -> str:
+        """Step ``node.type``'s pause file (:mod:`safebunny.saga.breaker`)."""
+        return self._under("control", f"{node}.{message_type}.pause")
+
+    def poison_ledger(self, label: str) -> str:
+        """Step ``label``'s ledger of redriven and discarded messages (:mod:`safebunny.saga.poison_ledger`)."""
+        return self._under("poison", f"{label}.json")
+
+    def parked_ids(self, unit_label: str) -> str:
+        """The ids one query parked (:mod:`safebunny.saga.parked_ids`)."""
+        return self._under("poison", f"{unit_label}.parked.json")
+
+    def reports(self, unit_label: str) -> Any:
+        """One query's batch reports and counters, ``root/status/<label>.json`` (:mod:`safebunny.saga.reports`)."""
+        from safebunny.saga.reports import ReportStore
+
+        return ReportStore(self.root, unit_label)
+
+
+@dataclass(frozen=True)
+class SagaConfig:
+    """A saga's settings (see :class:`safebunny.Saga` for each): checked when made. ``uri`` keeps no password:
+    one inside it moves to ``password`` unless ``password`` is given."""
+
+    name: str
+    uri: str
+    layout: SagaLayout
+    retry: Retry = field(default_factory=Retry)
+    password: str | None = None
+    quorum: bool = True
+    delivery_limit: int = 50
+    batch_size: int = 1000
+    strict: bool = False
+    management_url: str | None = None
+    poison_max_age: str | None = "30D"
+    unrouted_max_age: str | None = "7D"
+    executor_publish_rows: int | str | None = AUTO
+    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
+
+    def __post_init__(self) -> None:
+        check_name("saga", self.name)
+        bare, password = split_password(validate_uri(self.uri, "uri"))
+        object.__setattr__(self, "uri", bare)
+        if self.password is None:
+            object.__setattr__(self, "password", password)
+        max_age("poison_max_age", self.poison_max_age, "parked messages")
+        max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
+        if self.delivery_limit < 1 or self.batch_size < 1:
+            raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1; got {self.delivery_limit} "
+                                       f"and {self.batch_size}.", "delivery_limit")
+
+    @property
+    def connection_uri(self) -> str:
+        """The broker's URI with the password, for pika."""
+        return with_password(self.uri, self.password)
+
+
+class Named(Protocol):
+    """What the queue and exchange names need of a saga: its name (a :class:`SagaConfig` or a saga)."""
+
+    @property
+    def name(self) -> str: ...
+
+
+class SagaShape(Protocol):
+    """A saga's settings and steps: what the topology, status and balancing read."""
+
+    @property
+    def config(self) -> SagaConfig: ...
+
+    @property
+    def steps(self) -> Sequence[SagaStep]: ...
+
+    def units(self) -> list[SagaStep]: ...
+
+
+class SagaRunner(SagaShape, Protocol):
+    """What running a saga's queries needs besides: each step's exactly-once Step, failure router and handler."""
+
+    def runtime(self, step: SagaStep) -> Step: ...
+
+    def failures_of(self, step: SagaStep) -> FailureRouter: ...
+
+    def handler_of(self, step: SagaStep) -> Callable[..., Any]: ...
