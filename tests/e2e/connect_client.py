@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.saga.runner import waiting
 
 url, scenario, uri, workdir = sys.argv[1:5]
 spark = SparkSession.builder.remote(url).create()
@@ -128,7 +129,7 @@ def saga_scenario():
             "trace": [t.to_dict()["node"] for t in saga.trace("o7")],
             "poison": saga.poison("stock", "OrderPlaced", spark).count(),
             "redrive": saga.redrive("stock", "OrderPlaced"),
-            "waiting": saga._waiting(),
+            "waiting": waiting(saga),
             # the stored reports of the server-side steps: how each batch's emits went out
             "published_from": sorted({r.published_from for s in saga.steps for r in saga.reports_of(s)} - {""}),
         }
@@ -217,7 +218,7 @@ def serverless_scenario():
                 "given_up": sorted(running.given_up), "metrics": scraped,
                 "shipments": sorted(DeltaRsTarget(os.path.join(workdir, "shipments")).read()
                                     .column("orderId").to_pylist()),
-                "waiting": saga._waiting()}
+                "waiting": waiting(saga)}
     finally:
         safebunny.topology.delete(saga)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.saga.runner import waiting
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 MASTER = "local-cluster[2,1,1024]"
@@ -52,6 +53,6 @@ def test_a_saga_on_a_cluster_killed_mid_drain_applies_each_effect_once(amqp_uri,
         for table in ("reservations", "shipments"):
             got = DeltaRsTarget(str(tmp_path / table)).read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
-        assert saga._waiting() == 0
+        assert waiting(saga) == 0
     finally:
         safebunny.topology.delete(saga)

@@ -100,7 +100,8 @@ class SagaLayout:
         return os.path.join(self.own_root, "journal", unit_label)
 
     def pause_file(self, node: str, message_type: str) -> str:
-        """Step ``node.type``'s pause file (:mod:`safebunny.saga.breaker`)."""
+        """Step ``node.type``'s pause file, the source's ``pauseFile`` (:mod:`safebunny.storage.pause`): a time
+        written there pauses the step's consumption until then, without stopping its query."""
         return self._under("control", f"{node}.{message_type}.pause")
 
     def poison_ledger(self, label: str) -> str:
