@@ -16,14 +16,15 @@ from typing import TYPE_CHECKING
 from safebunny import _lazy
 
 _LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaMetrics": "safebunny.saga.metrics",
-         "StepStatus": "safebunny.saga.saga",
+         "StepStatus": "safebunny.saga.status",
          "TraceEntry": "safebunny.saga.trace"}
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: a submodule alone stays light
 
 if TYPE_CHECKING:
     from safebunny.saga.metrics import SagaMetrics
     from safebunny.saga.retry import Retry
-    from safebunny.saga.saga import Saga, StepStatus
+    from safebunny.saga.saga import Saga
+    from safebunny.saga.status import StepStatus
     from safebunny.saga.trace import TraceEntry
 
 __all__ = ["Saga", "Retry", "SagaMetrics", "StepStatus", "TraceEntry"]

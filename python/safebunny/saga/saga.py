@@ -8,7 +8,7 @@ saga's :class:`~safebunny.saga.config.SagaConfig` (settings and every path under
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,39 +21,12 @@ from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.retry import Retry
+from safebunny.saga.status import StepStatus, shard_status, status_fields
 from safebunny.saga.trace import TraceEntry
 from safebunny.storage.pause import clear_pause, write_pause
 from safebunny.uri import split_password, validate_uri
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
-
-
-@dataclass(frozen=True)
-class StepStatus:
-    """One step's state (``saga.status()``); ``None`` where the broker did not answer for a queue."""
-
-    node: str
-    type: str
-    query: str
-    backlog: int | None
-    retrying: int | None
-    poisoned: int
-    batches: int
-    received: int
-    processed: int
-    duplicates: int
-    failed: int
-    retried: int
-    parked: int
-    input_rate: float | None
-    last_batch: str | None
-    breaker: str
-    #: delivered, not yet acknowledged (the management API); None with ``note`` saying why
-    unacked: int | None = None
-    note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Saga:
@@ -258,15 +231,11 @@ class Saga:
     def status(self) -> list[StepStatus]:
         """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
         API), the counters each batch recorded under the root (:mod:`safebunny.saga.reports`), the breaker."""
-        from safebunny.saga.status import status_fields
-
         return [StepStatus(**fields) for fields in status_fields(self)]
 
     def shards(self) -> list[Any]:
         """One :class:`~safebunny.saga.status.ShardStatus` per shard of each sharded step: backlog, whether a
         driver holds it, the driver of its last batch and how long ago (from any process)."""
-        from safebunny.saga.status import shard_status
-
         return shard_status(self)
 
     def trace(self, correlation_id: str) -> list[TraceEntry]:

@@ -16,7 +16,35 @@ from safebunny.saga.parked import read_parked
 from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.storage.pause import paused_until
 
-__all__ = ["status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
+__all__ = ["StepStatus", "status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
+
+
+@dataclass(frozen=True)
+class StepStatus:
+    """One step's state (``saga.status()``); ``None`` where the broker did not answer for a queue."""
+
+    node: str
+    type: str
+    query: str
+    backlog: int | None
+    retrying: int | None
+    poisoned: int
+    batches: int
+    received: int
+    processed: int
+    duplicates: int
+    failed: int
+    retried: int
+    parked: int
+    input_rate: float | None
+    last_batch: str | None
+    breaker: str
+    #: delivered, not yet acknowledged (the management API); None with ``note`` saying why
+    unacked: int | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def status_fields(saga: SagaShape, poison: bool = True) -> list[dict[str, Any]]:
