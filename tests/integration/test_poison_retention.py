@@ -63,7 +63,7 @@ def test_a_retention_that_rabbitmq_would_not_read_is_refused_before_anything_is_
     for bad in ("30 days", "0D", "30d", ""):
         with pytest.raises(safebunny.SafeBunnyOptionError, match="poison_max_age"):
             _saga(amqp_uri, tmp_path, poison_max_age=bad)
-    assert _saga(amqp_uri, tmp_path, poison_max_age=None).poison_max_age is None
+    assert _saga(amqp_uri, tmp_path, poison_max_age=None).config.poison_max_age is None
 
 
 def test_the_unrouted_stream_has_a_retention_and_an_existing_one_keeps_its_own(amqp_uri, tmp_path, admin,
