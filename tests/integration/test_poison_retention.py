@@ -13,8 +13,8 @@ import pytest
 import safebunny
 
 
-def _saga(uri, tmp_path, **kwargs):  # type: ignore[no-untyped-def]
-    saga = safebunny.Saga(f"sbr-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp_path / "saga"), **kwargs)
+def _saga(uri, tmp_path, name=None, **kwargs):  # type: ignore[no-untyped-def]
+    saga = safebunny.Saga(name or f"sbr-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp_path / "saga"), **kwargs)
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")
     def reserve(orders, ctx):  # type: ignore[no-untyped-def]
@@ -74,8 +74,7 @@ def test_the_unrouted_stream_has_a_retention_and_an_existing_one_keeps_its_own(a
         saga.declare()
         assert _declares(admin, unrouted, {"x-queue-type": "stream", "x-max-age": "2D"})
         assert not _declares(admin, unrouted, {"x-queue-type": "stream", "x-max-age": "7D"})
-        again = _saga(amqp_uri, tmp_path)  # the default, 7D, for the stream that exists with 2D
-        again.name = saga.name
+        again = _saga(amqp_uri, tmp_path, name=saga.name)  # the default, 7D, for the stream that exists with 2D
         with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
             again.declare()
         assert "unrouted queue" in caplog.text and "keeps its own retention" in caplog.text
@@ -97,8 +96,7 @@ def test_status_counts_the_unrouted_messages_and_warns(amqp_uri, tmp_path, capsy
                       "@saga.step('stock', consumes='OrderPlaced', from_node='orders', schema='orderId string')\n"
                       "def reserve(orders, ctx):\n    return None\n")
     monkeypatch.delenv("SAFEBUNNY_URI", raising=False)
-    saga = _saga(amqp_uri, tmp_path)
-    saga.name = name
+    saga = _saga(amqp_uri, tmp_path, name=name)
     try:
         saga.declare()
         assert unrouted_depth(saga) == 0
