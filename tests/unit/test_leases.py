@@ -123,7 +123,7 @@ def test_a_driver_holds_a_shard_when_its_own_batch_ran_there_since_its_query_sta
     assert balancer.held(later) == {}
 
 
-def test_a_tick_renews_the_lease_and_hands_over_what_the_other_live_driver_should_hold(tmp_path) -> None:
+def test_a_renewal_writes_the_lease_and_hands_over_what_the_other_live_driver_should_hold(tmp_path) -> None:
     clock = [NOW - dt.timedelta(seconds=30)]
     balancer = Balancer(_saga(tmp_path), clock=lambda: clock[0], renew_s=0)
     labels = ["stock.OrderPlaced.shard.0", "stock.OrderPlaced.shard.1"]
@@ -132,14 +132,17 @@ def test_a_tick_renews_the_lease_and_hands_over_what_the_other_live_driver_shoul
     clock[0] = NOW
     for label in labels:
         _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
-    assert balancer.tick(labels) == {}  # alone: a keeps both
+    assert balancer.tick(labels) == {} and not _store(tmp_path).read_all()  # a tick writes nothing
+    assert balancer.renew() == {}  # alone: a keeps both
     assert _store(tmp_path).read_all()[0].holding.keys() == set(labels)
+    assert _store(tmp_path).read_all()[0].running.keys() == set(labels)  # what the last tick said runs
     _store(tmp_path).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
-    due = balancer.tick(labels)
-    assert list(due.values()) == ["b"] and len(due) == 1
+    due = balancer.renew()
+    assert list(due.values()) == ["b"] and len(due) == 1 and balancer.tick(labels) == due
     (label,) = due
     balancer.handed(label)
-    assert balancer.tick(labels) == {}  # the handed shard is no longer held; the other is a's share
+    assert balancer.tick(labels) == {}  # cooling down
+    assert balancer.renew() == {}  # the handed shard is no longer held; the other is a's share
     balancer.close()
     assert [lease.driver for lease in _store(tmp_path).read_all()] == ["b"]
 
@@ -201,7 +204,8 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
     running = SimpleNamespace(saga=saga, balancer=balancer, queries=dict(queries), _handing={},
                               _start=lambda step: Query())
     running._between_batches = lambda label: runner.RunningSaga._between_batches(running, label)
-    runner.RunningSaga._balance(running)  # the renewal: one shard is b's share, its batch runs: wait
+    balancer.renew()
+    runner.RunningSaga._balance(running)  # one shard is b's share, its batch runs: wait
     (label,) = running._handing
     for _ in range(int(runner.HANDOVER_WAIT_S)):  # ticks between renewals keep the wait
         now[0] += 1

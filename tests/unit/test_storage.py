@@ -150,6 +150,17 @@ def test_a_holder_lives_by_its_renewer_here_by_its_process_on_this_host_and_by_i
     assert not elsewhere.live(10) and elsewhere.renew().live(10) and not replace(elsewhere, renewed=None).live(10)
 
 
+def test_one_holder_name_renewing_one_lease_does_not_make_its_other_leases_live():
+    lease = Lease.mine("h-3", {}, renewed=time.time() - 1000)
+    renewer = Renewer("h-3", lambda: None, 0.01, lambda exc: None, path="/root/drivers/_leases/h-3.json")
+    renewer.start()
+    try:
+        assert lease.live(10, path="/root/drivers/_leases/h-3.json")
+        assert not lease.live(10, path="/journal/_owner.json") and not lease.live(10)
+    finally:
+        renewer.stop(wait_s=5)
+
+
 def test_a_renewal_that_fails_is_reported_and_the_next_one_tries_again():
     calls, errors = [], []
 

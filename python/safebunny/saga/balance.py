@@ -1,11 +1,12 @@
 """Balancing a sharded saga's shards between its live drivers (the I/O around :mod:`safebunny.saga.leases`).
 
 :class:`RunningSaga <safebunny.saga.runner.RunningSaga>` of a saga with ``driver=`` calls :meth:`Balancer.tick`
-from its supervisor about once a second. Every :data:`~safebunny.saga.leases.RENEW_S` seconds a tick rewrites
-this driver's lease (its shard queries and the shards it holds), reads the others' and returns the shards
-to hand over; the runner restarts its query for each, and the broker's single active consumer moves the
-shard to the next waiting driver. A renewer thread (:meth:`Balancer.start`) ticks too, so the lease stays
-renewed while the supervisor waits (a query starting or stopping).
+from its supervisor about once a second: it says which shard queries run and gets the shards to hand over; the
+runner restarts its query for each, and the broker's single active consumer moves the shard to the next waiting
+driver. The lease is written in one place, :meth:`Balancer.renew`, from a renewer thread of its own
+(:meth:`Balancer.start`) every :data:`~safebunny.saga.leases.RENEW_S` seconds, so it stays renewed while the
+supervisor waits (a query starting or stopping): it rewrites this driver's lease (its shard queries and the
+shards it holds), reads the others' and finds the shards to hand over.
 
 Which shards this driver holds comes from its batches: a shard's stored reports name the driver of its last
 batch with messages (:mod:`safebunny.saga.reports`), so this driver holds a shard when that is its own
@@ -59,7 +60,6 @@ class Balancer:
         self.started = clock().isoformat()
         self.running: dict[str, str] = {}  # shard label -> when its query (re)started
         self._cooldown: dict[str, float] = {}
-        self._next = 0.0
         self._due: dict[str, str] = {}  # the last renewal's handovers; a tick between renewals returns them
         self._shards: dict[str, list[str]] = defaultdict(list)
         self._active: list[str] = []  # the labels of the shard queries that ran at the supervisor's last tick
@@ -92,16 +92,19 @@ class Balancer:
                 out[label] = counters.last_batch
         return out
 
-    def tick(self, active: Iterable[str] | None) -> dict[str, str]:
-        """Renew the lease when it is due and return the shards to hand over (label -> the driver that should
-        hold it); ``active``: the labels of this driver's shard queries that run now (None: as at the last tick
-        that said). Between renewals the last renewal's answer stands (less the shards handed since): a handover
-        that waits for its batch to end is still due a second later."""
+    def tick(self, active: Iterable[str]) -> dict[str, str]:
+        """The supervisor's tick: note ``active``, the labels of this driver's shard queries that run now (the
+        next renewal writes them), and return the shards to hand over (label -> the driver that should hold it)
+        as the last renewal found them, less those handed since: a handover that waits for its batch to end is
+        still due a second later."""
         with self._lock:
-            self._active = self._active if active is None else list(active)
-            if time.monotonic() < self._next:
-                return self._not_cooling(self._due)
-            self._next = time.monotonic() + self.renew_s
+            self._active = list(active)
+            return self._not_cooling(self._due)
+
+    def renew(self) -> dict[str, str]:
+        """Rewrite this driver's lease, read the others' and find the shards to hand over (returned as
+        :meth:`tick` does); the renewer thread's work."""
+        with self._lock:
             now = self.clock()
             held = self.held(now)
             running = {label: self.running[label] for label in self._active if label in self.running}
@@ -112,12 +115,21 @@ class Balancer:
             self._due = handovers(self.me, held, assignment, leases, now)
             return self._not_cooling(self._due)
 
-    def start(self) -> None:
-        """Renew the lease from a thread of its own as well, every :attr:`renew_s` (a failure is logged)."""
-        self._renewer = Renewer(self.me, lambda: self.tick(None), self.renew_s, lambda exc: log.warning(
-            "saga %s: driver %s could not renew its lease (%s); shards stay where they are", self.config.name, self.me,
-            exc))
+    def start(self, active: Iterable[str] = ()) -> None:
+        """Write the lease now, ``active`` being the shard queries that run, then renew it from a thread of its own
+        every :attr:`renew_s`. A renewal that fails is logged (here, once): the shards stay where they are, and
+        the next one tries again (storage that cannot be read or written never stops the saga)."""
+        self._active = list(active)
+        try:
+            self.renew()
+        except Exception as exc:  # noqa: BLE001 - leases are for balance only; the broker keeps shards held
+            self._renew_failed(exc)
+        self._renewer = Renewer(self.me, self.renew, self.renew_s, self._renew_failed, path=self.store.path(self.me))
         self._renewer.start()
+
+    def _renew_failed(self, exc: Exception) -> None:
+        log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
+                    self.config.name, self.me, exc)
 
     def _not_cooling(self, due: dict[str, str]) -> dict[str, str]:
         return {label: target for label, target in due.items() if self._cooldown.get(label, 0.0) <= time.monotonic()}

@@ -144,7 +144,7 @@ class RunningSaga:
         self._thread = threading.Thread(target=self._supervise, name=f"safebunny-saga-{saga.config.name}", daemon=True)
         self._thread.start()
         if self.balancer is not None:
-            self.balancer.start()
+            self.balancer.start([label for label, q in self.queries.items() if q.isActive])
 
     def _first_start(self, step: SagaStep) -> Any:
         """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
@@ -229,14 +229,9 @@ class RunningSaga:
     def _balance(self) -> None:
         """Hand each shard this driver holds and the live drivers' assignment gives to another over: stop its
         query (its consumer leaves, the broker activates the next waiting one) and start it again as a standby.
-        Storage that cannot be read or written only stops the balancing for a while, never the saga."""
+        The lease itself is renewed by the balancer's own thread (:meth:`Balancer.start`)."""
         assert self.balancer is not None
-        try:
-            due = self.balancer.tick([label for label, q in self.queries.items() if q.isActive])
-        except Exception as exc:  # noqa: BLE001 - leases are for balance only; the broker keeps shards held
-            log.warning("saga %s: driver %s could not renew its lease (%s); shards stay where they are",
-                        self.saga.config.name, self.saga.config.layout.driver, exc)
-            return
+        due = self.balancer.tick([label for label, q in self.queries.items() if q.isActive])
         for label in set(self._handing) - set(due):  # no longer due (the live drivers changed): forget its wait
             del self._handing[label]
         units = {s.unit_label: s for s in self.saga.units()} if due else {}

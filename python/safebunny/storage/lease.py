@@ -33,8 +33,9 @@ from safebunny.storage.writes import write_atomically, write_if_absent
 __all__ = ["Lease", "Renewer", "read_leases", "write_lease", "DAMAGED"]
 
 T = TypeVar("T")
-#: the holders in this process whose renewer runs
-_RENEWING: set[str] = set()
+#: (lease path, holder) of the leases in this process whose renewer runs: two leases of one holder name (a
+#: journal owner and a saga driver, say) are told apart by their paths
+_RENEWING: set[tuple[str, str]] = set()
 #: what a damaged or foreign lease file raises when parsed
 DAMAGED = (ValueError, KeyError, TypeError)
 
@@ -64,12 +65,13 @@ class Lease:
         """Whether the lease was renewed within ``ttl`` seconds of ``now`` (epoch seconds, default the time now)."""
         return self.renewed is not None and (time.time() if now is None else now) - self.renewed <= ttl
 
-    def live(self, ttl: float, now: float | None = None) -> bool:
-        """Whether its holder lives (see the module docstring)."""
+    def live(self, ttl: float, now: float | None = None, path: str = "") -> bool:
+        """Whether its holder lives (see the module docstring); ``path``: where the lease is, as its
+        :class:`Renewer` was given it."""
         if self.host != socket.gethostname():
             return self.renewed_within(ttl, now)
         if self.pid == os.getpid():
-            return self.holder in _RENEWING
+            return (path, self.holder) in _RENEWING
         return _process_alive(self.pid, self.pid_start)
 
     def to_json(self, holder_key: str) -> bytes:
@@ -106,16 +108,18 @@ def read_leases(filesystem: pafs.FileSystem, folder: str, holder_key: str, view:
 class Renewer(threading.Thread):
     """A daemon thread that calls ``renew`` every ``interval`` seconds until :meth:`stop`; while it runs,
     ``holder`` lives in this process (:meth:`Lease.live`). A renewal that raises is passed to ``on_error`` and the
-    next one tries again (storage out for a moment)."""
+    next one tries again (storage out for a moment). ``path``: where the lease is (what :meth:`Lease.live` is
+    asked with), so one holder name may hold several leases."""
 
     def __init__(self, holder: str, renew: Callable[[], object], interval: float,
-                 on_error: Callable[[Exception], None]) -> None:
+                 on_error: Callable[[Exception], None], path: str = "") -> None:
         super().__init__(name=f"safebunny-lease-{holder}", daemon=True)
         self.holder, self.interval, self._renew, self._on_error = holder, interval, renew, on_error
+        self.key = (path, holder)
         self._stopped = threading.Event()
 
     def start(self) -> None:
-        _RENEWING.add(self.holder)
+        _RENEWING.add(self.key)
         super().start()
 
     def run(self) -> None:
@@ -127,7 +131,7 @@ class Renewer(threading.Thread):
 
     def stop(self, wait_s: float = 0.0) -> None:
         """Stop renewing (the holder no longer lives here); wait up to ``wait_s`` for a renewal under way."""
-        _RENEWING.discard(self.holder)
+        _RENEWING.discard(self.key)
         self._stopped.set()
         if wait_s and self.is_alive() and threading.current_thread() is not self:
             self.join(wait_s)
