@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.failures import FailureRouter
 
-__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner", "check_name", "max_age"]
+__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner", "check_name"]
 
 _FORBIDDEN = re.compile(r"[.*#\s/]")
 
@@ -40,7 +40,7 @@ def check_name(kind: str, value: str) -> str:
     return value
 
 
-def max_age(option: str, value: str | None, what: str) -> str | None:
+def _max_age(option: str, value: str | None, what: str) -> str | None:
     """A stream's retention as RabbitMQ's ``x-max-age`` (``"30D"``, ``"12h"``), or None to keep for ever."""
     if value is not None and not re.fullmatch(r"[1-9]\d*[YMDhms]", str(value)):
         raise SafeBunnyOptionError(
@@ -145,8 +145,8 @@ class SagaConfig:
         object.__setattr__(self, "uri", bare)
         if self.password is None:
             object.__setattr__(self, "password", password)
-        max_age("poison_max_age", self.poison_max_age, "parked messages")
-        max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
+        _max_age("poison_max_age", self.poison_max_age, "parked messages")
+        _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
         if self.delivery_limit < 1 or self.batch_size < 1:
             raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1; got {self.delivery_limit} "
                                        f"and {self.batch_size}.", "delivery_limit")
