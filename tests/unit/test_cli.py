@@ -187,7 +187,7 @@ def test_redrive_refused_after_compensation_is_one_line_and_force_passes_through
         "import safebunny\n"
         "from safebunny.errors import SafeBunnyOptionError\n"
         "class Stub(safebunny.Saga):\n"
-        "    def redrive(self, node, type, ids=None, force=False):\n"
+        "    def redrive(self, node, type, ids=None, force=False, error_type=None):\n"
         "        if not force:\n"
         "            raise SafeBunnyOptionError('Refusing to redrive 1 message(s) of stock', 'force')\n"
         "        return 1\n"

@@ -15,46 +15,32 @@ from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
 
 if TYPE_CHECKING:
+    from safebunny.saga.definition import SagaStep
     from safebunny.saga.saga import Saga
 
-__all__ = ["open_saga", "saga_name", "steps", "step_label", "select_steps", "declare", "delete", "topology", "status",
-           "poison", "redrive", "trace", "instances"]
+__all__ = ["open_saga", "select_steps", "declare", "delete", "topology", "status", "poison", "redrive", "trace",
+           "instances"]
 
 
 def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Saga:
     """Load the saga named by ``locator`` and point it at the broker the user chose."""
     saga = load_saga(locator)
-    own = getattr(saga, "connection_uri", None) or getattr(saga, "uri", None)  # with the saga's password
+    own = saga.connection_uri  # with the saga's password
     uri = resolve_uri(cli_uri, env, own)
     if uri != own:
         saga.uri = uri
     return saga
 
 
-def saga_name(saga: Saga) -> str:
-    """The saga's name."""
-    return str(saga.name)
-
-
-def steps(saga: Saga) -> list[Any]:
-    """The saga's steps, in the order they were defined."""
-    return list(saga.steps)
-
-
-def step_label(step: Any) -> str:
-    """``node.type``: the step's queue name and how users name it on the command line."""
-    return f"{step.node}.{step.consumes}"
-
-
-def select_steps(saga: Saga, spec: str | None) -> list[Any]:
+def select_steps(saga: Saga, spec: str | None) -> list[SagaStep]:
     """The steps ``spec`` names: every step when None, the node's steps for ``NODE``, one for ``NODE.TYPE``."""
-    every = steps(saga)
+    every = list(saga.steps)
     if spec is None:
         return every
-    chosen = [s for s in every if spec in (step_label(s), s.node)]
+    chosen = [s for s in every if spec in (s.label, s.node)]
     if not chosen:
-        known = ", ".join(step_label(s) for s in every) or "none"
-        raise CliError(f"--step {spec!r} names no step of saga {saga_name(saga)!r}; its steps: {known}", USAGE)
+        known = ", ".join(s.label for s in every) or "none"
+        raise CliError(f"--step {spec!r} names no step of saga {saga.name!r}; its steps: {known}", USAGE)
     return chosen
 
 
@@ -128,30 +114,22 @@ def instances(saga: Saga, state: str | None) -> list[dict[str, Any]]:
     return to_rows(instances_table(saga, state))
 
 
-def poison(saga: Saga, step: Any, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
+def poison(saga: Saga, step: SagaStep, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
     """The parked messages of one step, from ``saga.poison_rows(node, type)`` (no Spark needed); ``all``:
     also the resolved and discarded ones."""
-    rows = to_rows(saga.poison_rows(step.node, step.consumes, all=True) if all
-                   else saga.poison_rows(step.node, step.consumes))
-    for row in rows:
-        row["step"] = step_label(step)
-    return rows
+    return [{**row, "step": step.label} for row in to_rows(saga.poison_rows(step.node, step.consumes, all=all))]
 
 
-def redrive(saga: Saga, step: Any, ids: list[str] | None, force: bool = False, error_type: str | None = None) -> int:
+def redrive(saga: Saga, step: SagaStep, ids: list[str] | None, force: bool = False,
+            error_type: str | None = None) -> int:
     """Send parked messages of ``step`` back to its queue (all of them when ``ids`` and ``error_type`` are
     None); how many. ``force``: also for a step with ``fails_as``, whose parked messages were compensated."""
-    extra: dict[str, Any] = {}
-    if force:
-        extra["force"] = True
-    if error_type:
-        extra["error_type"] = error_type
-    return int(saga.redrive(step.node, step.consumes, ids=ids, **extra) or 0)
+    return saga.redrive(step.node, step.consumes, ids=ids, force=force, error_type=error_type or None)
 
 
-def discard(saga: Saga, step: Any, ids: list[str], reason: str) -> int:
+def discard(saga: Saga, step: SagaStep, ids: list[str], reason: str) -> int:
     """Record parked messages of ``step`` as discarded with ``reason``; how many were found."""
-    return int(saga.discard(step.node, step.consumes, ids, reason) or 0)
+    return saga.discard(step.node, step.consumes, ids, reason)
 
 
 def trace(saga: Saga, correlation_id: str) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ def _redrive(args: argparse.Namespace, saga: Saga) -> int:
     for step in access.select_steps(saga, args.step):
         sent = access.redrive(saga, step, list(args.id) if args.id else None, args.force, args.error_type)
         if sent:
-            rows.append({"step": access.step_label(step), "redriven": sent})
+            rows.append({"step": step.label, "redriven": sent})
     print_rows(args, rows, ["step", "redriven"], empty="nothing to redrive")
     return 0 if rows else NOT_FOUND
 
@@ -54,7 +54,7 @@ def _discard(args: argparse.Namespace, saga: Saga) -> int:
     for step in access.select_steps(saga, args.step):
         found = access.discard(saga, step, list(args.id), args.reason)
         if found:
-            rows.append({"step": access.step_label(step), "discarded": found})
+            rows.append({"step": step.label, "discarded": found})
     print_rows(args, rows, ["step", "discarded"], empty="no parked message with those ids")
     return 0 if rows else NOT_FOUND
 

@@ -75,7 +75,7 @@ def _status(args: argparse.Namespace, saga: Saga) -> int:
             rows = _rows(args, saga)
             if not wants_json(args) and sys.stdout.isatty():
                 sys.stdout.write("\x1b[H\x1b[2J")
-            print(f"{access.saga_name(saga)}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
+            print(f"{saga.name}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
             _print(args, rows, saga)
             sys.stdout.flush()
             time.sleep(args.watch)

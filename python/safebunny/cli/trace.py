@@ -42,7 +42,7 @@ def _trace(args: argparse.Namespace, saga: Saga) -> int:
             print_rows(args, rows, COLUMNS)
             return 0
     tried = " or ".join(candidates(args.key))
-    print_rows(args, [], empty=f"no message of {access.saga_name(saga)} has correlation id {tried}: check the key, "
+    print_rows(args, [], empty=f"no message of {saga.name} has correlation id {tried}: check the key, "
                                 "or whether the saga's inboxes are under another root")
     return NOT_FOUND
 
