@@ -26,8 +26,7 @@ from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain", "moved_so_far", "waiting", "interval_ms", "is_entry",
-           "AVAILABLE_NOW",
-           "IDLE_ROUND_S", "is_available_now"]
+           "AVAILABLE_NOW", "IDLE_ROUND_S", "is_available_now"]
 
 log = logging.getLogger("safebunny.saga")
 #: how long a handover waits for the shard's running batch to end before it stops the query anyway
