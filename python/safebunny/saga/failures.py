@@ -16,7 +16,7 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
 from safebunny.saga import topology
-from safebunny.saga.config import SagaShape
+from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked_ids import ParkedIds
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
@@ -32,9 +32,13 @@ class FailureRouter:
 
     def __init__(self, saga: SagaShape, step: SagaStep) -> None:
         self.saga = saga
-        self.config = saga.config
         self.step = step
-        self.parked_ids = ParkedIds(self.config.layout.parked_ids(step.unit_label))
+        self.parked_ids = ParkedIds(saga.config.layout.parked_ids(step.unit_label))
+
+    @property
+    def config(self) -> SagaConfig:
+        """The saga's settings as they are now (the command line may point a loaded saga at another broker)."""
+        return self.saga.config
 
     def __call__(self, failed: list[FailedRow], ctx: Any) -> Counter[str]:
         """Publish the copies of ``failed`` (confirmed), record the parked ids; how many were retried and parked."""
