@@ -3,4 +3,5 @@ read limits, anchors, the kept driver connection, reading a range), :mod:`.clien
 AMQP 0-9-1 fallback), :mod:`.offsets` (pure offset arithmetic: bounds, ranges, data-loss checks) and
 :mod:`.probe` (which kind of queue a name is: stream, quorum or classic, asked over the stream protocol,
 then AMQP 0-9-1)."""
+
 __all__: list[str] = []
