@@ -163,9 +163,6 @@ class QueueSource:
             self.admission.took(max(began, first or began))
         return end
 
-    def _paused(self) -> bool:
-        return self._consumer is not None and self._consumer.suspended
-
     def _latest(self, start: QueueOffset, count: int, max_bytes: int | None, first_wait: float) -> QueueOffset:
         seq, tick = start.seq, start.tick
         self._last_seq = seq
