@@ -15,16 +15,11 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from pyspark_safebunny.stream_queue_reader import (
-    SafeBunnyStreamPartition,
-    check_schema,
-    read_stream_partition,
-    starting_offset,
-    stream_bounds,
-)
+from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition, check_schema, read_stream_partition
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import parse_source_options
 from safebunny.streams.offsets import resolve_end, split_range
+from safebunny.streams.stream_source import starting_offset, stream_bounds
 
 __all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
 

@@ -1,25 +1,15 @@
-"""``SafeBunnyStreamQueueReader``: the streaming source over a stream queue (``x-queue-type=stream``).
+"""``SafeBunnyStreamQueueReader``: the streaming source over a stream queue (``x-queue-type=stream``), as Spark glue.
 
-Offsets are stream offsets: the Spark offset ``{"offset": n}`` means "the next stream offset
-to read is n", so a micro-batch between ``{"offset": a}`` and ``{"offset": b}`` reads
-``[a, b)``. No journal is needed: a replay reads the same offsets again, and the broker
-keeps them until retention removes them (then ``failOnDataLoss`` decides). Nothing is acked
-and ``commit`` does nothing: the checkpoint is the only record of progress.
-
-The driver side (``initialOffset``/``latestOffset``) keeps one connection between calls to
-find the stream's bounds (replaced when idle for long; never pickled); partitions
-(``[start, end)`` ranges, ``minPartitions`` of them) are read on executors, each with its own
-connection, opened lazily inside ``read`` and closed at its end.
+The logic is Spark-free in :mod:`safebunny.streams.stream_source` (offsets, bounds, a stream replaced under a
+checkpoint, reading a range); this module turns Spark's read limits into its arguments and its ranges into
+partitions (``minPartitions`` of them, read on executors). Nothing is acked and ``commit`` does nothing: the
+checkpoint is the only record of progress.
 """
 
 from __future__ import annotations
 
-import atexit
-import logging
-import time
-import weakref
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -32,37 +22,11 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from safebunny.errors import (
-    BrokerAuthenticationError,
-    QueueNotFoundError,
-    SafeBunnyBrokerError,
-    SafeBunnyDataLossError,
-    SafeBunnyOptionError,
-    VhostNotFoundError,
-)
-from safebunny.streams.client import StreamQueueClient
-from safebunny.streams.offsets import (
-    ANCHOR_KEY,
-    RESET_KEY,
-    StreamBounds,
-    anchor_offset,
-    batch_start,
-    capped_end,
-    from_spark_offset,
-    make_anchor,
-    replaced_message,
-    reset_message,
-    resolve_start,
-    split_range,
-    to_spark_offset,
-)
-from safebunny.streams.protocol import open_stream_client
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.streams.offsets import batch_start, from_spark_offset, split_range, to_spark_offset
+from safebunny.streams.stream_source import StreamSource, read_partition
 
-__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition",
-           "check_schema", "stream_bounds", "starting_offset"]
-
-log = logging.getLogger("safebunny.source")
-T = TypeVar("T")
+__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition", "check_schema"]
 
 
 class SafeBunnyStreamPartition(InputPartition):
@@ -90,128 +54,24 @@ def check_schema(options: dict[str, Any], schema: StructType) -> None:
         )
 
 
-def _empty_wait_s(options: dict[str, Any]) -> float:
-    return max(0.05, options["pollTimeoutMs"] / 1000.0)
-
-
-class _DriverConnection:
-    """The driver side's client, kept between calls (opening one costs a round trip or more, TLS more).
-
-    Between triggers nobody services its heartbeats, so a client idle for longer than
-    ``MAX_IDLE_S`` is replaced rather than trusted; a broker error other than a definite
-    answer (missing queue, refused login, missing vhost) is retried once on a new connection.
-    """
-
-    MAX_IDLE_S = 20.0
-
-    def __init__(self, options: dict[str, Any]) -> None:
-        self.options = options
-        self.client: StreamQueueClient | None = None
-        self.used = 0.0
-        ref = weakref.ref(self)
-        atexit.register(lambda: ref() is not None and ref().close())  # Spark never calls stop()
-
-    def _drop(self) -> None:
-        if self.client is not None:
-            try:
-                self.client.close()
-            except Exception:
-                pass
-            self.client = None
-
-    def _get(self) -> StreamQueueClient:
-        if self.client is not None and time.monotonic() - self.used > self.MAX_IDLE_S:
-            self._drop()
-        if self.client is None:
-            o = self.options
-            self.client = open_stream_client(o["uri"], o["streamPort"], o["heartbeatSeconds"])
-        return self.client
-
-    def call(self, action: Callable[[StreamQueueClient], T]) -> T:
-        try:
-            result = action(self._get())
-        except (QueueNotFoundError, BrokerAuthenticationError, VhostNotFoundError):
-            self._drop()
-            raise
-        except SafeBunnyBrokerError:
-            self._drop()
-            result = action(self._get())
-        self.used = time.monotonic()
-        return result
-
-    def close(self) -> None:
-        self._drop()
-
-
-def stream_bounds(options: dict[str, Any], connection: _DriverConnection | None = None) -> StreamBounds:
-    """Ask the broker for the stream's bounds."""
-    own = connection is None
-    connection = connection or _DriverConnection(options)
-    try:
-        return connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
-    finally:
-        if own:
-            connection.close()
-
-
-def starting_offset(options: dict[str, Any], connection: _DriverConnection | None = None) -> int:
-    """Resolve ``startingOffsets`` to a stream offset on the broker."""
-    spec = options["startingOffsets"]
-    own = connection is None
-    connection = connection or _DriverConnection(options)
-    try:
-        bounds = connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
-        found = None
-        if isinstance(spec, dict):
-            found = connection.call(
-                lambda client: client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options)))
-        return resolve_start(spec, bounds, found)
-    finally:
-        if own:
-            connection.close()
-
-
-def _warn(message: str) -> None:
-    log.warning(message)
-
-
 def read_stream_partition(options: dict[str, Any], partition: SafeBunnyStreamPartition) -> Iterator[Any]:
     """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors)."""
-    client = open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"])
-    try:
-        yield from client.read_range(
-            options["queue"], options["queue"], partition.start, partition.end,
-            include_headers=options["includeHeaders"], fail_on_data_loss=options["failOnDataLoss"], warn=_warn,
-        )
-    finally:
-        client.close()
+    return read_partition(options, partition.start, partition.end)
 
 
 class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Reads a stream queue by offset; see the module docstring."""
+    """Reads a stream queue by offset; see :mod:`safebunny.streams.stream_source`."""
 
     def __init__(self, options: dict[str, Any], schema: StructType) -> None:
         check_schema(options, schema)
         self.options = dict(options)
         self.schema = schema
-        self._target_end: int | None = None
-        self._latest_tail: int | None = None
-        self._connection: _DriverConnection | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_connection"] = None  # connections are never pickled (executors open their own)
-        return state
-
-    def _driver(self) -> _DriverConnection:
-        if self._connection is None:
-            self._connection = _DriverConnection(self.options)
-        return self._connection
+        self.source = StreamSource(self.options)
 
     # -- driver side -------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        return to_spark_offset(starting_offset(self.options, self._driver()))
+        return self.source.initial()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.get("maxMessagesPerTrigger") is not None:
@@ -221,73 +81,20 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target_end = stream_bounds(self.options, self._driver()).tail
-
-    def _waits_for(self, begin: int) -> bool:
-        """True when ``begin`` is the ``startingOffsets`` number (beyond the tail it waits, as documented)."""
-        spec = self.options.get("startingOffsets")
-        return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
-
-    def _first_message_from(self, offset: int) -> tuple[int, bytes | None] | None:
-        wait = min(1.0, _empty_wait_s(self.options))
-        return self._driver().call(lambda client: client.first_message_from(self.options["queue"], offset, wait))
-
-    def _anchor(self, end: int) -> str | None:
-        """The anchor of end offset ``end`` (see :data:`ANCHOR_KEY`), or None when there is none."""
-        found = self._first_message_from(end - 1) if end > 0 else None
-        return None if found is None else make_anchor(*found)
-
-    def _replaced(self, start: dict, begin: int, bounds: StreamBounds) -> str | None:
-        """Why the stream behind this checkpoint offset is not the one the query read, or None."""
-        if bounds.tail < begin and not self._waits_for(begin):
-            return reset_message(self.options["queue"], begin, bounds)  # offsets never go backwards
-        anchor = start.get(ANCHOR_KEY) if isinstance(start, dict) else None
-        at = anchor_offset(anchor)
-        if at is None or at < bounds.first or begin == 0:  # no anchor, or retention removed it: cannot tell
-            return None
-        found = self._first_message_from(begin - 1)
-        if found is None or make_anchor(*found) != anchor:
-            return replaced_message(self.options["queue"], begin, at)
-        return None
+        self.source.prepare_available_now()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = from_spark_offset(start)
-        bounds = stream_bounds(self.options, self._driver())
-        self._latest_tail = bounds.tail
-        reset_from = None
-        message = self._replaced(start, begin, bounds)
-        if message is not None:
-            # the stream was deleted and re-created since this offset was written: data loss
-            if self.options["failOnDataLoss"]:
-                raise SafeBunnyDataLossError(message)
-            log.warning("failOnDataLoss=false, SKIPPING LOST MESSAGES: %s Going on from offset %d.", message,
-                        bounds.first)
-            begin = reset_from = bounds.first
-            if self._target_end is not None:  # an availableNow target of the old stream means nothing now
-                self._target_end = bounds.tail
-        tail = bounds.tail if self._target_end is None else min(bounds.tail, self._target_end)
         if isinstance(limit, ReadMaxRows):
-            end = capped_end(begin, tail, max_messages=limit.max_rows, max_bytes=self.options.get("maxBytesPerTrigger"),
-                             avg_message_bytes=bounds.avg_message_bytes)
-        elif isinstance(limit, ReadMaxBytes):
-            end = capped_end(begin, tail, max_messages=self.options.get("maxMessagesPerTrigger"),
-                             max_bytes=limit.max_bytes, avg_message_bytes=bounds.avg_message_bytes)
-        elif isinstance(limit, ReadMinRows) and self._target_end is None:
-            end = tail if tail - begin >= limit.min_rows else begin
-        else:  # ReadAllAvailable, or anything this source does not know: no cap
-            end = capped_end(begin, tail)
-        if end == begin and reset_from is None:
-            return start  # nothing new: the same offset, so Spark plans no batch
-        offset: dict[str, Any] = to_spark_offset(end)
-        if reset_from is not None:
-            offset[RESET_KEY] = reset_from
-        anchor = self._anchor(end)
-        if anchor is not None:
-            offset[ANCHOR_KEY] = anchor
-        return offset
+            return self.source.latest(start, limit.max_rows, self.options.get("maxBytesPerTrigger"))
+        if isinstance(limit, ReadMaxBytes):
+            return self.source.latest(start, self.options.get("maxMessagesPerTrigger"), limit.max_bytes)
+        if isinstance(limit, ReadMinRows):
+            return self.source.latest(start, min_rows=limit.min_rows)
+        return self.source.latest(start)  # ReadAllAvailable, or anything this source does not know: no cap
 
     def reportLatestOffset(self) -> dict | None:
-        return None if self._latest_tail is None else to_spark_offset(self._latest_tail)
+        tail = self.source.latest_tail
+        return None if tail is None else to_spark_offset(tail)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = split_range(batch_start(start, end), from_spark_offset(end), self.options["minPartitions"])
@@ -297,9 +104,7 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         """Nothing to do: a stream queue keeps its messages; the checkpoint records progress."""
 
     def stop(self) -> None:
-        """Close the driver side's connection (executors close theirs at the end of each read)."""
-        if self._connection is not None:
-            self._connection.close()
+        self.source.stop()
 
     # -- executor side -----------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ def test_taken_messages_stay_unacked_until_ack_through(broker, amqp_uri, make_qu
         second = consumer.take(10, None, first_wait=5)
         assert [d.body for d in first + second] == [f"m{i}".encode() for i in range(20)]
         _wait(lambda: queue_totals(broker, queue) == (0, 30), what="30 unacked")
-        assert consumer.ack_through(first[-1].generation, first[-1].delivery_tag)
+        assert consumer.acks.ack_through(first[-1].generation, first[-1].delivery_tag)
         _wait(lambda: queue_totals(broker, queue) == (0, 20), what="first 10 acked")
     finally:
         consumer.stop()
@@ -50,7 +50,7 @@ def test_connection_survives_an_idle_period_longer_than_the_heartbeat(broker, am
         taken = consumer.take(5, None, first_wait=5)
         time.sleep(5)  # the workload: a batch that takes longer than several heartbeat intervals
         assert consumer.generation == 1 and consumer.last_error is None
-        assert consumer.ack_through(taken[-1].generation, taken[-1].delivery_tag)
+        assert consumer.acks.ack_through(taken[-1].generation, taken[-1].delivery_tag)
         _wait(lambda: queue_totals(broker, queue) == (0, 0), what="all acked")
     finally:
         consumer.stop()
@@ -89,7 +89,7 @@ def test_lost_connection_and_broker_restart_requeue_and_resume(own_broker):
         own_broker.ctl("close_all_connections", "test")
         _wait(lambda: consumer.generation == 2, what="reconnect")
         assert "Lost the connection" in (consumer.last_error or "")
-        assert consumer.ack_through(taken[-1].generation, taken[-1].delivery_tag) is False
+        assert consumer.acks.ack_through(taken[-1].generation, taken[-1].delivery_tag) is False
         again = consumer.take(10, None, first_wait=10)
         assert [d.body for d in again] == [d.body for d in taken] and all(d.redelivered for d in again)
         own_broker.stop()
@@ -97,7 +97,7 @@ def test_lost_connection_and_broker_restart_requeue_and_resume(own_broker):
         _wait(lambda: consumer.generation == 3, timeout=60, what="reconnect after restart")
         after = consumer.take(10, None, first_wait=10)
         assert sorted(d.body for d in after) == sorted(d.body for d in taken)
-        assert consumer.ack_through(after[-1].generation, after[-1].delivery_tag)
+        assert consumer.acks.ack_through(after[-1].generation, after[-1].delivery_tag)
     finally:
         consumer.stop()
 
@@ -112,10 +112,10 @@ def test_consumer_timeout_is_reported_and_consumption_resumes_with_redelivered_c
         assert len(held) == 3
         _wait(lambda: consumer.generation == 2, timeout=30, what="the channel closed by consumer_timeout")
         assert "consumer_timeout" in consumer.last_error
-        assert consumer.ack_through(held[-1].generation, held[-1].delivery_tag) is False
+        assert consumer.acks.ack_through(held[-1].generation, held[-1].delivery_tag) is False
         again = consumer.take(3, None, first_wait=10)
         assert [d.body for d in again] == [d.body for d in held] and all(d.redelivered for d in again)
-        assert consumer.ack_through(again[-1].generation, again[-1].delivery_tag)
+        assert consumer.acks.ack_through(again[-1].generation, again[-1].delivery_tag)
     finally:
         consumer.stop()
 
@@ -147,7 +147,7 @@ def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri,
     _publish(amqp_uri, queue, 3000)
     consumer = QueueConsumer(amqp_uri, queue, prefetch=3000).start()
     try:
-        assert consumer.backlog == 3000
+        assert consumer.acks.backlog == 3000
         # linger is the quiet gap that ends a fill wait: 0.5 s, not production's 0.05 s, so a loaded CI machine that
         # pauses the I/O thread for a moment does not end the fill early (CI once took 825 of 2500 with 0.05 s)
         assert len(consumer.take(2500, None, first_wait=10, linger=0.5, fill_wait=30)) == 2500
@@ -162,7 +162,7 @@ def test_a_backlog_fills_the_batch_and_a_short_queue_is_not_waited_for(amqp_uri,
         assert time.monotonic() - started < 10  # the 30 s fill wait was not used: 10 < the 100 asked
         # a stale count (the broker said 10,000 wait, 10 came): the wait ends one linger after the last delivery
         _publish(amqp_uri, short, 10)
-        consumer.backlog = 10_000
+        consumer.acks.backlog = 10_000
         started = time.monotonic()
         assert len(consumer.take(100, None, first_wait=10, linger=0.5, fill_wait=30)) == 10
         assert time.monotonic() - started < 10

@@ -25,7 +25,7 @@ def test_a_deep_queue_is_buffered_in_tag_order_across_the_consumer_restart(amqp_
         assert tags == sorted(tags) and len(set(tags)) == len(tags)
         assert [d.body for d in taken] == [b"%06d" % i for i in range(20_000)]
         assert {d.generation for d in taken} == {1}  # no reconnect on the way
-        assert consumer.ack_through(1, tags[-1])
+        assert consumer.acks.ack_through(1, tags[-1])
     finally:
         consumer.stop()
     assert admin.get_all(queue) == []

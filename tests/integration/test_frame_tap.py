@@ -40,7 +40,7 @@ def consume_all(uri: str, queue: str, n: int) -> tuple[list[tuple], QueueConsume
             got = consumer.take(n - len(taken), None, first_wait=10)
             assert got, f"only {len(taken)} of {n} deliveries arrived"
             taken += got
-        assert consumer.ack_through(taken[-1].generation, taken[-1].delivery_tag)
+        assert consumer.acks.ack_through(taken[-1].generation, taken[-1].delivery_tag)
     finally:
         consumer.stop()
     rows = [(d.delivery_tag, d.body, d.exchange, d.routing_key, d.redelivered,

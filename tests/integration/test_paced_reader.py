@@ -64,7 +64,7 @@ def test_a_long_interval_ends_each_poll_in_time_and_commits_the_planned_batch(am
     publish_numbered(amqp_uri, queue, 2)
     reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="600",
                           minBatchIntervalMs="30000")
-    reader.source.LONGEST_HOLD_S = 1.0  # (5 s by default)
+    reader.source.admission.longest_hold = 1.0  # (5 s by default)
     try:
         first = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
         assert first["seq"] == 2

@@ -55,6 +55,6 @@ def test_amqps_uri_consumes_over_tls_and_checks_the_certificate(tls_broker, monk
     try:
         taken = consumer.take(1, None, first_wait=10)
         assert [d.body for d in taken] == [b"over tls"]
-        assert consumer.ack_through(taken[0].generation, taken[0].delivery_tag)
+        assert consumer.acks.ack_through(taken[0].generation, taken[0].delivery_tag)
     finally:
         consumer.stop()

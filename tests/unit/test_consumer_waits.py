@@ -55,13 +55,13 @@ def test_an_ack_asked_for_but_not_yet_written_counts_as_sent():
     consumer.generation = 1
     consumer._connection = _HeldConnection()
     consumer._ready.set()
-    consumer.backlog = 30
+    consumer.acks.backlog = 30
     _deliver(consumer, range(1, 22))
     with consumer._cond:
         for _ in range(20):  # batches (0, 10] and (10, 20] were taken; tag 21 waits in the buffer
             consumer._buffer.popleft()
-    assert consumer.ack_through(1, 10)
-    assert consumer._acked_tag == 0  # not written yet: the callback waits for the I/O thread
+    assert consumer.acks.ack_through(1, 10)
+    assert consumer.acks.acked_tag == 0  # not written yet: the callback waits for the I/O thread
 
     def broker() -> None:  # once take waits for more, the freed prefetch brings tags 22..30
         if _when(lambda: consumer._want == 10):
@@ -80,9 +80,9 @@ def test_an_ack_of_an_older_channel_does_not_count():
     consumer._connection = _HeldConnection()
     consumer._ready.set()
     _deliver(consumer, range(1, 21))
-    assert consumer.ack_through(1, 10)
+    assert consumer.acks.ack_through(1, 10)
     consumer.generation = 2  # the channel was replaced: its acks are lost, the broker redelivers
-    consumer._last_tag, consumer._acked_tag = 20, 0
+    consumer._last_tag, consumer.acks.acked_tag = 20, 0
     assert not consumer._can_grow()
 
 
@@ -92,7 +92,7 @@ def test_a_consumer_restarting_after_calibration_is_waited_for():
     # restarting and wait for its deliveries, not hand out the single calibration delivery.
     consumer = QueueConsumer(URI, "q", prefetch=20000, max_buffered_bytes=1 << 20)
     consumer.generation = 1
-    consumer.backlog = 30000
+    consumer.acks.backlog = 30000
 
     class _Channel:
         is_open = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,12 @@ from safebunny.options import OptionSpec, options_table, parse_bool, parse_choic
 from safebunny.options.connection import CONNECTION_OPTIONS, apply_log_level, apply_password
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table", "parse_ending_offsets"]
+
+log = logging.getLogger("safebunny.source")
+
+#: the poll window's interval: accepted so that a query that sets it keeps running, ignored with one warning
+DEPRECATED_TRIGGER_INTERVAL = "triggerIntervalMs"
+_warned: list[bool] = []
 
 
 def parse_ending_offsets(name: str, raw: str) -> str | int:
@@ -91,25 +98,25 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("includeHeaders", parse_bool, default=False, values="`true`, `false`",
                doc="Add the `headers` column (map<string,string>; nested values as JSON)."),
     OptionSpec("pollTimeoutMs", parse_int(0), default=1000, values="milliseconds",
-               doc="How long one micro-batch waits for the first message when the queue is empty."),
+               doc="How long one micro-batch waits for the first message when the queue is empty. Under a "
+                   "processing-time trigger keep it below the interval, so that an idle trigger ends in time."),
     OptionSpec("singleActiveConsumer", parse_bool, default=False, values="`true`, `false`",
                doc="Classic and quorum queues: the queue is declared with `x-single-active-consumer` (a sharded saga "
                    "step's queue). The reader then never cancels and restarts its consumer, which would hand the "
                    "queue to another consumer and, on a quorum queue, stall until the cancelled one's messages are "
                    "acked: it consumes with its full prefetch (twice the batch size) from the start, so its memory "
                    "is bounded in messages, not by a byte budget. `saga.run` sets it for shards."),
-    OptionSpec("triggerIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for unknown",
-               doc="Classic and quorum queues: the query's processing-time trigger interval. When set, a poll "
-                   "that finds nothing stops waiting in time for its trigger to end within the interval (Spark "
-                   "starts such triggers at multiples of it), keeping a reserve for the rest of the trigger that "
-                   "it learns from late idle triggers; `pollTimeoutMs` stays the longest wait. `saga.run` sets it."),
+    OptionSpec(DEPRECATED_TRIGGER_INTERVAL, parse_int(0), default=0, values="milliseconds",
+               doc="Deprecated and ignored (one warning): it set a poll window for processing-time triggers, now "
+                   "removed. Keep `pollTimeoutMs` below the trigger's interval, or run with "
+                   "`trigger(processingTime=\"0 seconds\")` and `minBatchIntervalMs`, as `saga.run` does."),
     OptionSpec("minBatchIntervalMs", parse_int(0), default=0, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the source paces the query itself, for a query with a zero trigger "
                    "(`trigger(processingTime=\"0 seconds\")`): a batch with data starts no sooner than this after "
                    "the previous one's first message was there, and then as soon as a message is there. Unlike a "
                    "processing-time trigger, whose batches start at multiples of its interval in every query at "
                    "once, chained queries then take an upstream's output when it arrives instead of at the next "
-                   "interval. `saga.run` sets it to its trigger's interval."),
+                   "interval. `saga.run` sets it to its trigger's interval for its entry steps."),
     OptionSpec("consumerTimeoutMs", parse_int(0), default=1_800_000, values="milliseconds, 0 for none",
                doc="Classic and quorum queues: the broker's `consumer_timeout` (RabbitMQ's default is 30 minutes). "
                    "A message waits for its ack about two batch durations (the prefetch holds two batches); the "
@@ -125,6 +132,11 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
 def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
     """Validate the source's options; raises :class:`SafeBunnyOptionError` naming the option."""
     options = parse_options(raw, SOURCE_OPTIONS, role="source")
+    if options.pop(DEPRECATED_TRIGGER_INTERVAL) and not _warned:
+        _warned.append(True)  # once per process: Spark parses the options in several places
+        log.warning("Option '%s' is deprecated and ignored. Keep 'pollTimeoutMs' below the trigger's interval, or "
+                    "run the query with trigger(processingTime=\"0 seconds\") and 'minBatchIntervalMs' set to the "
+                    "interval.", DEPRECATED_TRIGGER_INTERVAL)
     return apply_log_level(apply_password(options))
 
 

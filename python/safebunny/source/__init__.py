@@ -6,9 +6,9 @@
   (prefetch and room to grow, pure);
 - :mod:`~safebunny.source.offset`: the source's offset in Spark's offset log, typed;
 - :mod:`~safebunny.source.rows`: deliveries to the source's Arrow rows, and journaled rows back;
-- :mod:`~safebunny.source.poll_window`, :mod:`~safebunny.source.available_now`,
-  :mod:`~safebunny.source.ack_budget`: how long a poll waits, when an availableNow run may end, and when
-  acks lost to the broker's ``consumer_timeout`` must fail the query;
+- :mod:`~safebunny.source.admission`, :mod:`~safebunny.source.available_now`,
+  :mod:`~safebunny.source.ack_budget`: whether a poll takes a batch and how long it waits, when an
+  availableNow run may end, and when acks lost to the broker's ``consumer_timeout`` must fail the query;
 - :mod:`~safebunny.source.journal`: each batch's messages on durable storage before its offset goes to Spark,
   and :mod:`~safebunny.source.journal_owner`: one query per journal location (its owner file is a lease,
   :mod:`safebunny.storage.lease`).

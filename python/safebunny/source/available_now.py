@@ -30,7 +30,7 @@ def take_the_rest(consumer: QueueConsumer, count: int, max_bytes: int | None, wa
     found none: an empty list only when the broker holds none ready for this consumer."""
     deadline = time.monotonic() + timeout
     while True:
-        ready = consumer.queue_depth()  # a round trip: deliveries sent before its answer are buffered now
+        ready = consumer.acks.queue_depth()  # a round trip: deliveries sent before its answer are buffered now
         if ready <= 0 and consumer.buffered() <= 0:
             log.info("availableNow on queue %r: %d message(s) counted at the start are no longer there (another "
                      "consumer took them, they expired, or the queue was purged); the run ends", consumer.queue,

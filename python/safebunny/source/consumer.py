@@ -33,7 +33,7 @@ from safebunny.errors import (
     SafeBunnyError,
     VhostNotFoundError,
 )
-from safebunny.source.consumer_acks import AcksAndDepth
+from safebunny.source.consumer_acks import ConsumerAcks
 from safebunny.source.consumer_budget import ByteBudgetFlow
 from safebunny.source.delivery import Delivery, new_delivery
 from safebunny.source.take_policy import BufferView, TakeWaits
@@ -52,11 +52,11 @@ def open_connection(uri: str, heartbeat: int | None = None) -> Any:
     return open_blocking(uri, heartbeat=heartbeat, action="consume")
 
 
-class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
+class QueueConsumer(ByteBudgetFlow):
     """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
 
     ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
-    Call :meth:`take` to get deliveries, :meth:`ack_through` to ack a prefix of them.
+    Call :meth:`take` to get deliveries, ``acks.ack_through`` (:class:`ConsumerAcks`) to ack a prefix of them.
     """
 
     def __init__(self, uri: str, queue: str, prefetch: int, heartbeat: int = 30,
@@ -82,15 +82,9 @@ class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
         self._paused = False  # consumer cancelled because the buffer reached max_buffered_bytes
         self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
         self._last_tag = 0  # last delivery tag of the current channel
-        self._acked_tag = 0  # last tag acked (multiple) on the current channel
-        # (generation, tag) of the last ack asked for by ack_through (Spark thread): the I/O thread writes it
-        # soon, and the broker sends more once it has; take() counts it as acked when it decides whether to wait
-        self._ack_asked = (0, 0)
-        self._unconfirmed = False  # an ack was written that no round trip has confirmed yet (I/O thread)
         self._on_message: Callable[..., None] | None = None
         self._accept: Callable[..., None] | None = None
         self._tap: FrameTap | None = None  # decodes deliveries from the socket's bytes
-        self._depth_asked = False  # a passive declare for the queue depth is on its way
         self.generation = 0
         self._buffer: deque[Delivery] = deque()
         self._want = 0  # buffer length the Spark thread waits for; 0 when nobody waits
@@ -104,7 +98,8 @@ class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
         self._suspended = threading.Event()  # paused by a circuit breaker: no connection, nothing buffered
         self._fatal: BaseException | None = None
         self.last_error: str | None = None
-        self.backlog: int = 0
+        #: acks on commit and the queue's depth, sent onto the I/O thread
+        self.acks = ConsumerAcks(uri, queue, self._ready, lambda: (self._connection, self._channel, self.generation))
         self.first_arrived_at: float | None = None  #: when the last take's first message arrived (monotonic)
         self._head_arrived = 0.0  # when the buffer's head arrived (the I/O thread sets it when the buffer was empty)
         #: channels the broker closed because a delivery outlived its consumer_timeout
@@ -128,7 +123,6 @@ class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
         except px.ChannelClosedByBroker as exc:
             connection.close()
             raise broker_error(exc, StreamEndpoint.from_uri(self.uri), "consume", self.queue) from None
-        self.backlog = declared.method.message_count
         self.generation += 1
         generation = self.generation
 
@@ -164,9 +158,9 @@ class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
         self._accept = accept
         channel.add_on_cancel_callback(lambda _frame: self._cancelled.set())
         self._connection, self._channel = connection, channel
-        self._last_tag = self._acked_tag = 0
-        self._unconfirmed = False
-        self._paused = self._cancelling = self._depth_asked = self._restarted = False
+        self._last_tag = 0
+        self.acks.new_channel(declared.method.message_count)
+        self._paused = self._cancelling = self._restarted = False
         self.effective_prefetch = self._desired_prefetch()
         self._calibrating = budget is not None and not self._in_count
         self._consume()
@@ -371,13 +365,13 @@ class QueueConsumer(AcksAndDepth, ByteBudgetFlow):
                 self._head_arrived = time.monotonic()
             self._out_bytes += size + dropped
         if self._paused:
-            self._wake(self._maybe_resume)
+            self.acks.wake(self._maybe_resume)
         self._check()
         return taken
 
     def _view(self) -> BufferView:
         """(under ``_cond``) What :class:`~safebunny.source.take_policy.TakeWaits` decides from."""
-        return BufferView(len(self._buffer), self._paused, self._can_grow(), self._restarted, self.backlog,
+        return BufferView(len(self._buffer), self._paused, self._can_grow(), self._restarted, self.acks.backlog,
                           self._fatal is not None)
 
     def buffered(self) -> int:

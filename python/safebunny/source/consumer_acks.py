@@ -1,6 +1,8 @@
 """The consumer's calls onto its I/O thread from the Spark-facing thread: acks on commit, their
-confirmation, and the queue's depth. A mixin of :class:`~safebunny.source.consumer.QueueConsumer`, whose
-state it uses; kept apart so the consumer's module holds the connection and the buffer."""
+confirmation, and the queue's depth. :class:`ConsumerAcks` is owned by a
+:class:`~safebunny.source.consumer.QueueConsumer` (its ``acks``), which hands it the one thing it does not own:
+the current connection, channel and channel generation (the consumer replaces them on a reconnect). The ack
+state (what was acked, asked for, confirmed) and the queue's last known depth are its own."""
 
 from __future__ import annotations
 
@@ -12,36 +14,49 @@ from typing import Any
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.uri import describe
 
-__all__ = ["AcksAndDepth"]
+__all__ = ["ConsumerAcks", "Link"]
+
+#: the consumer's current (connection, channel, channel generation), read when an ack or a question is sent
+Link = Callable[[], tuple[Any, Any, int]]
 
 log = logging.getLogger("safebunny.source")
 
 
-class AcksAndDepth:
-    """Acks and depth queries of a consumer (see :class:`~safebunny.source.consumer.QueueConsumer`)."""
+class ConsumerAcks:
+    """Acks and depth queries of the consumer of ``queue`` at ``uri``; ``ready`` is set while it consumes."""
 
-    uri: str
-    queue: str
-    generation: int
-    backlog: int
-    _connection: Any
-    _channel: Any
-    _ready: threading.Event
-    _acked_tag: int
-    _ack_asked: tuple[int, int]
-    _unconfirmed: bool
-    _depth_asked: bool
+    def __init__(self, uri: str, queue: str, ready: threading.Event, link: Link) -> None:
+        self.uri, self.queue, self._ready, self._link = uri, queue, ready, link
+        #: messages ready in the queue at the broker's last count (not counting those delivered to us)
+        self.backlog = 0
+        self.acked_tag = 0  # last tag acked (multiple) on the current channel (I/O thread)
+        # (generation, tag) of the last ack asked for by ack_through (Spark thread): the I/O thread writes it
+        # soon, and the broker sends more once it has; take() counts it as acked when it decides whether to wait
+        self.ack_asked = (0, 0)
+        self._unconfirmed = False  # an ack was written that no round trip has confirmed yet (I/O thread)
+        self._depth_asked = False  # a passive declare for the queue depth is on its way
 
-    def _wake(self, fn: Callable[[], Any]) -> None:
+    def new_channel(self, backlog: int) -> None:
+        """(I/O thread) The consumer opened a new channel, whose declare counted ``backlog`` ready messages."""
+        self.backlog = backlog
+        self.acked_tag = 0
+        self._unconfirmed = self._depth_asked = False
+
+    def acked(self, generation: int) -> int:
+        """The last tag acked on channel ``generation``, counting an ack asked for and not yet written."""
+        asked_generation, asked = self.ack_asked
+        return max(self.acked_tag, asked) if asked_generation == generation else self.acked_tag
+
+    def wake(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the I/O thread soon, without waiting for it."""
-        connection = self._connection
+        connection = self._link()[0]
         try:
             if connection is not None and connection.is_open:
                 connection.add_callback_threadsafe(fn)
         except Exception:  # the connection is going away; the I/O loop starts over anyway
             pass
 
-    def _call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn`` on the I/O thread and wait for its result."""
         done = threading.Event()
         box: dict[str, Any] = {}
@@ -54,7 +69,7 @@ class AcksAndDepth:
             finally:
                 done.set()
 
-        connection = self._connection
+        connection = self._link()[0]
         if connection is None or not connection.is_open:
             raise SafeBunnyBrokerError(f"No open connection to {describe(self.uri)} for queue {self.queue!r}.")
         connection.add_callback_threadsafe(run)
@@ -73,25 +88,26 @@ class AcksAndDepth:
         already (a channel lost after this returns True loses the ack the same way; they come back flagged
         ``redelivered``).
         """
-        if generation != self.generation:
+        connection, _, current = self._link()
+        if generation != current:
             return False
 
         def ack() -> None:
             # on the I/O thread, which alone replaces the channel: generation and channel agree here
-            if generation != self.generation or self._channel is None or not self._channel.is_open:
+            _, channel, current = self._link()
+            if generation != current or channel is None or not channel.is_open:
                 log.warning("Batch through tag %d of queue %r could not be acked (channel replaced); the broker "
                             "redelivers those messages flagged 'redelivered'.", delivery_tag, self.queue)
                 return
-            self._channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
-            self._acked_tag = max(self._acked_tag, delivery_tag)
+            channel.basic_ack(delivery_tag=delivery_tag, multiple=True)
+            self.acked_tag = max(self.acked_tag, delivery_tag)
             self._unconfirmed = True
 
-        connection = self._connection
         try:
             if connection is None or not connection.is_open or not self._ready.is_set():
                 return False
             connection.add_callback_threadsafe(ack)
-            self._ack_asked = (generation, delivery_tag)
+            self.ack_asked = (generation, delivery_tag)
         except Exception as exc:
             log.warning("Could not ack queue %r through tag %d: %r; the broker will redeliver those messages.",
                         self.queue, delivery_tag, exc)
@@ -108,7 +124,7 @@ class AcksAndDepth:
         def round_trip() -> bool:
             if not self._unconfirmed:
                 return True
-            channel = self._channel
+            channel = self._link()[1]
             if channel is None or not channel.is_open:
                 return False
             self._count_ready(channel)
@@ -116,7 +132,7 @@ class AcksAndDepth:
             return True
 
         try:
-            return bool(self._call(round_trip, timeout=timeout))
+            return bool(self.call(round_trip, timeout=timeout))
         except Exception as exc:
             log.warning("queue %r: could not confirm the acks sent: %r; the broker redelivers what it did not "
                         "process", self.queue, exc)
@@ -125,12 +141,12 @@ class AcksAndDepth:
     def queue_depth_estimate(self) -> int:
         """The last known number of messages ready in the queue, without a round trip to the broker (for
         progress reports on a batch's critical path); asks the I/O thread to refresh it for next time."""
-        self._wake(self._refresh_depth)
+        self.wake(self._refresh_depth)
         return self.backlog
 
     def _refresh_depth(self) -> None:
         """(I/O thread) Send a passive declare whose answer updates :attr:`backlog`; do not wait for it."""
-        channel = self._channel
+        channel = self._link()[1]
         if self._depth_asked or channel is None or not channel.is_open:
             return
         self._depth_asked = True
@@ -143,9 +159,9 @@ class AcksAndDepth:
 
     def queue_depth(self) -> int:
         """Messages ready in the queue (not counting those delivered to us); 0 if unknown."""
-        channel = self._channel
+        channel = self._link()[1]
         try:
-            self._call(lambda: self._count_ready(channel), timeout=10)
+            self.call(lambda: self._count_ready(channel), timeout=10)
         except Exception:
             pass
         return self.backlog

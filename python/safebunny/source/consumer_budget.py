@@ -15,6 +15,7 @@ from typing import Any
 from pika import spec
 
 from safebunny.source.byte_budget import can_grow, desired_prefetch, may_resume
+from safebunny.source.consumer_acks import ConsumerAcks
 
 __all__ = ["ByteBudgetFlow"]
 
@@ -40,10 +41,7 @@ class ByteBudgetFlow:
     _in_count: int
     _out_bytes: int
     _last_tag: int
-    _acked_tag: int
-    _ack_asked: tuple[int, int]
-
-    _wake: Callable[[Callable[[], Any]], None]
+    acks: ConsumerAcks
     _consume: Callable[[], None]
 
     def _desired_prefetch(self) -> int:
@@ -68,7 +66,7 @@ class ByteBudgetFlow:
             channel._consumer_infos.pop(tag, None)  # noqa: SLF001 - and BlockingChannel's
             self._cancelling = False
             self._consumer_tag = None
-            self._wake(self._maybe_resume)  # outside pika's frame processing
+            self.acks.wake(self._maybe_resume)  # outside pika's frame processing
 
         impl._rpc(spec.Basic.Cancel(consumer_tag=tag), on_cancel_ok,  # noqa: SLF001
                   [(spec.Basic.CancelOk, {"consumer_tag": tag})])
@@ -97,11 +95,10 @@ class ByteBudgetFlow:
 
     def _can_grow(self) -> bool:
         """Whether the broker may send more soon (:func:`~safebunny.source.byte_budget.can_grow`). An ack
-        :meth:`ack_through` has asked for counts as sent: the I/O thread writes it in a moment, and what it frees
+        ``acks.ack_through`` has asked for counts as sent: the I/O thread writes it in a moment, and what it frees
         arrives after (a commit followed at once by the next batch's take must not end that batch at what is
         buffered)."""
-        generation, asked = self._ack_asked
-        acked = max(self._acked_tag, asked) if generation == self.generation else self._acked_tag
+        acked = self.acks.acked(self.generation)
         return can_grow(paused=self._paused, buffered_bytes=self._in_bytes - self._out_bytes,
                         budget=self.max_buffered_bytes, prefetch=self.effective_prefetch, last_tag=self._last_tag,
                         acked_tag=acked)

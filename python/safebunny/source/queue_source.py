@@ -29,13 +29,12 @@ from typing import Any
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.source.ack_budget import AckBudget
+from safebunny.source.admission import Admission
 from safebunny.source.available_now import take_the_rest
 from safebunny.source.consumer import QueueConsumer
 from safebunny.source.journal import Journal
 from safebunny.source.journal_owner import JournalOwner
 from safebunny.source.offset import QueueOffset
-from safebunny.source.pacing import BatchPacer
-from safebunny.source.poll_window import PollWindow
 from safebunny.source.rows import deliveries_to_table
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
@@ -60,10 +59,6 @@ class QueueSource:
     """One query's reading of one classic or quorum queue; ``options`` as parsed by
     :func:`safebunny.options.source.parse_source_options`."""
 
-    #: the longest one poll sleeps for the pacer: a longer interval is waited out over several polls, so that
-    #: stopping the query (between Spark's calls) never waits longer; the first of them commits the last batch
-    LONGEST_HOLD_S = 5.0
-
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         self.queue: str = options["queue"]
@@ -87,10 +82,8 @@ class QueueSource:
         self._target_seq: int | None = None
         self._target_count: int | None = None
         self._last_seq = 0
-        interval = options["triggerIntervalMs"]
-        self._window = PollWindow(interval, options["pollTimeoutMs"]) if interval > 0 else None
-        spacing = options["minBatchIntervalMs"]
-        self._pacer = BatchPacer(spacing) if spacing > 0 else None
+        #: whether a poll takes a batch now, and how long it waits
+        self.admission = Admission(options["pollTimeoutMs"], options["minBatchIntervalMs"])
 
     # ------------------------------------------------------------------ sizes
     def batch_cap(self) -> int:
@@ -149,45 +142,26 @@ class QueueSource:
         consumer = self._consumer_()
         # A fresh consumer counted the queue before it started consuming: exact. Otherwise the
         # count misses deliveries in flight between the broker and the buffer (documented).
-        self._target_count = consumer.backlog if fresh else consumer.queue_depth() + consumer.buffered()
+        self._target_count = consumer.acks.backlog if fresh else consumer.acks.queue_depth() + consumer.buffered()
         self._target_seq = None
         log.info("availableNow: reading the %d messages in queue %r now", self._target_count, self.queue)
 
     def latest(self, start: QueueOffset, count: int, max_bytes: int | None) -> QueueOffset:
         """The end of the next batch after ``start``: up to ``count`` messages (and about ``max_bytes``), taken
-        and journaled; ``start`` itself when there is nothing to do."""
-        now, window = time.time(), self._window
-        if window is not None:
-            window.started(now)
-        found_nothing = False
-        first_wait = window.wait(now) if window is not None else self.options["pollTimeoutMs"] / 1000.0
-        try:
-            if self._pacer is not None and not self._hold(max(first_wait, self.LONGEST_HOLD_S)):
-                # still within the interval: end this poll (committing a planned batch, so it is acked) and let
-                # the zero trigger call again, so that stopping the query never waits for a long interval
-                return self._offset(start.seq, start.tick + 1) if self._pending else start
-            began = time.monotonic()
-            end = self._latest(start, count, max_bytes, first_wait)
-            found_nothing = end == start and not self._pending and not self._paused()
-            if self._pacer is not None and end.seq > start.seq:
-                first = self._consumer_().first_arrived_at  # when the batch's first message was there
-                self._pacer.took(max(began, first or began))
-            return end
-        finally:
-            if window is not None:
-                window.ended(found_nothing)
-
-    def _hold(self, longest: float) -> bool:
-        """Wait while the pacer holds the next batch, at most ``longest`` seconds (the poll's own longest wait);
-        whether the hold is over. Messages arriving meanwhile wait, as they would for a trigger."""
-        assert self._pacer is not None
-        hold = self._pacer.hold(time.monotonic())
-        if hold > 0:
-            time.sleep(min(hold, longest))
-        return hold <= longest
-
-    def _paused(self) -> bool:
-        return self._consumer is not None and self._consumer.suspended
+        and journaled; ``start`` itself when there is nothing to do. :class:`Admission` decides whether to take."""
+        sleep, take = self.admission.admit(time.monotonic())
+        if sleep > 0:
+            time.sleep(sleep)  # messages arriving meanwhile wait, as they would for a trigger
+        if not take:
+            # still within the interval: end this poll (committing a planned batch, so it is acked) and let
+            # the zero trigger call again, so that stopping the query never waits for a long interval
+            return self._offset(start.seq, start.tick + 1) if self._pending else start
+        began = time.monotonic()
+        end = self._latest(start, count, max_bytes, self.admission.first_wait)
+        if end.seq > start.seq:
+            first = self._consumer_().first_arrived_at  # when the batch's first message was there
+            self.admission.took(max(began, first or began))
+        return end
 
     def _latest(self, start: QueueOffset, count: int, max_bytes: int | None, first_wait: float) -> QueueOffset:
         seq, tick = start.seq, start.tick
@@ -200,7 +174,7 @@ class QueueSource:
             if not consumer.suspended:
                 log.warning("queue %r: paused by %s; returning prefetched messages to the queue", self.queue,
                             self.pause_file)
-                consumer.confirm_acks()  # the last commit's ack, before the connection closes
+                consumer.acks.confirm_acks()  # the last commit's ack, before the connection closes
                 consumer.suspend()
             return start
         if consumer.suspended:
@@ -241,7 +215,7 @@ class QueueSource:
         # Nothing new and everything committed: the query may end now (an availableNow run does), and Spark
         # may end this process without calling stop(). Commits send their acks without waiting for the broker
         # (off the batch's path); make sure it has processed them before saying there is nothing to do.
-        consumer.confirm_acks()
+        consumer.acks.confirm_acks()
         return start
 
     def lag(self) -> QueueOffset | None:
@@ -250,7 +224,7 @@ class QueueSource:
         consumer = self._consumer
         if consumer is None:
             return None
-        return self._offset(self._last_seq + consumer.queue_depth_estimate() + consumer.buffered(), 0)
+        return self._offset(self._last_seq + consumer.acks.queue_depth_estimate() + consumer.buffered(), 0)
 
     def readable(self, start: QueueOffset, end: QueueOffset) -> bool:
         """Whether batch ``(start, end]`` can be served from its journal: False for an empty batch or (with
@@ -287,7 +261,7 @@ class QueueSource:
             generation, tag, _ = self._pending[done[-1]]
             # sent without waiting for the broker (the batch's serial path); confirmed before the reader says it
             # has nothing more to read, and at stop
-            acked = self._consumer.ack_through(generation, tag)
+            acked = self._consumer.acks.ack_through(generation, tag)
             if not acked:
                 log.warning("Batch through seq %d of queue %r could not be acked (channel replaced); the "
                             "broker redelivers those messages flagged 'redelivered'.", end_seq, self.queue)
@@ -323,6 +297,6 @@ class QueueSource:
         if self._owner is not None:
             self._owner.release()
         if self._consumer is not None:
-            self._consumer.confirm_acks(timeout=5.0)  # acks of the last commits, before the connection closes
+            self._consumer.acks.confirm_acks(timeout=5.0)  # acks of the last commits, before the connection closes
             self._consumer.stop()
             self._consumer = None

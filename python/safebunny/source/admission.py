@@ -1,0 +1,60 @@
+"""When a poll of the queue source may take a batch, and how long it waits: the source's one admission rule.
+
+A poll waits up to ``pollTimeoutMs`` for a first message (the read limits, ``maxMessagesPerTrigger`` and
+``maxBytesPerTrigger``, bound what it then takes). With ``minBatchIntervalMs`` the source also keeps the
+interval itself, for a query run with a zero trigger: a batch with data starts no sooner than ``interval``
+after the previous batch with data found its first message (when its poll began taking, or when a message
+arrived while it waited), and then as soon as a message is there.
+
+Why the source and not a processing-time trigger: Spark starts every query's trigger at the same multiples of
+its interval. In a chain of queries (a saga's steps) that makes the hops move in lockstep: at a slot's start
+each step is busy with what its upstream published during the previous slot, so what the upstream publishes
+now waits for the next slot, and every hop costs a whole interval (docs/performance.md). Paced here, batches
+are spaced as under a trigger (one per interval under a steady load, back to back under a backlog), not
+aligned to the wall clock, and Spark never warns "falling behind" for an idle poll: a zero trigger has no
+interval to fall behind. A saga paces its entry steps only; a step fed by other steps runs unpaced and takes
+each upstream output as it arrives.
+
+An earlier second rule, a poll window for processing-time triggers (option ``triggerIntervalMs``), is gone:
+a query under such a trigger keeps its idle polls inside the interval with ``pollTimeoutMs`` below it, or
+runs with a zero trigger and ``minBatchIntervalMs`` (docs/performance.md).
+
+Pure logic on a clock passed in, so it is testable without Spark or a broker.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Admission"]
+
+
+class Admission:
+    """Whether a poll takes a batch now, and its waits (``poll_timeout_ms``; ``min_interval_ms`` 0: unpaced).
+
+    Monotonic seconds in and out. :attr:`longest_hold` is the longest one poll sleeps for the interval: a
+    longer one is waited out over several polls, so that stopping the query (between Spark's calls) never
+    waits longer.
+    """
+
+    def __init__(self, poll_timeout_ms: float, min_interval_ms: float = 0, longest_hold: float = 5.0) -> None:
+        if poll_timeout_ms < 0 or min_interval_ms < 0:
+            raise ValueError(f"poll_timeout_ms and min_interval_ms must not be negative, got {poll_timeout_ms!r} "
+                             f"and {min_interval_ms!r}")
+        #: seconds a poll waits for a first message (and, under a backlog, for a full batch)
+        self.first_wait = poll_timeout_ms / 1000.0
+        self.interval = min_interval_ms / 1000.0
+        self.longest_hold = longest_hold
+        self._last: float | None = None
+
+    def admit(self, now: float) -> tuple[float, bool]:
+        """For a poll starting at ``now``: seconds to sleep first, and whether it then takes messages (False:
+        it ends, and the zero trigger calls again)."""
+        if self.interval <= 0 or self._last is None:
+            return 0.0, True
+        hold = max(0.0, self._last + self.interval - now)
+        longest = max(self.first_wait, self.longest_hold)
+        return min(hold, longest), hold <= longest
+
+    def took(self, found_at: float) -> None:
+        """Note that a batch with data was taken, whose first message was there at ``found_at`` (when its poll
+        began taking, or later when it waited for one)."""
+        self._last = found_at
