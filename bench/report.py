@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "CaseResult",
     "Target",
+    "broker_ceiling_target",
     "evaluate_targets",
     "format_markdown",
     "cpu_table",
@@ -186,6 +187,7 @@ def evaluate_targets(results: list[CaseResult]) -> list[Target]:
     ratio_target("source vs pika consume", "≥ 0.8× the pika consume ceiling at batches ≥ 10k",
                  [r for r in results if r.kind == "source" and r.queue_type != "stream"
                   and r.params.get("maxMessagesPerTrigger", 0) >= 10_000], 0.8)
+    targets.append(broker_ceiling_target(results))
     ratio_target("sink vs pika confirm window", "≥ 0.8× the pika confirm-window ceiling",
                  [r for r in results if r.kind == "sink"], 0.8)
     ratio_target("stage vs raw stage loop", "≥ 0.5× the raw stage loop",
@@ -222,6 +224,25 @@ def evaluate_targets(results: list[CaseResult]) -> list[Target]:
         targets.append(Target("reader memory", "reader memory bounded by maxMessagesPerTrigger", "–", None,
                               "needs the maxMessagesPerTrigger sweep with reader memory"))
     return targets
+
+
+def broker_ceiling_target(results: list[CaseResult], floor: float = 0.8) -> Target:
+    """The source's best classic/quorum rate against the broker's ceiling: the best of the raw pika consumers
+    in processes of their own (cases with a ``consumers`` parameter) on the same queue type."""
+    goal = f"the source's best ≥ {floor}× the best of 1/2/4 pika consumer processes (quorum)"
+    ceilings = [r for r in results if r.group == "raw" and r.params.get("consumers") and r.rate is not None]
+    sources = [r for r in results if r.kind == "source" and r.queue_type == "quorum" and r.rate is not None]
+    if not ceilings or not sources:
+        return Target("source vs the broker's ceiling", goal, "–", None,
+                      "needs the multi-consumer ceiling and a measured quorum source case")
+    top = max(ceilings, key=lambda r: r.rate or 0.0)
+    best = max(sources, key=lambda r: r.rate or 0.0)
+    x = (best.rate or 0.0) / (top.rate or 1.0)
+    ordered = sorted(ceilings, key=lambda r: r.params["consumers"])
+    each = ", ".join(f"{r.params['consumers']}: {r.rate:,.0f}" for r in ordered)
+    return Target("source vs the broker's ceiling", goal,
+                  f"{best.name}: {best.rate:,.0f} msg/s = {x:.2f}× {top.rate:,.0f} msg/s "
+                  f"({top.params['consumers']} process(es); by processes {each})", x >= floor)
 
 
 def _markdown_table(rows: list[list[str]]) -> str:
