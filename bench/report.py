@@ -141,15 +141,18 @@ CPU_ROLES = (("harness", "harness"), ("driver_jvm", "driver JVM"), ("reader", "r
 
 
 def cpu_table(results: list[CaseResult]) -> list[list[str]]:
-    """Rows (header first): CPU microseconds per message of each process role over the measured spans."""
-    rows = [["case"] + [title for _, title in CPU_ROLES] + ["total without broker"]]
+    """Rows (header first): CPU microseconds per message of each process role over the measured spans, and the
+    cores all of them kept busy (CPU per message times the rate: on 2 cores, near 2 means the machine is the
+    limit, whatever the code)."""
+    rows = [["case"] + [title for _, title in CPU_ROLES] + ["total without broker", "cores busy (all)"]]
     for r in results:
         if r.status != OK or not r.cpu_s or not r.cpu_messages:
             continue
         per = {k: v * 1e6 / r.cpu_messages for k, v in r.cpu_s.items()}
         total = sum(v for k, v in per.items() if k != "broker")
+        cores = None if r.rate is None or r.kind == "latency" else sum(per.values()) * r.rate / 1e6
         rows.append([r.name] + [_fmt_num(per.get(k)) if k in per else "–" for k, _ in CPU_ROLES]
-                    + [_fmt_num(total)])
+                    + [_fmt_num(total), _fmt_num(cores, 2)])
     return rows
 
 
@@ -275,7 +278,9 @@ def format_markdown(results: list[CaseResult], targets: list[Target], machine: d
         parts += ["## CPU per message", "",
                   "CPU microseconds per message of each process over each case's measured span (psutil, sampled "
                   "every 0.25 s; the broker is shared, so its column includes other clients' load). The raw clients "
-                  "run in the harness process.", "", _markdown_table(cpu_rows), ""]
+                  "run in the harness process. \"Cores busy\" is all of it times the case's rate: near the machine's "
+                  "core count, the case is held by the CPU it shares, not by a wait.", "",
+                  _markdown_table(cpu_rows), ""]
     if notes:
         parts += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(parts)
