@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Limit", "Params", "fit_line", "table", "throughput"]
+__all__ = ["Limit", "Params", "fit_line", "partition_speedup_bound", "table", "throughput"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +93,18 @@ def fit_line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     mx, my = sum(xs) / n, sum(ys) / n
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
     return my - slope * mx, slope
+
+
+def partition_speedup_bound(worker_us: float, other_us: float, cores: float = 2.0, partitions: int = 2) -> float:
+    """The most ``partitions`` partitions of the stream source can gain over one, when CPU is all there is.
+
+    One partition is one Python worker reading and decoding on one core: at most ``1 / worker_us`` messages
+    a microsecond. ``partitions`` workers could do ``partitions`` times that, but every message also costs
+    ``other_us`` elsewhere (the driver JVM's copy into Spark rows, the broker), and all of it shares ``cores``:
+    at most ``cores / (worker_us + other_us)``. The bound is the ratio of the two rates (CPU per message from
+    the CPU table of ``bench.run``)."""
+    if worker_us <= 0 or other_us < 0 or cores <= 0 or partitions < 1:
+        raise ValueError(f"need worker_us > 0, other_us >= 0, cores > 0, partitions >= 1; got {worker_us}, "
+                         f"{other_us}, {cores}, {partitions}")
+    machine = cores / (worker_us + other_us)
+    return min(partitions / worker_us, machine) / min(1 / worker_us, machine)

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.raw_multi import best_of, shares  # noqa: E402
 from bench.report import CaseResult, broker_ceiling_target  # noqa: E402
-from bench.scale_model import Params, fit_line, table, throughput  # noqa: E402
+from bench.scale_model import Params, fit_line, partition_speedup_bound, table, throughput  # noqa: E402
 from bench.shard_overhead import summarise  # noqa: E402
 
 
@@ -87,3 +87,14 @@ def test_table_has_a_row_per_driver_count_and_skips_idle_drivers() -> None:
     assert lines[0] == "| drivers \\ shards | 1 | 2 |"
     assert lines[2].startswith("| 1 | 1,000 (shards) | 2,000 (shards)")
     assert lines[3] == "| 2 | – | 2,000 (shards) |"
+
+
+def test_partition_speedup_bound_is_the_cores_over_the_per_message_cpu() -> None:
+    # a worker at 8 µs and 4 µs elsewhere: one partition 125k/s, two at most 2 / 12 µs = 167k/s: 1.33x
+    assert partition_speedup_bound(8.0, 4.0) == pytest.approx(4 / 3)
+    assert partition_speedup_bound(8.0, 0.0) == pytest.approx(2.0)  # nothing else: the cores double it
+    assert partition_speedup_bound(8.0, 4.0, cores=4.0) == pytest.approx(2.0)  # enough cores
+    # 1.7x on 2 cores needs everything else under 0.18x the worker's CPU per message
+    assert partition_speedup_bound(10.0, 1.7) == pytest.approx(2 * 10 / 11.7)
+    with pytest.raises(ValueError, match="worker_us > 0"):
+        partition_speedup_bound(0.0, 1.0)
