@@ -92,6 +92,7 @@ bench-full: install
 	$(PY) -m bench.saga_latency --seconds 45 --warmup 10 --rounds 3
 	$(PY) -m bench.bench_step --rounds 3
 	$(PY) -m bench.saga_drivers
+	$(PY) -m bench.shard_overhead
 
 # Run the Databricks notebooks under notebooks/ locally (also part of make test).
 notebooks: install

@@ -5,10 +5,14 @@ Every queue the harness declares goes through :class:`QueueBook`, which deletes 
 
 from __future__ import annotations
 
+import os
 import socket
-import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
 import orjson
@@ -18,7 +22,10 @@ __all__ = [
     "QueueBook",
     "QueueMonitor",
     "broker_version",
-    "ensure_stream_plugin",
+    "STREAM_PORT_ENV",
+    "StreamBroker",
+    "stream_broker",
+    "stream_port",
     "make_body",
     "port_open",
     "transform_body",
@@ -71,21 +78,41 @@ def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def ensure_stream_plugin(uri: str, port: int = 5552, wait_s: float = 30.0) -> str:
-    """Make the stream protocol answer on ``port``; returns a sentence saying what was done."""
+#: The environment variable that tells the stream-protocol clients (rstream, the stream source) the port.
+STREAM_PORT_ENV = "SAFEBUNNY_BENCH_STREAM_PORT"
+
+
+def stream_port() -> int:
+    """The stream protocol's port of the broker the stream cases use (5552 unless :func:`stream_broker` moved it)."""
+    return int(os.environ.get(STREAM_PORT_ENV, "5552"))
+
+
+@dataclass
+class StreamBroker:
+    """The broker the stream cases run on: ``uri`` and its stream ``port``; ``stop`` ends a throwaway one."""
+
+    uri: str
+    port: int
+    said: str
+    stop: Callable[[], None] = lambda: None
+
+
+def stream_broker(uri: str, port: int = 5552) -> StreamBroker:
+    """A broker whose stream protocol answers: the one at ``uri`` when ``port`` answers there, else a throwaway
+    ``rabbitmq-server`` with the stream plugin (``tests/brokers.py``; the machine's broker and its plugins are
+    left as they are). Sets :data:`STREAM_PORT_ENV` for the stream clients."""
     host = urlparse(uri).hostname or "127.0.0.1"
     if port_open(host, port):
-        return f"the stream protocol already answered on {host}:{port}"
-    proc = subprocess.run(["rabbitmq-plugins", "enable", "--online", "rabbitmq_stream"],
-                          capture_output=True, text=True, timeout=120)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if port_open(host, port):
-            return (f"port {port} did not answer, so the harness ran `rabbitmq-plugins enable --online "
-                    f"rabbitmq_stream` (it now answers)")
-        time.sleep(0.2)
-    return (f"port {port} does not answer even after `rabbitmq-plugins enable --online rabbitmq_stream` "
-            f"(exit {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-200:]})")
+        os.environ[STREAM_PORT_ENV] = str(port)
+        return StreamBroker(uri, port, f"the stream protocol answered on {host}:{port}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from brokers import ThrowawayBroker
+
+    tb = ThrowawayBroker(plugins=("rabbitmq_stream",)).start()
+    os.environ[STREAM_PORT_ENV] = str(tb.stream_port)
+    return StreamBroker(tb.uri, int(tb.stream_port or 0),
+                        f"port {port} did not answer on {host}, so the stream cases ran on a throwaway "
+                        f"rabbitmq-server with the stream plugin (ports {tb.port}/{tb.stream_port})", tb.destroy)
 
 
 class QueueBook:

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pika
 
-from bench.broker import QueueMonitor, make_body
+from bench.broker import QueueMonitor, make_body, stream_port
 
 __all__ = [
     "BODY_SCHEMA",
@@ -207,7 +207,8 @@ def _reader(spark: Any, uri: str, queue: str, queue_type: str, mmpt: int | None,
     if mmpt is not None:
         r = r.option("maxMessagesPerTrigger", str(mmpt))
     if queue_type == "stream":
-        r = r.option("startingOffsets", "earliest").option("minPartitions", str(partitions))
+        r = (r.option("startingOffsets", "earliest").option("minPartitions", str(partitions))
+             .option("streamPort", str(stream_port())))
     else:
         r = r.option("journalLocation", str(workdir / f"journal-{uuid.uuid4().hex[:8]}"))
     for k, v in (extra or {}).items():

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 import pika
 from pika.spec import Basic
 
-from bench.broker import make_body, transform_body
+from bench.broker import make_body, stream_port, transform_body
 
 __all__ = [
     "BenchError", "Run", "consume_multiple", "publish_window", "rstream_consume", "rstream_publish", "stage_loop",
@@ -291,7 +291,7 @@ def stage_loop(uri: str, in_queue: str, out_queue: str, n: int, prefetch: int = 
     return Run(n, state["t0"], state["t1"], series.points)
 
 
-def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: float = 300.0,
+def rstream_consume(uri: str, stream: str, n: int, port: int | None = None, timeout_s: float = 300.0,
                     chunk_times: list[tuple[float, int]] | None = None) -> Run:
     """Read ``n`` messages of a stream from its first offset with rstream (AMQP 1.0 bodies decoded).
 
@@ -301,6 +301,7 @@ def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: 
 
     parsed = urlparse(uri)
     vhost = unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/"
+    port = port or stream_port()
     series = _Series()
     state: dict = {"count": 0, "t0": 0.0, "t1": 0.0, "last_body": None}
 
@@ -343,13 +344,14 @@ def rstream_consume(uri: str, stream: str, n: int, port: int = 5552, timeout_s: 
     return Run(n, state["t0"], state["t1"], series.points)
 
 
-def rstream_publish(uri: str, stream: str, n: int, batch: int = 1000, port: int = 5552,
+def rstream_publish(uri: str, stream: str, n: int, batch: int = 1000, port: int | None = None,
                     timeout_s: float = 300.0) -> Run:
     """Fill a stream through the stream protocol (``send_batch`` of ``batch``), waiting for every confirm."""
     from rstream import AMQPMessage, ConfirmationStatus, Producer
 
     parsed = urlparse(uri)
     vhost = unquote(parsed.path[1:]) if len(parsed.path) > 1 else "/"
+    port = port or stream_port()
     series = _Series()
     state = {"confirmed": 0, "failed": 0, "t0": 0.0, "t1": 0.0}
 

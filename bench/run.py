@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import connector as conn
-from bench import raw
-from bench.broker import QueueBook, broker_version, ensure_stream_plugin
+from bench import raw, raw_multi
+from bench.broker import QueueBook, StreamBroker, broker_version, stream_broker
 from bench.machine import describe_machine
 from bench.memory import MemorySampler
 from bench.plot import plot_throughput
@@ -84,6 +84,8 @@ class Bench:
     def __init__(self, uri: str, mode: Mode) -> None:
         self.uri, self.mode = uri, mode
         self.book = QueueBook(uri, uuid.uuid4().hex[:6])
+        self.streams: StreamBroker = StreamBroker(uri, 5552, "")  # where the stream cases run (set in main)
+        self.stream_book = self.book
         self.results: dict[str, CaseResult] = {}
         self.lines: list[tuple[str, str, list[tuple[float, int]]]] = []
         self.notes: list[str] = []
@@ -148,7 +150,7 @@ class Bench:
         """Make ``queue`` hold exactly ``n`` fresh messages after a failed connector step (not measured)."""
         if kind != "stream":
             self.book._channel().queue_purge(queue)  # noqa: SLF001
-        raw.publish_window(self.uri, queue, n, timeout_s=self.mode.timeout_s)
+        raw.publish_window(self.streams.uri if kind == "stream" else self.uri, queue, n, timeout_s=self.mode.timeout_s)
 
     def depth_ok(self, queue: str, kind: str, n: int) -> bool:
         return kind == "stream" or self.book.depth(queue) == n
@@ -198,6 +200,7 @@ class Bench:
     def stream_chain(self) -> list[tuple[str, Callable[[], None]]]:
         """Streams: the stream-protocol reads on a stream filled by rstream, the AMQP side on pika-filled ones."""
         m, n, ns = self.mode, self.mode.n_amqp, self.mode.n_stream
+        su = self.streams.uri  # the machine's broker, or a throwaway one when it has no stream plugin
         k = "stream"
         rpub = self.case("raw: rstream publish, send_batch 1000 · stream", "raw", "publish", k)
         rcons = self.case("raw: rstream consume · stream", "raw", "consume", k)
@@ -214,40 +217,40 @@ class Bench:
         q: dict[str, str] = {}
 
         def stream_protocol() -> None:
-            q["s1"] = self.book.declare("stream-s1", k)
-            self.measure(rpub, lambda: raw.rstream_publish(self.uri, q["s1"], ns, timeout_s=m.timeout_s))
-            self.measure(rcons, lambda: raw.rstream_consume(self.uri, q["s1"], ns, timeout_s=m.timeout_s))
+            q["s1"] = self.stream_book.declare("stream-s1", k)
+            self.measure(rpub, lambda: raw.rstream_publish(su, q["s1"], ns, timeout_s=m.timeout_s))
+            self.measure(rcons, lambda: raw.rstream_consume(su, q["s1"], ns, timeout_s=m.timeout_s))
 
         def stream_sources() -> None:
             for res, parts in ((src1, 1), (src2, 2)):
-                self.measure(res, lambda p=parts: conn.run_source(self.spark, self.uri, q["s1"], k, ns, STREAM_MMPT,
+                self.measure(res, lambda p=parts: conn.run_source(self.spark, su, q["s1"], k, ns, STREAM_MMPT,
                                                                   self.workdir, partitions=p,
                                                                   timeout_s=m.timeout_s), "stream source")
-            self.book.delete(q["s1"])
+            self.stream_book.delete(q["s1"])
 
         def amqp_side() -> None:
-            s2, s3 = self.book.declare("stream-s2", k), self.book.declare("stream-s3", k)
-            self.measure(pub, lambda: raw.publish_window(self.uri, s2, n, timeout_s=m.timeout_s))
-            self.measure(stage, lambda: raw.stage_loop(self.uri, s2, s3, n, arguments=STREAM_ARGS,
+            s2, s3 = self.stream_book.declare("stream-s2", k), self.stream_book.declare("stream-s3", k)
+            self.measure(pub, lambda: raw.publish_window(su, s2, n, timeout_s=m.timeout_s))
+            self.measure(stage, lambda: raw.stage_loop(su, s2, s3, n, arguments=STREAM_ARGS,
                                                        timeout_s=m.timeout_s))
-            self.measure(rcons_amqp, lambda: raw.rstream_consume(self.uri, s2, n, timeout_s=m.timeout_s))
+            self.measure(rcons_amqp, lambda: raw.rstream_consume(su, s2, n, timeout_s=m.timeout_s))
             # the whole of s3, so that no delivery is left over: a stream queue closes the connection on the
             # reject that pika's basic_cancel sends for prefetched, undelivered messages
-            self.measure(pcons, lambda: raw.consume_multiple(self.uri, s3, n, arguments=STREAM_ARGS,
+            self.measure(pcons, lambda: raw.consume_multiple(su, s3, n, arguments=STREAM_ARGS,
                                                              timeout_s=m.timeout_s))
-            self.book.delete(s2)
-            self.book.delete(s3)
+            self.stream_book.delete(s2)
+            self.stream_book.delete(s3)
 
         def connector_side() -> None:
-            s4, s5 = self.book.declare("stream-s4", k), self.book.declare("stream-s5", k)
-            if not self.measure(sink, lambda: conn.run_sink(self.spark, self.uri, s4, k, n, m.timeout_s), "sink"):
-                self.book.delete(s4)
-                s4 = self.book.declare("stream-s4", k)
+            s4, s5 = self.stream_book.declare("stream-s4", k), self.stream_book.declare("stream-s5", k)
+            if not self.measure(sink, lambda: conn.run_sink(self.spark, su, s4, k, n, m.timeout_s), "sink"):
+                self.stream_book.delete(s4)
+                s4 = self.stream_book.declare("stream-s4", k)
                 self.refill(s4, k, n)
-            self.measure(cstage, lambda: conn.run_stage(self.spark, self.uri, s4, s5, k, n, SOURCE_MMPT,
+            self.measure(cstage, lambda: conn.run_stage(self.spark, su, s4, s5, k, n, SOURCE_MMPT,
                                                         self.workdir, timeout_s=m.timeout_s), "stream stage")
-            self.book.delete(s4)
-            self.book.delete(s5)
+            self.stream_book.delete(s4)
+            self.stream_book.delete(s5)
 
         return [("rstream", stream_protocol), ("connector stream sources", stream_sources),
                 ("raw stream (AMQP)", amqp_side), ("connector stream sink/stage", connector_side)]
@@ -287,6 +290,24 @@ class Bench:
             self.book.delete(q)
 
         steps.append(("sweep default options", default_step))
+        return steps + self.broker_ceiling()
+
+    def broker_ceiling(self) -> list[tuple[str, Callable[[], None]]]:
+        """Raw pika consumers in processes of their own on one quorum queue as deep as the default-options
+        drain: the best of 1, 2 and 4 is the broker's ceiling the source's best is judged against."""
+        steps = []
+        for k in raw_multi.CONSUMERS:
+            res = self.case(f"raw: pika consume, {k} process(es) · quorum", "raw", "consume", "quorum",
+                            consumers=k, depth=self.mode.default_depth)
+
+            def step(res: CaseResult = res, k: int = k) -> None:
+                q = self.book.declare(f"multi{k}", "quorum")
+                raw.publish_window(self.uri, q, self.mode.default_depth, timeout_s=self.mode.timeout_s)
+                self.measure(res, lambda: raw_multi.consume_processes(self.uri, q, self.mode.default_depth, k,
+                                                                      timeout_s=self.mode.timeout_s))
+                self.book.delete(q)
+
+            steps.append((f"raw quorum {k} consumer process(es)", step))
         return steps
 
     def latency(self) -> list[tuple[str, Callable[[], None]]]:
@@ -358,6 +379,9 @@ class Bench:
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
         self.book.close()
+        if self.stream_book is not self.book:
+            self.stream_book.close()
+        self.streams.stop()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -402,7 +426,10 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(args.uri, mode)
     started = time.time()
     try:
-        bench.notes.append(ensure_stream_plugin(args.uri) + ".")
+        bench.streams = stream_broker(args.uri)
+        bench.notes.append(bench.streams.said + ".")
+        if bench.streams.uri != args.uri:
+            bench.stream_book = QueueBook(bench.streams.uri, bench.book.prefix.removeprefix("bench-"))
         _connector_availability(bench)
         bench.sampler.start()
         if not all(r in bench.missing for r in ("source", "sink")):

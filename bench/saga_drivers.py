@@ -32,7 +32,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["drain_case", "main", "publisher_session"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -96,7 +96,28 @@ def _stop(workdir: str, processes: dict[str, subprocess.Popen]) -> None:  # type
             os.killpg(process.pid, signal.SIGKILL)
 
 
-def _drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[str]) -> dict[str, Any]:
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and its live descendants (the driver's JVM, its reader and worker processes)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            continue
+    return total
+
+
+def drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[str]) -> dict[str, Any]:
+    """Drain a backlog of ``messages`` through the step on ``shards`` shards run by ``drivers``: the rate from the
+    first effect row to the last, the split of the shards, and the drivers' CPU (process trees) over that span."""
     from safebunny.saga import topology
 
     workdir = tempfile.mkdtemp(prefix="sb-drivers-")
@@ -107,18 +128,20 @@ def _drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[
         _publish(spark, saga, 0, messages)
         processes = {d: _start(uri, name, workdir, shards, d) for d in drivers}
         deadline = time.monotonic() + 600
-        first = None
+        first, cpu0 = None, 0.0
         while _rows(workdir) < messages and time.monotonic() < deadline:
             if first is None and _rows(workdir) > 0:
-                first = time.monotonic()
+                first, cpu0 = time.monotonic(), sum(_tree_cpu(p.pid) for p in processes.values())
             time.sleep(0.1)
-        done = time.monotonic()
+        done, cpu1 = time.monotonic(), sum(_tree_cpu(p.pid) for p in processes.values())
         held = [s.last_driver for s in saga.shards()]
         _stop(workdir, processes)
         rows = _rows(workdir)
         seconds = done - (first or done)
-        return {"drivers": len(drivers), "messages": messages, "rows": rows, "seconds": round(seconds, 2),
-                "msg_per_s": round(messages / seconds, 1) if seconds > 0 else None,
+        return {"drivers": len(drivers), "shards": shards, "messages": messages, "rows": rows,
+                "seconds": round(seconds, 2), "msg_per_s": round(messages / seconds, 1) if seconds > 0 else None,
+                "driver_cpu_s": round(cpu1 - cpu0, 2),
+                "driver_cpu_us_per_msg": round((cpu1 - cpu0) * 1e6 / messages, 1),
                 "shards_by_driver": {d: held.count(d) for d in drivers}}
     finally:
         topology.delete(saga)
@@ -218,6 +241,14 @@ def _balance_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
         topology.delete(saga)
 
 
+def publisher_session() -> Any:
+    """The orchestrator's small Spark session: it publishes the orders (``saga.start``)."""
+    from pyspark.sql import SparkSession
+
+    return (SparkSession.builder.master("local[1]").appName("bench-drivers-publisher")
+            .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=4000)
@@ -231,12 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.driver:
         _run_driver(args.uri, args.name, args.workdir, args.shards, args.driver)
         return 0
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[1]").appName("bench-drivers-publisher")
-             .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    one = _drain_case(spark, args.uri, args.shards, args.messages, ["a"])
-    two = _drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
+    spark = publisher_session()
+    one = drain_case(spark, args.uri, args.shards, args.messages, ["a"])
+    two = drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
     takeover = _takeover_case(spark, args.uri, args.shards)
     balance = _balance_case(spark, args.uri, args.shards)
     result = {"case": "sharded step · one driver vs two · takeover · balance", "shards": args.shards,

@@ -85,8 +85,9 @@ def test_cpu_table_is_microseconds_per_message_and_skips_cases_without_samples()
     results = _results()
     results[0].cpu_s, results[0].cpu_messages = {"harness": 0.5, "broker": 1.0}, 10_000
     rows = cpu_table(results)
-    assert rows[0][0] == "case" and rows[0][-1] == "total without broker"
-    assert rows[1:] == [[CONSUME, "50", "–", "–", "–", "–", "100", "50"]]
+    assert rows[0][0] == "case" and rows[0][-2:] == ["total without broker", "cores busy (all)"]
+    # 150 µs per message in all at the median 11,000 msg/s: 1.65 cores
+    assert rows[1:] == [[CONSUME, "50", "–", "–", "–", "–", "100", "50", "1.65"]]
 
 
 def test_a_connector_case_with_fewer_than_five_measured_batches_is_not_measured():
