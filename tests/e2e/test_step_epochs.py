@@ -13,7 +13,7 @@ import pytest
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 
-takeover_module = importlib.import_module("safebunny.exactly_once.takeover")
+takeover_module = importlib.import_module("safebunny.exactly_once.claims.takeover")
 SCHEMA = "messageId string, value binary, correlationId string"
 
 

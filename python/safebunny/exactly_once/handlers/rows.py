@@ -4,7 +4,7 @@
 retried in place (``row_retries``), then failed with its reason. What a batch decides is written to its
 outcome log first, so a replay of the batch applies and publishes the same; a message an orphaned batch
 of another epoch decided keeps that decision (its effects may be in already). The successful decisions are
-then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.decisions`): where another
+then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.inbox.decisions`): where another
 batch's decisions for the same messages landed first (two drivers holding them), this batch takes those,
 so an instance never takes two branches.
 """
@@ -21,16 +21,16 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.batch import NewMessages
-from safebunny.exactly_once.claims import ClaimLog
+from safebunny.exactly_once.claims.log import ClaimLog
+from safebunny.exactly_once.collect.batch import NewMessages
+from safebunny.exactly_once.collect.materialize import Materialized, from_rows
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.decisions import DecisionTable
-from safebunny.exactly_once.inbox import Inbox
-from safebunny.exactly_once.isolate import describe
-from safebunny.exactly_once.materialize import Materialized, from_rows
+from safebunny.exactly_once.handlers.isolate import describe
+from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
+from safebunny.exactly_once.inbox.decisions import DecisionTable
+from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
+from safebunny.exactly_once.inbox.table import Inbox
 from safebunny.exactly_once.outcome import Effect, FailedRow
-from safebunny.exactly_once.outcome_log import OutcomeLog
-from safebunny.exactly_once.row_types import build_tables, type_decisions
 
 __all__ = ["RowRun", "ApplyFenced"]
 

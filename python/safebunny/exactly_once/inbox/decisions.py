@@ -2,8 +2,8 @@
 
 A row handler calls services whose answers change, so one message must never be decided twice with
 two outcomes taken (an instance both shipped and compensated). Each batch of a row handler records its
-decisions in its outcome log (:mod:`~safebunny.exactly_once.outcome_log`), then commits the successful
-ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.fence`): of two batches
+decisions in its outcome log (:mod:`~safebunny.exactly_once.inbox.outcome_log`), then commits the successful
+ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.claims.fence`): of two batches
 deciding the same message at once (two drivers holding it), exactly one commit lands, and the other
 batch adopts the decisions that landed (:meth:`DecisionTable.read`) before it applies or publishes
 anything. A failed decision is never committed: it applied and sent nothing, and the message is decided
