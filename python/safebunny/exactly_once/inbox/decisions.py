@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.exactly_once.inbox.outcome_log import jsonable
 from safebunny.exactly_once.outcome import Effect
 
 __all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
@@ -48,7 +49,7 @@ class DecisionTable:
         day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
         return pa.table({"node": [self.node] * len(ids), "messageId": list(ids), "epoch": [epoch] * len(ids),
                          "batchId": [batch_id] * len(ids),
-                         "decision": [orjson.dumps(decisions[mid], default=_jsonable).decode() for mid in ids],
+                         "decision": [orjson.dumps(decisions[mid], default=jsonable).decode() for mid in ids],
                          "decidedDate": [day] * len(ids)}, schema=DECISIONS_SCHEMA)
 
     def maintain(self, keep_from: dt.date) -> int:
@@ -70,7 +71,3 @@ class DecisionTable:
         for row in found.to_pylist():
             out.setdefault(row["messageId"], orjson.loads(row["decision"]))
         return out
-
-
-def _jsonable(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

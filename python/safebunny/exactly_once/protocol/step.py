@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -56,12 +56,17 @@ __all__ = ["Step"]
 
 @dataclass
 class _Run:
-    """One batch under way: its session, its context (``prepared`` once the step's ``prepare`` ran), its clock."""
+    """One batch under way: its session, its context (``prepared`` once the step's ``prepare`` ran), its clock,
+    its rows, whether the handler is a row handler; after the dedupe, the ids done before and whether (E, N) is
+    recorded already (a replay)."""
 
     spark: Any
     ctx: StepContext
     clock: Phases
     batch: Batch
+    rows: bool
+    seen: Collection[str] = ()
+    replayed: bool = False
 
 
 class Step:
@@ -140,27 +145,19 @@ class Step:
         reading the source again; emits are published with confirms from the driver, or from the executors
         when the batch has more than ``executor_publish_rows`` of them (``BatchReport.published_from``).
         """
-        run = self._read(batch_df, batch_id)
-        new, seen, replayed = self._dedupe(run)  # 1-2
-        new = self._prepare(run, new, rows)  # the handler's input, when the step has a prepare (a saga's)
-        handled, result = self._handle(run, new, handler, rows, replayed)  # 3
+        run = self._read(batch_df, batch_id, rows)
+        new = self._dedupe(run)  # 1-2
+        new = self._prepare(run, new)  # the handler's input, when the step has a prepare (a saga's)
+        handled, result = self._handle(run, new, handler)  # 3
         publish, emitted = self._derive_emit_ids(run, new, result)  # 5's ids, before anything is written
-        claimed = self._claim_and_apply(run, new, handled, result, rows, replayed)  # 4
+        claimed = self._claim_and_apply(run, new, handled, result)  # 4
         published = self._publish(run, publish)  # 5
         routed = self._hand_failed(run, new, result)  # 5
-        self._record(run, new, result, emitted, claimed, rows, replayed)  # 6
-        report = BatchReport(  # 7
-            self.node, run.ctx.epoch, batch_id, run.batch.received,
-            run.batch.received - run.batch.distinct + len(seen), len(seen), new.count - len(result.failed),
-            len(result.failed), publish.num_rows, replayed, run.clock.seconds(), dt.datetime.now(dt.timezone.utc),
-            run.clock.laps, published.where, published.partitions, published.attempts,
-            int(routed.get("retried", 0)), int(routed.get("parked", 0)))
-        self.reports.append(report)
-        log_report(report)
-        return report
+        self._record(run, new, result, emitted, claimed)  # 6
+        return self._report(run, new, result, publish.num_rows, published, routed)  # 7
 
     # -- the protocol's steps, in order ----------------------------------------------------------
-    def _read(self, batch_df: Any, batch_id: int) -> _Run:
+    def _read(self, batch_df: Any, batch_id: int, rows: bool) -> _Run:
         """The batch's epoch, and its rows collected to the driver once (its one Spark job)."""
         clock = Phases()
         spark = activate(batch_df.sparkSession)
@@ -169,22 +166,22 @@ class Step:
         batch = Batch.collect(batch_df, scope=f"{epoch}/{batch_id}")
         clock.lap("read")
         crash_point("step.after_consume")
-        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch)
+        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows)
 
-    def _dedupe(self, run: _Run) -> tuple[NewMessages, dict[str, Any] | set[str], bool]:
-        """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows), the ids that
-        are, and whether (E, N) is recorded already (a replay)."""
+    def _dedupe(self, run: _Run) -> NewMessages:
+        """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows); the ids that
+        are, and whether (E, N) is recorded already (a replay), go to ``run``."""
         ctx = run.ctx
-        seen = self.inbox.seen(run.batch.first_ids(), ctx.epoch, ctx.batch_id)
-        new = run.batch.new(seen)
-        replayed = self.inbox.batch_done(ctx.epoch, ctx.batch_id)
+        run.seen = self.inbox.seen(run.batch.first_ids(), ctx.epoch, ctx.batch_id)
+        new = run.batch.new(run.seen)
+        run.replayed = self.inbox.batch_done(ctx.epoch, ctx.batch_id)
         run.clock.lap("dedupe")
-        return new, seen, replayed
+        return new
 
-    def _prepare(self, run: _Run, new: NewMessages, rows: bool) -> NewMessages:
+    def _prepare(self, run: _Run, new: NewMessages) -> NewMessages:
         """A DataFrame handler's input made by the step's ``prepare`` on the driver (its rejections added)."""
         prepare = self.settings.prepare
-        if prepare is None or rows or not new.count:
+        if prepare is None or run.rows or not new.count:
             return new
         prepared = prepare(new.table, new.schema)
         if prepared is None:
@@ -192,13 +189,14 @@ class Step:
         run.ctx = replace(run.ctx, prepared=True)
         return new.with_prepared(prepared)
 
-    def _handle(self, run: _Run, new: NewMessages, handler: Handler, rows: bool,
-                replayed: bool) -> tuple[Materialized, Materialized]:
+    def _handle(self, run: _Run, new: NewMessages, handler: Handler) -> tuple[Materialized, Materialized]:
         """3. The handler's outcome on the new messages (failing rows isolated), and that outcome settled:
         failed and rejected messages without rows, one row per merge key."""
-        if rows:
-            handled = self._rows.run(new.for_handler(), handler, run.ctx, replayed, lambda effects: self._claimed.apply(
-                run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, effects)[1])
+        if run.rows:
+            def apply(effects: Mapping[tuple, tuple[Any, pa.Table]]) -> bool:  # the decisions, fenced
+                return self._claimed.apply(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, effects)[1]
+
+            handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
         else:
             handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
         result = settle_outcome(handled, new.order(), new.rejected)
@@ -213,13 +211,12 @@ class Step:
         run.clock.lap("ids")
         return out
 
-    def _claim_and_apply(self, run: _Run, new: NewMessages, handled: Materialized, result: Materialized,
-                         rows: bool, replayed: bool) -> Claimed:
+    def _claim_and_apply(self, run: _Run, new: NewMessages, handled: Materialized, result: Materialized) -> Claimed:
         """4. Unless (E, N) is recorded: its claim, then each Delta effect with app transaction (E, N)."""
-        if replayed:
+        if run.replayed:
             return False, []
         claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
-                                            rows)
+                                            run.rows)
         run.clock.lap("effects")
         crash_point("step.after_effects")
         return claimed
@@ -247,17 +244,30 @@ class Step:
         return routed if isinstance(routed, Mapping) else {}
 
     def _record(self, run: _Run, new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]],
-                claimed: Claimed, rows: bool, replayed: bool) -> None:
+                claimed: Claimed) -> None:
         """6. Unless (E, N) is recorded: new(N) appended to the inbox as the batch's marker, then the claim
         removed (and the orphaned claims whose ids are all done)."""
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
-        if not replayed:
+        if not run.replayed:
             self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
             self._claimed.release(epoch, batch_id, claimed)
             run.clock.lap("inbox")
         crash_point("step.after_inbox")
-        if rows:
+        if run.rows:
             self.outcomes.forget_before(epoch, batch_id)
+
+    def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
+                routed: Mapping[str, int]) -> BatchReport:
+        """7. What the batch did, kept and logged; then Spark commits the batch and the source acks it."""
+        batch, seen, failed = run.batch, run.seen, len(result.failed)
+        report = BatchReport(
+            self.node, run.ctx.epoch, run.ctx.batch_id, batch.received, batch.received - batch.distinct + len(seen),
+            len(seen), new.count - failed, failed, emitted, run.replayed, run.clock.seconds(),
+            dt.datetime.now(dt.timezone.utc), run.clock.laps, published.where, published.partitions,
+            published.attempts, int(routed.get("retried", 0)), int(routed.get("parked", 0)))
+        self.reports.append(report)
+        log_report(report)
+        return report
 
 
 def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]]) -> list[InboxRow]:
