@@ -35,13 +35,14 @@ Claimed = tuple[bool, list[Claim]]
 
 
 class BatchClaims:
-    """The claims of one step's batches (``node``), beside its ``inbox`` and committed row ``decisions``."""
+    """The claims of one step's batches (``node``), beside its ``inbox``; the claims and the committed row
+    decisions live in the inbox's state location."""
 
-    def __init__(self, node: str, inbox: Inbox, claims: ClaimLog, decisions: DecisionTable) -> None:
+    def __init__(self, node: str, inbox: Inbox) -> None:
         self.node = node
         self.inbox = inbox
-        self.claims = claims
-        self.decisions = decisions
+        self.claims = ClaimLog(inbox.state, node)
+        self.decisions = DecisionTable(inbox.state, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
                     settled: Materialized, rows: bool) -> Claimed:

@@ -21,15 +21,13 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.claims.log import ClaimLog
+from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, from_rows
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.handlers.isolate import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
-from safebunny.exactly_once.inbox.decisions import DecisionTable
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
-from safebunny.exactly_once.inbox.table import Inbox
 from safebunny.exactly_once.outcome import Effect, FailedRow
 
 __all__ = ["RowRun", "ApplyFenced"]
@@ -41,12 +39,11 @@ ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
 class RowRun:
     """Runs a row handler over a batch's new messages for one step."""
 
-    def __init__(self, inbox: Inbox, claims: ClaimLog, outcomes: OutcomeLog, decisions: DecisionTable,
-                 row_retries: int) -> None:
-        self.inbox = inbox
-        self.claims = claims
-        self.outcomes = outcomes
-        self.decisions = decisions
+    def __init__(self, claimed: BatchClaims, row_retries: int) -> None:
+        self.inbox = claimed.inbox
+        self.claims = claimed.claims
+        self.decisions = claimed.decisions
+        self.outcomes = OutcomeLog(self.inbox.state, claimed.node)  # beside the claims
         self.row_retries = row_retries
 
     def run(self, new: NewMessages, handler: Callable[[dict[str, Any], StepContext], Any], ctx: StepContext,

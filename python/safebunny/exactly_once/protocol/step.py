@@ -33,7 +33,6 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
-from safebunny.exactly_once.claims.log import ClaimLog
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
@@ -43,8 +42,6 @@ from safebunny.exactly_once.emits.publisher import EmitPublisher, Published, Pub
 from safebunny.exactly_once.emits.rows import Router, batch_publish_rows
 from safebunny.exactly_once.handlers.frames import run_frames
 from safebunny.exactly_once.handlers.rows import RowRun
-from safebunny.exactly_once.inbox.decisions import DecisionTable
-from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
@@ -114,13 +111,10 @@ class Step:
         self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
                                      on_failed, router, epoch, checkpoint, prepare, publish)
         self.node = node
-        self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)
-        state = self.inbox.state  # a table name needs one
-        self.outcomes = OutcomeLog(state, node)
-        self.claims = ClaimLog(state, node)
-        self.decisions = DecisionTable(state, node)
-        self._claimed = BatchClaims(node, self.inbox, self.claims, self.decisions)
-        self._rows = RowRun(self.inbox, self.claims, self.outcomes, self.decisions, row_retries)
+        self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
+        self._claimed = BatchClaims(node, self.inbox)
+        self._rows = RowRun(self._claimed, row_retries)
+        self.claims, self.decisions, self.outcomes = self._claimed.claims, self._claimed.decisions, self._rows.outcomes
         self._publisher = EmitPublisher(node, publish)  # one per step: it reads the session's "auto" threshold once
         self.reports: deque[BatchReport] = deque(maxlen=200)
 
