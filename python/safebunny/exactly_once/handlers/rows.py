@@ -23,14 +23,14 @@ from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages
-from safebunny.exactly_once.collect.materialize import Materialized, from_rows
+from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.handlers.isolate import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
-from safebunny.exactly_once.outcome import Effect, FailedRow
+from safebunny.exactly_once.outcome import Effect, FailedRow, Outcome
 
-__all__ = ["RowRun", "ApplyFenced"]
+__all__ = ["RowRun", "ApplyFenced", "from_rows"]
 
 #: applies effects keyed by target beside the node's other claims; True when another batch was met
 ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
@@ -117,3 +117,33 @@ class RowRun:
 def _target_schema(table: str) -> pa.Schema | None:
     """An effect target's schema where it is read (a path that exists); else the batch's rows decide the types."""
     return delta_target(table, what="The effect table").schema()
+
+
+def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
+    """A row handler's outcome as a JSON-able decision (what the outcome log records)."""
+    decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
+    if not check_outcome(outcome, "row"):
+        return decision
+    for failed in outcome.failed:  # the handler rejected its message: no effect, no emit
+        if failed.message_id == message_id:
+            return {"ok": False, "reason": failed.reason, "error_type": failed.error_type,
+                    "attempts": failed.attempts}
+    for effect in outcome.effects:
+        decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
+                                    "rows": _rows(effect.data, message_id)})
+    for item in outcome.emits:
+        decision["emits"].append({"type": item.type, "exchange": item.exchange, "routing_key": item.routing_key,
+                                  "rows": _rows(item.data, message_id)})
+    return decision
+
+
+def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
+    items = [data] if isinstance(data, dict) else list(data or [])
+    rows = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise SafeBunnyOptionError(
+                f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
+                "handler")
+        rows.append({"messageId": message_id, **item})
+    return rows
