@@ -23,7 +23,7 @@ import uuid
 
 import pyarrow as pa
 
-from safebunny.exactly_once.inbox import INBOX_SCHEMA, PARTITIONS, Inbox, InboxRow
+from safebunny.exactly_once.inbox.table import INBOX_SCHEMA, PARTITIONS, Inbox, InboxRow
 
 __all__ = ["main"]
 

@@ -15,7 +15,12 @@ from typing import Any
 from safebunny import first_stream
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
 
-__all__ = ["activate", "publish", "read_stream"]
+__all__ = ["activate", "is_connect", "publish", "read_stream"]
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def activate(spark: Any) -> Any:

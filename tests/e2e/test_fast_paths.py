@@ -3,9 +3,9 @@ SparkSession, real Delta tables):
 
 - a saga step's bodies parsed on the driver (``saga.body_arrow``) against Spark's ``from_json`` parse
   (``saga.definition.parse_frames``): same rows, same columns, same rejected messages;
-- a handler's output read from a local relation without a job (``exactly_once.local_collect``) against
+- a handler's output read from a local relation without a job (``exactly_once.collect.local_collect``) against
   ``toArrow``: the same Arrow table, and no Spark job run;
-- an output that only selects columns of another output (``exactly_once.derived_frames``) is read from that
+- an output that only selects columns of another output (``exactly_once.collect.derived_frames``) is read from that
   one's rows: the same Arrow table as its own ``toArrow``, one job for both;
 - a Delta table handle kept between calls (``delta.delta_rs``) sees every commit, and a table
   deleted and created again at the same path.
@@ -24,9 +24,9 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.derived_frames import column_projection
-from safebunny.exactly_once.local_collect import collect_local
-from safebunny.exactly_once.materialize import _collect_all
+from safebunny.exactly_once.collect.derived_frames import column_projection
+from safebunny.exactly_once.collect.local_collect import collect_local
+from safebunny.exactly_once.collect.materialize import _collect_all
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.definition import SagaStep, parse_frames
 

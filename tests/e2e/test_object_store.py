@@ -13,7 +13,7 @@ from pyarrow import fs as pafs
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.inbox import Inbox, InboxRow
+from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 
 SCHEMA = "messageId string, value binary, correlationId string"
 

@@ -16,7 +16,7 @@ from conftest import queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.spark_delta import last_per_key_sql
 from safebunny.exactly_once import FailedRow
-from safebunny.exactly_once.batch import STAND_IN_PREFIX
+from safebunny.exactly_once.collect.batch import STAND_IN_PREFIX
 
 SCHEMA = "messageId string, correlationId string, type string, value binary, k string, v int"
 

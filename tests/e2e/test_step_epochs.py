@@ -13,7 +13,7 @@ import pytest
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 
-takeover_module = importlib.import_module("safebunny.exactly_once.takeover")
+takeover_module = importlib.import_module("safebunny.exactly_once.claims.takeover")
 SCHEMA = "messageId string, value binary, correlationId string"
 
 
@@ -271,7 +271,7 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
             b_may_commit.set()
         if both_see and self.epoch == "EA":  # A lists only once B's claim is on file too
             assert b_may_commit.wait(120)
-            orphans = step_a._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
+            orphans = step_a._claimed._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
         return original_apply(self, effects, orphans, late_done)
 
     step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")

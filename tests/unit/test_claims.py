@@ -4,7 +4,7 @@ and the claim files on a local folder."""
 import orjson
 import pyarrow as pa
 
-from safebunny.exactly_once.claims import Claim, ClaimLog, applied_ids, leave_out
+from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids, leave_out
 from safebunny.exactly_once.outcome import Effect
 
 APPEND = ("append", "/t/effects", ())

@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 
 from safebunny.errors import SafeBunnyError
-from safebunny.exactly_once.connect_epoch import checkpoint_epoch, connect_epoch, content_epoch, is_connect
+from safebunny.exactly_once.protocol.epoch import checkpoint_epoch, connect_epoch, content_epoch
+from safebunny.session import is_connect
 
 
 class _Frame:

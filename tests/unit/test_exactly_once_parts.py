@@ -13,9 +13,9 @@ import safebunny
 from safebunny.delta.delta_rs import sweep_staging_files
 from safebunny.delta.spark_delta import applied_in_history, commit_tag, merge_sql, quote_name
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.emits import build_publish_rows
-from safebunny.exactly_once.inbox import Inbox, InboxRow
-from safebunny.exactly_once.isolate import bisect
+from safebunny.exactly_once.emits.rows import build_publish_rows
+from safebunny.exactly_once.handlers.isolate import bisect
+from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 
 
 def _publish(rows, **kw):
@@ -121,7 +121,7 @@ def test_maintain_keeps_each_nodes_own_window(tmp_path):
 
 
 def test_maintain_deletes_a_nodes_row_decisions_older_than_its_window(tmp_path):
-    from safebunny.exactly_once.decisions import DecisionTable
+    from safebunny.exactly_once.inbox.decisions import DecisionTable
 
     path = str(tmp_path / "inbox")
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)

@@ -3,7 +3,7 @@ other claims on its ids (issue 35, case 3: two drivers on one batch)."""
 
 import pytest
 
-from safebunny.exactly_once.fence import (
+from safebunny.exactly_once.claims.fence import (
     APPLIED,
     FENCED,
     OPEN,

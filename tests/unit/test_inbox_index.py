@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from safebunny.exactly_once.inbox import Inbox, InboxRow
-from safebunny.exactly_once.inbox_index import SeenIndex, id_hashes
+from safebunny.exactly_once.inbox.index import SeenIndex, id_hashes
+from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone.utc)
 

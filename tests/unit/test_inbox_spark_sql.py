@@ -5,8 +5,8 @@ import pytest
 
 from safebunny.delta.spark_delta import maintenance_sql, table_ref
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.inbox import Inbox
-from safebunny.exactly_once.inbox_reads import batch_done_sql, rows_sql, seen_sql
+from safebunny.exactly_once.inbox.reads import batch_done_sql, rows_sql, seen_sql
+from safebunny.exactly_once.inbox.table import Inbox
 
 
 def test_names_are_quoted_and_paths_read_as_delta_paths():

@@ -191,6 +191,26 @@ def test_no_import_cycle_between_folders() -> None:
     assert cycle is None, f"the core's folders import each other in a cycle: {' -> '.join(cycle or [])}"
 
 
+def test_no_import_cycle_between_the_steps_concerns() -> None:
+    """``exactly_once``'s sub-packages (protocol, handlers, collect, claims, emits, inbox) import one way too (its
+    top-level modules, ``outcome`` and ``context``, are one node; its ``__init__`` re-exports and is left out)."""
+    package = CORE / "exactly_once"
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package)
+        if rel == Path("__init__.py"):
+            continue
+        source = rel.parts[0] if len(rel.parts) > 1 else "<top>"
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[:2] == ["safebunny", "exactly_once"] and len(parts) > 2:
+                target = parts[2] if (package / parts[2]).is_dir() else "<top>"
+                if target != source:
+                    graph.setdefault(source, set()).add(target)
+    cycle = find_cycle(graph)
+    assert cycle is None, f"exactly_once's sub-packages import each other in a cycle: {' -> '.join(cycle or [])}"
+
+
 PLUGIN = REPO / "connector" / "pyspark_safebunny"
 
 

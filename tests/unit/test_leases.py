@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from safebunny.exactly_once.step import BatchReport
+from safebunny.exactly_once.protocol.report import BatchReport
 from safebunny.saga.balance import HOLD_S, Balancer
 from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.leases import SETTLE_S, TTL_S, Lease, LeaseStore, assign, handovers, live

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from safebunny.exactly_once.step import BatchReport
+from safebunny.exactly_once.protocol.report import BatchReport
 from safebunny.saga.reports import COUNTERS, KEEP, ReportStore, add_report, summary
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)

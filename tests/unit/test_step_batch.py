@@ -4,8 +4,8 @@ causation ids read from headers, and the shapes the sink's checks see (pure pyar
 import pyarrow as pa
 
 from safebunny.amqp.sending import arrow_columns
-from safebunny.exactly_once.batch import STAND_IN_PREFIX, Batch
-from safebunny.exactly_once.emits import PUBLISH_SCHEMA
+from safebunny.exactly_once.collect.batch import STAND_IN_PREFIX, Batch
+from safebunny.exactly_once.emits.rows import PUBLISH_SCHEMA
 
 HEADERS = pa.map_(pa.string(), pa.string())
 

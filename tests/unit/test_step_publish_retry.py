@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-import safebunny.exactly_once.emit_publisher as publisher_module
+import safebunny.exactly_once.emits.publisher as publisher_module
 from safebunny.errors import (
     BrokerAuthenticationError,
     SafeBunnyBrokerError,
@@ -16,22 +16,23 @@ from safebunny.errors import (
     SafeBunnyPublishError,
     VhostNotFoundError,
 )
-from safebunny.exactly_once.emit_publisher import EmitPublisher
-from safebunny.exactly_once.executor_publish import (
+from safebunny.exactly_once.emits.executor_publish import (
     DEFAULT_THRESHOLD,
     executor_options,
     has_remote_executors,
     partitions_for,
     threshold_for,
 )
-from safebunny.exactly_once.step import Step
+from safebunny.exactly_once.emits.publisher import EmitPublisher, PublishSettings
+from safebunny.exactly_once.protocol.step import Step
 
 ROWS = pa.table({"value": [b"x"], "messageId": ["id-1"], "routingKey": ["q"]})
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def _publisher(seconds, threshold=None):
-    return EmitPublisher("billing", URI, None, {}, retry_seconds=seconds, threshold=threshold, partition_rows=2)
+    return EmitPublisher("billing", PublishSettings(URI, None, {}, retry_seconds=seconds, threshold=threshold,
+                                                    partition_rows=2))
 
 
 def _stub(monkeypatch, failures, name="publish_table"):
@@ -125,7 +126,7 @@ def test_executor_options_keep_the_password_out_of_the_uri():
 def test_step_checks_its_executor_options(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_partition_rows"):
         Step("billing", str(tmp_path / "inbox"), URI, executor_partition_rows=0)
-    assert Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows=None).executor_publish_rows is None
+    assert Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows=None).settings.publish.threshold is None
 
 
 def _session(master):
@@ -156,4 +157,4 @@ def test_a_master_that_cannot_be_read_counts_as_a_cluster():
 def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_publish_rows must be 'auto'.*'many'"):
         Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows="many")
-    assert Step("billing", str(tmp_path / "inbox"), URI).executor_publish_rows == "auto"
+    assert Step("billing", str(tmp_path / "inbox"), URI).settings.publish.threshold == "auto"

@@ -16,7 +16,7 @@ from pyarrow import fs as pafs
 
 from safebunny import Step
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.inbox import Inbox, state_location
+from safebunny.exactly_once.inbox.table import Inbox, state_location
 from safebunny.storage.lease import Lease, Renewer, read_leases, write_lease
 from safebunny.storage.location import absolute_location, local_path, resolve_under
 from safebunny.storage.records import list_records, read_record, read_records, remove_record

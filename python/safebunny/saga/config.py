@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.saga.retry import Retry
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume

@@ -2,7 +2,7 @@
 
 :func:`batch_function` runs the step's :class:`safebunny.Step` (whose ``on_failed``, the saga's
 :class:`~safebunny.saga.failures.FailureRouter`, routes failed rows and says how many it retried and parked)
-and stores each batch's :class:`~safebunny.exactly_once.step.BatchReport` in the step's
+and stores each batch's :class:`~safebunny.exactly_once.protocol.report.BatchReport` in the step's
 :class:`~safebunny.saga.reports.ReportStore`, once per (epoch, batch id), in whichever process runs the batch.
 """
 

@@ -5,7 +5,7 @@ One small JSON file per query (a step, or one shard of it), ``<root>/status/<uni
 whole (write, then rename; on an object store one PUT) after each batch that carried messages. It holds the
 step's totals since the saga root was created (:data:`COUNTERS`), the last batch id counted in each epoch (a
 batch whose id is not above it, a replay after a crash, is not counted again), the newest :data:`KEEP`
-:class:`~safebunny.exactly_once.step.BatchReport`\\ s (for the rate, the last batch and ``saga.reports_of``)
+:class:`~safebunny.exactly_once.protocol.report.BatchReport`\\ s (for the rate, the last batch and ``saga.reports_of``)
 and the saga driver that ran the last one. A plain file, not a Delta table: it costs a small fraction of a
 Delta append with its transaction check (docs/performance.md).
 
@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from safebunny.exactly_once.step import BatchReport
+from safebunny.exactly_once.protocol.report import BatchReport
 from safebunny.storage.location import resolve_under
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically

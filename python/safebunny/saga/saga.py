@@ -14,7 +14,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step
-from safebunny.exactly_once.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.saga import checks, instances, parked, starting, topology, trace
 from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.config import SagaConfig, SagaLayout
@@ -47,7 +47,7 @@ class Saga:
     batch with more emitted messages than this publishes them from the executors instead of the driver
     (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
     the driver), about ``executor_partition_rows`` (default 2,500) per task; see
-    :class:`~safebunny.exactly_once.step.Step`. ``checkpoints``: where the steps' Spark checkpoints go
+    :class:`~safebunny.exactly_once.protocol.step.Step`. ``checkpoints``: where the steps' Spark checkpoints go
     (default ``<root>/checkpoints``, or ``<root>/drivers/<driver>/checkpoints``), for a root on an object store
     that the session's Hadoop filesystems cannot open; each step's and shard's checkpoint is a folder under it.
     Every setting is kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`)."""

@@ -1,13 +1,13 @@
 """Applying a batch's Delta effects beside other claims on its ids: leave out, fence, or apply.
 
 The batch's own claim is written first; then every other claim on file is listed, and for each target
-the batch writes, :func:`~safebunny.exactly_once.fence.plan_target` decides from the target's app
+the batch writes, :func:`~safebunny.exactly_once.claims.fence.plan_target` decides from the target's app
 transactions which ids another batch applied there (left out) and which claims this commit fences. Then
 the inbox is asked again: ids another batch marked done since this batch's dedupe (it ran from start to
 end meanwhile, claim and all) are left out too. Of two batches on one id, either the later one to list
 sees the other's claim, or the other had finished and its marker is in. Each effect is then one commit
 carrying its own app transaction and its fences, refused when anything it planned against moved
-(:class:`~safebunny.exactly_once.fence.FenceMoved`), after which the step plans again from what landed.
+(:class:`~safebunny.exactly_once.claims.fence.FenceMoved`), after which the step plans again from what landed.
 
 Each target is resolved once per batch (:func:`~safebunny.delta.target.delta_target`: a path on delta-rs,
 fenceable; a name on Spark Delta, read through its history) and written through it.
@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import DeltaTarget, Guard, delta_target
-from safebunny.exactly_once.claims import Claim, leave_out
-from safebunny.exactly_once.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
+from safebunny.exactly_once.claims.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
+from safebunny.exactly_once.claims.log import Claim, leave_out
 from safebunny.exactly_once.outcome import Effect
 
 __all__ = ["Takeover", "apply_effect", "effect_app_id"]
@@ -104,7 +104,7 @@ class Takeover:
 
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
     """The app id of ``effect``'s writes: stable per node, epoch and target (``scheme`` 1: before fences,
-    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.fence`)."""
+    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.claims.fence`)."""
     target = hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
     return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{target}"
 
@@ -113,7 +113,7 @@ def apply_effect(target: DeltaTarget, effect: Effect, table: pa.Table, app_id: s
                  fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
     """Write ``table`` to ``target`` as ``effect`` unless ``(app_id, version)`` is committed; True when written. A
     fenceable target also writes ``fences`` in the same commit, after ``guard`` accepted the snapshot it commits
-    from (:mod:`~safebunny.exactly_once.fence`); another takes neither."""
+    from (:mod:`~safebunny.exactly_once.claims.fence`); another takes neither."""
     if table.num_rows == 0:
         return False
     if effect.kind == "append":

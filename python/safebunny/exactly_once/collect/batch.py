@@ -132,7 +132,7 @@ class NewMessages:
     def frame(self, spark: Any, positions: Sequence[int]) -> Any:
         """The messages at ``positions`` (indexes into :attr:`ids`) as a DataFrame: the batch's rows, or
         the prepared input when the step has a ``prepare``. A small one is a local relation in Spark, so
-        projections of it are collected without a Spark job (:mod:`~safebunny.exactly_once.materialize`)."""
+        projections of it are collected without a Spark job (:mod:`~safebunny.exactly_once.collect.materialize`)."""
         table, schema = (self.table, self.schema) if self.prepared is None else (self.prepared.table,
                                                                                   self.prepared.schema)
         subset = table if len(positions) == self.count else table.take(pa.array(positions, pa.int64()))

@@ -17,9 +17,10 @@ import orjson
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import message_ids
 
-__all__ = ["PUBLISH_SCHEMA", "RESERVED", "build_publish_rows", "body_of"]
+__all__ = ["PUBLISH_SCHEMA", "RESERVED", "Router", "batch_publish_rows", "build_publish_rows", "body_of"]
 
 #: Columns that are not part of a JSON body.
 RESERVED = frozenset({"messageId", "outputIndex", "value"})
@@ -34,6 +35,8 @@ PUBLISH_SCHEMA = pa.schema([
     ("routingKey", pa.string()),
     ("contentType", pa.string()),
 ])
+#: (emit) -> (exchange, routing key) for an emit without one of its own; a saga routes by node and type.
+Router = Callable[[Emit], "tuple[str, str | Callable[[str], str]]"]
 
 
 def body_of(row: Mapping[str, Any]) -> tuple[bytes, str]:
@@ -98,3 +101,30 @@ def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchang
                             ("routingKey", key), ("contentType", content_type)):
             out[name].append(value)
     return pa.table(out, schema=PUBLISH_SCHEMA), emitted
+
+
+def batch_publish_rows(emits: Mapping[tuple, tuple[Emit, pa.Table]], *, node: str, router: Router | None,
+                       correlation_of: Mapping[str, str | None]) -> tuple[pa.Table, dict[str, list[str]]]:
+    """A batch's settled emits as one table of rows for the sink, and the ids emitted per cause."""
+    tables = []
+    emitted: dict[str, list[str]] = defaultdict(list)
+    for index, key in enumerate(sorted(emits, key=repr)):
+        item, table = emits[key]
+        exchange, routing_key = _route(item, node, router)
+        rows, ids = build_publish_rows(table, node=node, message_type=item.type, exchange=exchange,
+                                       routing_key=routing_key, correlation_of=correlation_of,
+                                       what=f"emit #{index} (type {item.type!r})")
+        tables.append(rows)
+        for cause, cause_ids in ids.items():
+            emitted[cause].extend(cause_ids)
+    return (pa.concat_tables(tables) if tables else PUBLISH_SCHEMA.empty_table()), emitted
+
+
+def _route(item: Emit, node: str, router: Router | None) -> tuple[str, Any]:
+    if item.routing_key is not None:
+        return item.exchange or "", item.routing_key
+    if router is not None:
+        return router(item)
+    raise SafeBunnyOptionError(
+        f"emit(type={item.type!r}) has no routing_key, and step {node!r} has no router. Give "
+        "emit(..., exchange=..., routing_key=...), or run the step inside a safebunny.Saga.", "routing_key")

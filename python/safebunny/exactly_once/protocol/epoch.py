@@ -1,4 +1,4 @@
-"""A step's epoch over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
+"""A step's epoch: the streaming query's id, also over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
 
 On a classic session the epoch is the streaming query's id, a local property of the query's thread
 (it is the id kept in ``<checkpoint>/metadata``). Over Spark Connect (Databricks serverless and
@@ -26,16 +26,14 @@ import json
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
+from safebunny.session import is_connect
 
-__all__ = ["is_connect", "checkpoint_epoch", "content_epoch", "connect_epoch"]
+__all__ = ["step_epoch", "checkpoint_epoch", "content_epoch", "connect_epoch"]
 
+#: the local property of a streaming query's thread that holds the query id (classic sessions)
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 #: prefix of an epoch derived from a batch's content (query ids are UUIDs, so the two never meet)
 CONTENT_PREFIX = "batch-"
-
-
-def is_connect(spark: Any) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def checkpoint_epoch(checkpoint: str, node: str) -> str:
@@ -85,3 +83,17 @@ def connect_epoch(batch_df: Any, batch_id: int | None, checkpoint: str | None, f
             f"Step {node!r} runs over Spark Connect outside a streaming query, so it has no epoch. Run it through "
             "writeStream.foreachBatch, or pass Step(..., checkpoint=...) or Step(..., epoch=...).")
     return content_epoch(batch_df, batch_id, node)
+
+
+def step_epoch(spark: Any, batch_df: Any, batch_id: int | None, checkpoint: str | None, fixed: str | None,
+               node: str) -> str:
+    """The epoch of step ``node``'s batch: the query id of the batch's thread (classic), else ``fixed``; over
+    Spark Connect, :func:`connect_epoch`."""
+    if is_connect(spark):  # no sparkContext in a Connect foreachBatch process
+        return connect_epoch(batch_df, batch_id, checkpoint, fixed, node)
+    epoch = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY) or fixed
+    if not epoch:
+        raise SafeBunnyError(
+            f"Step {node!r} runs outside a streaming query, so it has no epoch (the query id kept in "
+            "the checkpoint). Run it through writeStream.foreachBatch, or pass Step(..., epoch=...).")
+    return epoch

@@ -1,6 +1,6 @@
 """Fences: a batch that takes over another batch's messages makes that batch unable to commit them.
 
-A claim (:mod:`~safebunny.exactly_once.claims`) is read as an *orphan* by any other batch that meets its
+A claim (:mod:`~safebunny.exactly_once.claims.log`) is read as an *orphan* by any other batch that meets its
 ids, whether its batch is dead or still running: a driver whose batch failed and is replayed from its
 journal while the broker has given the same messages to a standby, a driver that lost the broker but not
 the storage, a query stopped mid-batch. Two batches could then each apply the same ids. The fence closes
@@ -23,7 +23,7 @@ that, for every effect target given by path (delta-rs):
 Claims of an older version (scheme 1: version N, no fences) and targets given by name (Spark Delta, whose
 writer takes one app transaction per commit) are read as before: applied or open, never fenced.
 
-Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.takeover` writes the commits.
+Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.claims.takeover` writes the commits.
 """
 
 from __future__ import annotations

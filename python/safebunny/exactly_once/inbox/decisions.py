@@ -2,8 +2,8 @@
 
 A row handler calls services whose answers change, so one message must never be decided twice with
 two outcomes taken (an instance both shipped and compensated). Each batch of a row handler records its
-decisions in its outcome log (:mod:`~safebunny.exactly_once.outcome_log`), then commits the successful
-ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.fence`): of two batches
+decisions in its outcome log (:mod:`~safebunny.exactly_once.inbox.outcome_log`), then commits the successful
+ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.claims.fence`): of two batches
 deciding the same message at once (two drivers holding it), exactly one commit lands, and the other
 batch adopts the decisions that landed (:meth:`DecisionTable.read`) before it applies or publishes
 anything. A failed decision is never committed: it applied and sent nothing, and the message is decided
@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.exactly_once.inbox.outcome_log import jsonable
 from safebunny.exactly_once.outcome import Effect
 
 __all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
@@ -48,7 +49,7 @@ class DecisionTable:
         day = (today or dt.datetime.now(dt.timezone.utc).date()).isoformat()
         return pa.table({"node": [self.node] * len(ids), "messageId": list(ids), "epoch": [epoch] * len(ids),
                          "batchId": [batch_id] * len(ids),
-                         "decision": [orjson.dumps(decisions[mid], default=_jsonable).decode() for mid in ids],
+                         "decision": [orjson.dumps(decisions[mid], default=jsonable).decode() for mid in ids],
                          "decidedDate": [day] * len(ids)}, schema=DECISIONS_SCHEMA)
 
     def maintain(self, keep_from: dt.date) -> int:
@@ -70,7 +71,3 @@ class DecisionTable:
         for row in found.to_pylist():
             out.setdefault(row["messageId"], orjson.loads(row["decision"]))
         return out
-
-
-def _jsonable(value: Any) -> Any:
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

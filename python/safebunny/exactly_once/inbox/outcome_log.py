@@ -15,7 +15,7 @@ from safebunny.storage.location import absolute_location, resolve_under
 from safebunny.storage.records import list_records, read_record, remove_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["OutcomeLog"]
+__all__ = ["OutcomeLog", "jsonable"]
 
 
 class OutcomeLog:
@@ -34,7 +34,7 @@ class OutcomeLog:
 
     def write(self, epoch: str, batch_id: int, record: Any) -> None:
         filesystem, path = self._path(epoch, batch_id)
-        write_atomically(filesystem, path, orjson.dumps(record, default=_jsonable))
+        write_atomically(filesystem, path, orjson.dumps(record, default=jsonable))
 
     def forget_before(self, epoch: str, batch_id: int) -> None:
         """Remove the records of this epoch's batches before ``batch_id`` (they are committed)."""
@@ -46,7 +46,6 @@ class OutcomeLog:
                 remove_record(filesystem, info.path)
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, (bytes, bytearray)):
-        return value.decode("utf-8", "replace")
-    return str(value)
+def jsonable(value: Any) -> Any:
+    """A decision's value that JSON has no type for (``orjson``'s ``default``): bytes as text, else ``str``."""
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)

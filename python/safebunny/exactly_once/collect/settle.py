@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from safebunny.delta.merge_rows import last_per_key
-from safebunny.exactly_once.materialize import Materialized
+from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.outcome import FailedRow
 
 __all__ = ["settle_outcome", "without_messages"]

@@ -23,8 +23,8 @@ import pyarrow as pa
 
 from safebunny.delta.target import BACKENDS, delta_target, is_path
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.decisions import DecisionTable
-from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA, PARTITIONS
+from safebunny.exactly_once.inbox.decisions import DecisionTable
+from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA, PARTITIONS
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
@@ -123,7 +123,7 @@ class Inbox:
         done: dict[str, object] = {"deleted": self.target.delete_before(self.node, "processedDate", cutoff),
                                    **self.target.compact(vacuum)}
         log.info("inbox %s maintained: %s", self.target.table, done)
-        # the node's committed row decisions, where its claims live (exactly_once/decisions.py)
+        # the node's committed row decisions, where its claims live (exactly_once/inbox/decisions.py)
         done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date())
         return done
 
@@ -146,7 +146,7 @@ def state_location(inbox: str, state: str | None) -> str:
 
 def _reads(target: Any) -> Any:
     """The inbox's look-ups in the target's own terms (pyarrow filters and an index, or Spark SQL)."""
-    from safebunny.exactly_once.inbox_reads import DeltaRsInboxStore, SparkInboxStore
+    from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
 
     return (SparkInboxStore if target.backend == "spark" else DeltaRsInboxStore)(target)
 

@@ -2,7 +2,7 @@
 (:mod:`safebunny.delta`), which checks a replayed append (delta-rs) or has Spark Delta skip it.
 
 - delta-rs (a path, the default): pyarrow filters on the node's partitions inside the window, answered by the
-  node's :class:`~safebunny.exactly_once.inbox_index.SeenIndex` (O(batch)) when it can, else by a scan; "batch
+  node's :class:`~safebunny.exactly_once.inbox.index.SeenIndex` (O(batch)) when it can, else by a scan; "batch
   done" is the inbox app transaction's version;
 - Spark Delta (a name): SQL built by pure functions (tested without Delta) and run with named parameters; "batch
   done" is read from the table's rows (an empty batch that reads as not done only re-applies effects that are
@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.spark_delta import SparkDeltaTarget, quote_name
-from safebunny.exactly_once.inbox_index import SeenIndex
-from safebunny.exactly_once.inbox_schema import INBOX_SCHEMA
+from safebunny.exactly_once.inbox.index import SeenIndex
+from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA
 
 __all__ = ["DeltaRsInboxStore", "SparkInboxStore", "seen_sql", "batch_done_sql", "rows_sql"]
 

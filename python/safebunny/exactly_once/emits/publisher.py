@@ -4,7 +4,7 @@ A batch's publish rows carry ids derived on the driver, so publishing them again
 (the next step's inbox drops the copies); the order of publishes within a batch does not matter. Small
 batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job). A batch with
 more rows than ``threshold`` publishes from the executors
-(:mod:`~safebunny.exactly_once.executor_publish`), so its publishing grows with the cluster.
+(:mod:`~safebunny.exactly_once.emits.executor_publish`), so its publishing grows with the cluster.
 
 Either way the call returns only when every message is confirmed and routed, which is what lets the step
 write its inbox marker next. A broker failure (down, nack, return, confirm timeout) publishes the same rows
@@ -18,17 +18,29 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from safebunny.amqp.sending import publish_table
-from safebunny.errors import BrokerAuthenticationError, SafeBunnyBrokerError, SafeBunnyError, VhostNotFoundError
-from safebunny.exactly_once.executor_publish import AUTO, executor_options, publish_from_executors, threshold_for
+from safebunny.errors import (
+    BrokerAuthenticationError,
+    SafeBunnyBrokerError,
+    SafeBunnyError,
+    SafeBunnyOptionError,
+    VhostNotFoundError,
+)
+from safebunny.exactly_once.emits.executor_publish import (
+    AUTO,
+    DEFAULT_PARTITION_ROWS,
+    executor_options,
+    publish_from_executors,
+    threshold_for,
+)
 from safebunny.spark_errors import error_of
 
-__all__ = ["EmitPublisher", "Published"]
+__all__ = ["EmitPublisher", "PublishSettings", "Published"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -43,49 +55,57 @@ class Published:
     attempts: int
 
 
-class EmitPublisher:
-    """A step's publishing of emits: ``uri``/``password`` of the broker, extra sink ``options``,
-    ``retry_seconds`` of republishing, and the executor path's ``threshold`` (rows; 0 or None: never) and
-    ``partition_rows`` (rows per publishing task)."""
+@dataclass(frozen=True)
+class PublishSettings:
+    """How a step publishes its emits: ``uri``/``password`` of the broker, extra sink ``options``,
+    ``retry_seconds`` of republishing, and the executor path's ``threshold`` (rows; ``"auto"``; 0 or None: never)
+    and ``partition_rows`` (rows per publishing task)."""
 
-    def __init__(self, node: str, uri: str, password: str | None, options: Mapping[str, str], *,
-                 retry_seconds: float, threshold: int | str | None, partition_rows: int) -> None:
+    uri: str | None = None
+    password: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    retry_seconds: float = 60.0
+    threshold: int | str | None = AUTO
+    partition_rows: int = DEFAULT_PARTITION_ROWS
+
+
+class EmitPublisher:
+    """A step's (``node``'s) publishing of emits, as its ``settings`` say."""
+
+    def __init__(self, node: str, settings: PublishSettings) -> None:
         self.node = node
-        self.uri = uri
-        self.password = password
-        self.options = dict(options)
-        self.retry_seconds = retry_seconds
-        self.threshold = threshold
-        self.partition_rows = partition_rows
+        self.settings = settings
         self._auto: tuple[int | None] | None = None  # the session's threshold for "auto", read once
 
     def from_executors(self, rows: int, spark: Any = None) -> bool:
         """Whether a batch of ``rows`` publish rows goes out from the executors (of ``spark``'s session, which
-        decides the threshold ``"auto"``: :func:`~safebunny.exactly_once.executor_publish.threshold_for`)."""
-        if self.threshold == AUTO:
+        decides the threshold ``"auto"``: :func:`~safebunny.exactly_once.emits.executor_publish.threshold_for`)."""
+        if self.settings.threshold == AUTO:
             if self._auto is None and spark is not None:
                 self._auto = (threshold_for(AUTO, spark),)
             threshold = self._auto[0] if self._auto else None
         else:
-            threshold = self.threshold  # type: ignore[assignment]
+            threshold = self.settings.threshold  # type: ignore[assignment]
         return bool(threshold) and rows > threshold  # type: ignore[operator]
 
     def publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
         """Publish ``rows`` (confirmed, all of them) from the driver or the executors, retrying the same rows."""
+        settings = self.settings
+        if not settings.uri:
+            raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass Step(uri=...).", "uri")
+        options = executor_options(settings.uri, settings.password, settings.options)
         executors = spark is not None and self.from_executors(rows.num_rows, spark)
         where = "executors" if executors else "driver"
         started = time.monotonic()
-        deadline = started + self.retry_seconds
+        deadline = started + settings.retry_seconds
         attempt = 0
         while True:
             attempt += 1
             try:
                 if executors:
-                    partitions = publish_from_executors(spark, rows, executor_options(self.uri, self.password,
-                                                                                      self.options),
-                                                        self.partition_rows)
+                    partitions = publish_from_executors(spark, rows, options, settings.partition_rows)
                 else:
-                    publish_table(rows, executor_options(self.uri, self.password, self.options), scope)
+                    publish_table(rows, options, scope)
                     partitions = 1
                 return Published(where, partitions, attempt)
             except Exception as exc:  # noqa: BLE001 - mapped to safebunny's errors; anything else raised as is
@@ -107,8 +127,9 @@ class EmitPublisher:
     def _failed(self, error: SafeBunnyBrokerError, rows: int, where: str, attempts: int,
                 seconds: float) -> SafeBunnyBrokerError:
         """``error``'s class, with what the batch did about it (the batch fails before its inbox marker)."""
+        retry = self.settings.retry_seconds
         message = (f"step {self.node!r} could not publish its batch's {rows} emitted messages from the {where} "
-                   f"({attempts} attempt(s) in {seconds:.1f} s, publish_retry_seconds={self.retry_seconds:g}): "
+                   f"({attempts} attempt(s) in {seconds:.1f} s, publish_retry_seconds={retry:g}): "
                    f"{error} The batch fails before its inbox marker, so a restart publishes them again with the "
                    "same ids.")
         try:

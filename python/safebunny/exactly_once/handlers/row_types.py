@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.exactly_once.materialize import Materialized
+from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow
 
 __all__ = ["ROW_TYPE_ERROR", "infer_schema", "type_decisions", "build_tables"]

@@ -1,4 +1,4 @@
-"""Turning a handler's :class:`Outcome` into Arrow tables, keyed by target, before anything is written.
+"""Turning a DataFrame handler's :class:`Outcome` into Arrow tables, keyed by target, before anything is written.
 
 Materializing first is what lets a failing row be isolated: the handler's Spark jobs all run here,
 and nothing has been applied or published yet when one of them fails.
@@ -14,12 +14,12 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.derived_frames import column_selections
-from safebunny.exactly_once.local_collect import collect_local
+from safebunny.exactly_once.collect.derived_frames import column_selections
+from safebunny.exactly_once.collect.local_collect import collect_local
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.spark_logs import quiet_task_failures
 
-__all__ = ["Materialized", "from_frames", "from_rows", "merge_all"]
+__all__ = ["Materialized", "check_outcome", "from_frames", "merge_all"]
 
 #: Spark jobs run side by side to collect one outcome's effects and emits.
 _PARALLEL_JOBS = 4
@@ -44,7 +44,7 @@ def from_frames(outcome: Outcome | None, local: bool = False) -> Materialized:
     """Collect every effect and emit DataFrame of ``outcome`` (this runs the handler's jobs); with
     ``local`` (a small input), frames Spark keeps as local relations are read without a job."""
     out = Materialized()
-    if not _check_outcome(outcome, "step"):
+    if not check_outcome(outcome, "step"):
         return out
     items = [*outcome.effects, *outcome.emits]
     for index, item in enumerate(items):
@@ -92,7 +92,7 @@ def _collect_all(frames: list[Any], local: bool = False) -> list[pa.Table]:
     return [done[id(frame)] for frame in frames]
 
 
-def _check_outcome(outcome: Any, kind: str) -> bool:
+def check_outcome(outcome: Any, kind: str) -> bool:
     """False for ``None`` (nothing to do); raises for anything but an :class:`Outcome`."""
     if outcome is None:
         return False
@@ -101,36 +101,6 @@ def _check_outcome(outcome: Any, kind: str) -> bool:
             f"A {kind} handler must return safebunny.Outcome (or None); it returned {type(outcome).__name__}.",
             "handler")
     return True
-
-
-def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
-    """A row handler's outcome as a JSON-able decision (what the outcome log records)."""
-    decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
-    if not _check_outcome(outcome, "row"):
-        return decision
-    for failed in outcome.failed:  # the handler rejected its message: no effect, no emit
-        if failed.message_id == message_id:
-            return {"ok": False, "reason": failed.reason, "error_type": failed.error_type,
-                    "attempts": failed.attempts}
-    for effect in outcome.effects:
-        decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
-                                    "rows": _rows(effect.data, message_id)})
-    for item in outcome.emits:
-        decision["emits"].append({"type": item.type, "exchange": item.exchange, "routing_key": item.routing_key,
-                                  "rows": _rows(item.data, message_id)})
-    return decision
-
-
-def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
-    items = [data] if isinstance(data, dict) else list(data or [])
-    rows = []
-    for item in items:
-        if not isinstance(item, dict):
-            raise SafeBunnyOptionError(
-                f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
-                "handler")
-        rows.append({"messageId": message_id, **item})
-    return rows
 
 
 def merge_all(parts: Iterable[Materialized]) -> Materialized:

@@ -4,7 +4,7 @@
 retried in place (``row_retries``), then failed with its reason. What a batch decides is written to its
 outcome log first, so a replay of the batch applies and publishes the same; a message an orphaned batch
 of another epoch decided keeps that decision (its effects may be in already). The successful decisions are
-then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.decisions`): where another
+then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.inbox.decisions`): where another
 batch's decisions for the same messages landed first (two drivers holding them), this batch takes those,
 so an instance never takes two branches.
 """
@@ -21,18 +21,16 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.batch import NewMessages
-from safebunny.exactly_once.claims import ClaimLog
+from safebunny.exactly_once.claims.batch_claims import BatchClaims
+from safebunny.exactly_once.collect.batch import NewMessages
+from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.decisions import DecisionTable
-from safebunny.exactly_once.inbox import Inbox
-from safebunny.exactly_once.isolate import describe
-from safebunny.exactly_once.materialize import Materialized, from_rows
-from safebunny.exactly_once.outcome import Effect, FailedRow
-from safebunny.exactly_once.outcome_log import OutcomeLog
-from safebunny.exactly_once.row_types import build_tables, type_decisions
+from safebunny.exactly_once.handlers.isolate import describe
+from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
+from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
+from safebunny.exactly_once.outcome import Effect, FailedRow, Outcome
 
-__all__ = ["RowRun", "ApplyFenced"]
+__all__ = ["RowRun", "ApplyFenced", "from_rows"]
 
 #: applies effects keyed by target beside the node's other claims; True when another batch was met
 ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
@@ -41,12 +39,11 @@ ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
 class RowRun:
     """Runs a row handler over a batch's new messages for one step."""
 
-    def __init__(self, inbox: Inbox, claims: ClaimLog, outcomes: OutcomeLog, decisions: DecisionTable,
-                 row_retries: int) -> None:
-        self.inbox = inbox
-        self.claims = claims
-        self.outcomes = outcomes
-        self.decisions = decisions
+    def __init__(self, claimed: BatchClaims, row_retries: int) -> None:
+        self.inbox = claimed.inbox
+        self.claims = claimed.claims
+        self.decisions = claimed.decisions
+        self.outcomes = OutcomeLog(self.inbox.state, claimed.node)  # beside the claims
         self.row_retries = row_retries
 
     def run(self, new: NewMessages, handler: Callable[[dict[str, Any], StepContext], Any], ctx: StepContext,
@@ -120,3 +117,33 @@ class RowRun:
 def _target_schema(table: str) -> pa.Schema | None:
     """An effect target's schema where it is read (a path that exists); else the batch's rows decide the types."""
     return delta_target(table, what="The effect table").schema()
+
+
+def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
+    """A row handler's outcome as a JSON-able decision (what the outcome log records)."""
+    decision: dict[str, Any] = {"ok": True, "effects": [], "emits": []}
+    if not check_outcome(outcome, "row"):
+        return decision
+    for failed in outcome.failed:  # the handler rejected its message: no effect, no emit
+        if failed.message_id == message_id:
+            return {"ok": False, "reason": failed.reason, "error_type": failed.error_type,
+                    "attempts": failed.attempts}
+    for effect in outcome.effects:
+        decision["effects"].append({"kind": effect.kind, "table": effect.table, "on": list(effect.on),
+                                    "rows": _rows(effect.data, message_id)})
+    for item in outcome.emits:
+        decision["emits"].append({"type": item.type, "exchange": item.exchange, "routing_key": item.routing_key,
+                                  "rows": _rows(item.data, message_id)})
+    return decision
+
+
+def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
+    items = [data] if isinstance(data, dict) else list(data or [])
+    rows = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise SafeBunnyOptionError(
+                f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
+                "handler")
+        rows.append({"messageId": message_id, **item})
+    return rows

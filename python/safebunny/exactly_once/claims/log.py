@@ -18,14 +18,14 @@ drops the copies.
 
 A row handler's batch writes a claim too, effects or not, before it publishes or applies anything: it
 names the ids the batch *decided* (not failed), whose recorded decisions
-(:class:`~safebunny.exactly_once.outcome_log.OutcomeLog`) a later epoch reuses, so an instance never
+(:class:`~safebunny.exactly_once.inbox.outcome_log.OutcomeLog`) a later epoch reuses, so an instance never
 takes two branches (an emit-only step calling a service whose answer changed).
 
 An orphan's claim lives until every id it holds is done in the inbox (then nothing depends on it), never
 by age: its messages may stay queued for longer than any window (a paused step, a long outage).
 
 Files: ``<state>/_claims/<node>/<epoch>@<batch>.json`` in the step's state location (by default the inbox's
-folder: :func:`~safebunny.exactly_once.inbox.state_location`), one per batch with effects or
+folder: :func:`~safebunny.exactly_once.inbox.table.state_location`), one per batch with effects or
 decisions. Listing that folder once per batch is the whole cost when nothing crashed (it holds only the
 batch under way).
 """
@@ -42,7 +42,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from safebunny.exactly_once.fence import SCHEME
+from safebunny.exactly_once.claims.fence import SCHEME
 from safebunny.storage.location import resolve_under
 from safebunny.storage.records import list_records, read_records, remove_record
 from safebunny.storage.writes import write_atomically

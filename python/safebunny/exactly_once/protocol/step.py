@@ -1,0 +1,275 @@
+"""``safebunny.Step``: one exactly-once step of a pipeline, run inside ``foreachBatch``.
+
+Per micro-batch N of epoch E (the streaming query's id, stable across restarts from the same
+checkpoint), following DESIGN.md's inbox protocol:
+
+1. drop in-batch duplicates (first by the source's order);
+2. new(N) = the messages whose id is not ``done`` in this node's inbox within the window, leaving
+   out the rows (E, N) itself wrote, so a replay of N sees the same new(N);
+3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated);
+4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
+   each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
+   epoch already applied (:mod:`~safebunny.exactly_once.claims.log`);
+5. publish every emit with ids derived from the causes (on the driver), on every attempt (the next inbox
+   drops copies), from the driver or, for a large batch, from the executors, every message confirmed before
+   going on; and hand failed rows to ``on_failed``;
+6. unless (E, N) is recorded already: append new(N) to the inbox as the batch's marker and remove the
+   claim. The marker comes after the publish: a crash between the two, then a redelivery to another
+   epoch (a new checkpoint, another driver) finds the messages not done and publishes again; the other
+   order found them done and never published their outputs;
+7. return: Spark commits the batch and the source acks it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import deque
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from safebunny.crashpoints import crash_point
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
+from safebunny.exactly_once.collect.batch import Batch, NewMessages
+from safebunny.exactly_once.collect.materialize import Materialized
+from safebunny.exactly_once.collect.settle import settle_outcome
+from safebunny.exactly_once.context import StepContext
+from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once.emits.publisher import EmitPublisher, Published, PublishSettings
+from safebunny.exactly_once.emits.rows import Router, batch_publish_rows
+from safebunny.exactly_once.handlers.frames import run_frames
+from safebunny.exactly_once.handlers.rows import RowRun
+from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
+from safebunny.exactly_once.protocol.epoch import step_epoch
+from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
+from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, StepSettings
+from safebunny.session import activate
+
+__all__ = ["Step"]
+
+
+@dataclass
+class _Run:
+    """One batch under way: its session, its context (``prepared`` once the step's ``prepare`` ran), its clock,
+    its rows, whether the handler is a row handler; after the dedupe, the ids done before and whether (E, N) is
+    recorded already (a replay)."""
+
+    spark: Any
+    ctx: StepContext
+    clock: Phases
+    batch: Batch
+    rows: bool
+    seen: Collection[str] = ()
+    replayed: bool = False
+
+
+class Step:
+    """An exactly-once step: ``query = df.writeStream.foreachBatch(step.foreach_batch(handler))...``.
+
+    - ``node``: the step's node name (in the inbox partition and in derived ids);
+    - ``inbox``: the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or
+      a table name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too);
+    - ``state``: where the step's claims, outcome logs and row decisions live (a path or URI); by default the
+      inbox's folder, and required for an inbox given by table name
+      (:func:`~safebunny.exactly_once.inbox.table.state_location`);
+    - ``uri``/``password``: the broker for emits (``password`` keeps the secret out of the URI);
+    - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
+    - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
+    - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
+    - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
+      as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
+    - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
+    - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
+    - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
+      broker fails them, e.g. through a restart, before the batch fails (default 60 s);
+    - ``executor_publish_rows``: a batch with more emitted messages than this publishes them from the
+      executors through the sink, about ``executor_partition_rows`` (default 2,500) per task, instead of from
+      the driver (0 or None: always from the driver). The default, ``"auto"``, is 5,000 where the executors
+      are processes of their own (a cluster) and never on a ``local[...]`` session, where it only costs; see
+      :mod:`~safebunny.exactly_once.emits.executor_publish`;
+    - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
+      query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.protocol.epoch`);
+    - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
+      handler's input on the driver (a :class:`~safebunny.exactly_once.collect.batch.Prepared`: one row per
+      message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
+      they are; the handler's context then has ``prepared=True``. A saga parses bodies this way.
+    """
+
+    def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
+                 window: dt.timedelta = DEFAULT_WINDOW, row_retries: int = 2, max_isolation_jobs: int = 64,
+                 on_failed: FailedCallback | None = None, router: Router | None = None,
+                 publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
+                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
+                 checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
+                 executor_publish_rows: int | str | None = AUTO,
+                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
+        publish = PublishSettings(uri, password, dict(publish_options or {}), publish_retry_seconds,
+                                  executor_publish_rows, executor_partition_rows)
+        self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
+                                     on_failed, router, epoch, checkpoint, prepare, publish)
+        self.node = node
+        self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
+        self._claimed = BatchClaims(node, self.inbox)
+        self._rows = RowRun(self._claimed, row_retries)
+        self.claims, self.decisions, self.outcomes = self._claimed.claims, self._claimed.decisions, self._rows.outcomes
+        self._publisher = EmitPublisher(node, publish)  # one per step: it reads the session's "auto" threshold once
+        self.reports: deque[BatchReport] = deque(maxlen=200)
+
+    def foreach_batch(self, handler: Handler, rows: bool = False) -> Callable[[Any, int], None]:
+        """The function for ``writeStream.foreachBatch``. ``rows=True``: ``handler(message_dict, ctx)``
+        is called per message (for calls to external services) instead of once per batch."""
+        if not callable(handler):
+            raise SafeBunnyOptionError(f"foreach_batch needs a callable handler; got {handler!r}.", "handler")
+
+        def run(batch_df: Any, batch_id: int) -> None:
+            self.process(batch_df, batch_id, handler, rows=rows)
+
+        run.__name__ = f"safebunny_step_{self.node}"
+        return run
+
+    def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
+        """Run one batch through the protocol (the module's numbered steps; what ``foreach_batch`` calls).
+
+        The batch is collected to the driver once (one Spark job; its size is bounded by the source's
+        ``maxMessagesPerTrigger``/``maxBytesPerTrigger``); the handler gets the new messages as a local
+        DataFrame, so its effects and emits are cheap to compute and a failing row is isolated without
+        reading the source again; emits are published with confirms from the driver, or from the executors
+        when the batch has more than ``executor_publish_rows`` of them (``BatchReport.published_from``).
+        """
+        run = self._read(batch_df, batch_id, rows)
+        new = self._dedupe(run)  # 1-2
+        new = self._prepare(run, new)  # the handler's input, when the step has a prepare (a saga's)
+        handled, result = self._handle(run, new, handler)  # 3
+        publish, emitted = self._derive_emit_ids(run, new, result)  # 5's ids, before anything is written
+        claimed = self._claim_and_apply(run, new, handled, result)  # 4
+        published = self._publish(run, publish)  # 5
+        routed = self._hand_failed(run, new, result)  # 5
+        self._record(run, new, result, emitted, claimed)  # 6
+        return self._report(run, new, result, publish.num_rows, published, routed)  # 7
+
+    # -- the protocol's steps, in order ----------------------------------------------------------
+    def _read(self, batch_df: Any, batch_id: int, rows: bool) -> _Run:
+        """The batch's epoch, and its rows collected to the driver once (its one Spark job)."""
+        clock = Phases()
+        spark = activate(batch_df.sparkSession)
+        settings = self.settings
+        epoch = step_epoch(spark, batch_df, batch_id, settings.checkpoint, settings.epoch, self.node)
+        batch = Batch.collect(batch_df, scope=f"{epoch}/{batch_id}")
+        clock.lap("read")
+        crash_point("step.after_consume")
+        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows)
+
+    def _dedupe(self, run: _Run) -> NewMessages:
+        """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows); the ids that
+        are, and whether (E, N) is recorded already (a replay), go to ``run``."""
+        ctx = run.ctx
+        run.seen = self.inbox.seen(run.batch.first_ids(), ctx.epoch, ctx.batch_id)
+        new = run.batch.new(run.seen)
+        run.replayed = self.inbox.batch_done(ctx.epoch, ctx.batch_id)
+        run.clock.lap("dedupe")
+        return new
+
+    def _prepare(self, run: _Run, new: NewMessages) -> NewMessages:
+        """A DataFrame handler's input made by the step's ``prepare`` on the driver (its rejections added)."""
+        prepare = self.settings.prepare
+        if prepare is None or run.rows or not new.count:
+            return new
+        prepared = prepare(new.table, new.schema)
+        if prepared is None:
+            return new
+        run.ctx = replace(run.ctx, prepared=True)
+        return new.with_prepared(prepared)
+
+    def _handle(self, run: _Run, new: NewMessages, handler: Handler) -> tuple[Materialized, Materialized]:
+        """3. The handler's outcome on the new messages (failing rows isolated), and that outcome settled:
+        failed and rejected messages without rows, one row per merge key."""
+        if run.rows:
+            def apply(effects: Mapping[tuple, tuple[Any, pa.Table]]) -> bool:  # the decisions, fenced
+                return self._claimed.apply(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, effects)[1]
+
+            handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
+        else:
+            handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
+        result = settle_outcome(handled, new.order(), new.rejected)
+        run.clock.lap("handler")
+        return handled, result
+
+    def _derive_emit_ids(self, run: _Run, new: NewMessages,
+                         result: Materialized) -> tuple[pa.Table, dict[str, list[str]]]:
+        """The publish rows of the settled emits, ids derived from their causes, and the ids emitted per cause."""
+        out = batch_publish_rows(result.emits, node=self.node, router=self.settings.router,
+                                 correlation_of=new.correlation_of())
+        run.clock.lap("ids")
+        return out
+
+    def _claim_and_apply(self, run: _Run, new: NewMessages, handled: Materialized, result: Materialized) -> Claimed:
+        """4. Unless (E, N) is recorded: its claim, then each Delta effect with app transaction (E, N)."""
+        if run.replayed:
+            return False, []
+        claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
+                                            run.rows)
+        run.clock.lap("effects")
+        crash_point("step.after_effects")
+        return claimed
+
+    def _publish(self, run: _Run, publish: pa.Table) -> Published:
+        """5. Every emit, confirmed, on every attempt; before the inbox marker: once the marker is in, a copy of
+        these messages redelivered to another epoch (a new checkpoint, another driver) is a duplicate there and
+        sends nothing."""
+        published = Published("", 0, 0)
+        if publish.num_rows:
+            ctx = run.ctx
+            published = self._publisher.publish(run.spark, publish, f"step:{self.node}/{ctx.epoch}/{ctx.batch_id}")
+            crash_point("step.after_publish")
+        run.clock.lap("publish")
+        return published
+
+    def _hand_failed(self, run: _Run, new: NewMessages, result: Materialized) -> Mapping[str, int]:
+        """5. The failed rows to ``on_failed``; what it retried and parked, as it says."""
+        routed: Mapping[str, int] | None = None
+        on_failed = self.settings.on_failed
+        if result.failed and on_failed is not None:
+            routed = on_failed([replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()],
+                               run.ctx)
+        run.clock.lap("failed")
+        return routed if isinstance(routed, Mapping) else {}
+
+    def _record(self, run: _Run, new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]],
+                claimed: Claimed) -> None:
+        """6. Unless (E, N) is recorded: new(N) appended to the inbox as the batch's marker, then the claim
+        removed (and the orphaned claims whose ids are all done)."""
+        epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
+        if not run.replayed:
+            self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
+            self._claimed.release(epoch, batch_id, claimed)
+            run.clock.lap("inbox")
+        crash_point("step.after_inbox")
+        if run.rows:
+            self.outcomes.forget_before(epoch, batch_id)
+
+    def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
+                routed: Mapping[str, int]) -> BatchReport:
+        """7. What the batch did, kept and logged; then Spark commits the batch and the source acks it."""
+        batch, seen, failed = run.batch, run.seen, len(result.failed)
+        report = BatchReport(
+            self.node, run.ctx.epoch, run.ctx.batch_id, batch.received, batch.received - batch.distinct + len(seen),
+            len(seen), new.count - failed, failed, emitted, run.replayed, run.clock.seconds(),
+            dt.datetime.now(dt.timezone.utc), run.clock.laps, published.where, published.partitions,
+            published.attempts, int(routed.get("retried", 0)), int(routed.get("parked", 0)))
+        self.reports.append(report)
+        log_report(report)
+        return report
+
+
+def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]]) -> list[InboxRow]:
+    out = []
+    columns = zip(new.ids, new.correlations, new.causations, new.types, strict=True)
+    for mid, correlation, causation, message_type in columns:
+        failed = result.failed.get(mid)
+        out.append(InboxRow(mid, correlation, causation, "failed" if failed else "done",
+                            failed.reason if failed else None, failed.attempts if failed else 1,
+                            tuple(emitted.get(mid, ())), message_type))
+    return out
