@@ -76,13 +76,31 @@ def message_id(causation_id: str, node: str, message_type: str, index: int = 0) 
 
 def message_ids(outputs: Iterable[tuple[str, int]], node: str, message_type: str) -> list[str]:
     """:func:`message_id` of each ``(causation_id, index)`` for one node and type (a step derives one per
-    output: 10,000 in a large batch)."""
-    return [message_id(cause, node, message_type, index) for cause, index in outputs]
+    output: 10,000 in a large batch), hashing the name's shared prefix and node and type fields once."""
+    _check("node", node)
+    _check("message_type", message_type)
+    prefix = hashlib.sha1(_NS_BYTES + f"{_MSG_TAG}|".encode(), usedforsecurity=False)
+    middle = f"|{encode_name('', node, message_type)[1:]}|".encode()
+    out = []
+    for cause, index in outputs:
+        _check("causation_id", cause)
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"'index' must be an int >= 0, but got {index!r}")
+        encoded, number = cause.encode("utf-8"), str(index).encode("ascii")
+        h = prefix.copy()
+        h.update(b"%d:%b%b%d:%b" % (len(encoded), encoded, middle, len(number), number))
+        out.append(_render(h.digest()))
+    return out
 
 
 def uuid5(name: str) -> str:
     """``str(uuid.uuid5(NAMESPACE, name))``, without the ``UUID`` object (it runs once per message)."""
-    h = bytearray(hashlib.sha1(_NS_BYTES + name.encode("utf-8"), usedforsecurity=False).digest()[:16])
+    return _render(hashlib.sha1(_NS_BYTES + name.encode("utf-8"), usedforsecurity=False).digest())
+
+
+def _render(digest: bytes) -> str:
+    """The canonical form of a version 5 UUID from its SHA-1 digest."""
+    h = bytearray(digest[:16])
     h[6] = (h[6] & 0x0F) | 0x50  # version 5
     h[8] = (h[8] & 0x3F) | 0x80  # RFC 9562 variant
     x = h.hex()

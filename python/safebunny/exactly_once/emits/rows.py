@@ -57,50 +57,79 @@ def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchang
 
     ``correlation_of`` maps each cause (input message id) to its correlation id; ``routing_key`` is one
     key, or a function of an output's correlation id (a saga routes each instance to its bucket); ``what``
-    names the emit in errors.
+    names the emit in errors. Built column by column: it runs for every emitted message of a batch.
     """
     if "messageId" not in table.column_names:
         raise SafeBunnyOptionError(
             f"{what} has no 'messageId' column (columns: {table.column_names}). Keep the input message's "
             "messageId in every emitted row: it is the cause the output's id is derived from.", "messageId")
-    rows = table.to_pylist()
-    per_cause: dict[str, list[tuple[int | None, bytes, str]]] = defaultdict(list)
-    for row in rows:
-        cause = row["messageId"]
-        if cause is None:
-            raise SafeBunnyOptionError(f"{what} has a row with a null 'messageId': {row!r}. Every output needs "
-                                       "its cause.", "messageId")
-        body, content_type = body_of(row)
-        per_cause[cause].append((row.get("outputIndex"), body, content_type))
-    ordered: list[tuple[str, int, bytes, str]] = []  # (cause, index, body, content type) in publishing order
-    for cause, outputs in per_cause.items():
-        explicit = [o for o in outputs if o[0] is not None]
-        if explicit and len(explicit) != len(outputs):
+    causes = table.column("messageId").to_pylist()
+    if None in causes:
+        row = table.slice(causes.index(None), 1).to_pylist()[0]
+        raise SafeBunnyOptionError(f"{what} has a row with a null 'messageId': {row!r}. Every output needs "
+                                   "its cause.", "messageId")
+    given = table.column("outputIndex").to_pylist() if "outputIndex" in table.column_names else [None] * len(causes)
+    bodies, types = _bodies(table)
+    if len(set(causes)) == len(causes):  # one output per cause (the usual case): index as given, else 0
+        order = range(len(causes))
+        indexes = [0 if index is None else index for index in given]
+    else:
+        order, indexes = _ranked(causes, given, bodies, what)
+    ordered_causes = [causes[i] for i in order]
+    ids = message_ids(zip(ordered_causes, indexes, strict=True), node, message_type)
+    emitted: dict[str, list[str]] = {}
+    for cause, mid in zip(ordered_causes, ids, strict=True):
+        emitted.setdefault(cause, []).append(mid)
+    correlations = [correlation_of.get(cause) or cause for cause in ordered_causes]
+    if callable(routing_key):
+        keys: dict[str, str] = {}
+        routing = [keys[c] if c in keys else keys.setdefault(c, routing_key(c)) for c in correlations]
+    else:
+        routing = [routing_key] * len(ids)
+    n = len(ids)
+    return pa.Table.from_pydict({
+        "value": [bodies[i] for i in order], "messageId": ids, "correlationId": correlations,
+        "causationId": ordered_causes, "type": [message_type] * n, "exchange": [exchange] * n,
+        "routingKey": routing, "contentType": [types[i] for i in order]}, schema=PUBLISH_SCHEMA), emitted
+
+
+def _bodies(table: pa.Table) -> tuple[list[bytes], list[str]]:
+    """Each row's (body, content type) as :func:`body_of` makes them, reading only the columns it needs."""
+    fields = [name for name in table.column_names if name not in RESERVED]
+    values = table.column("value").to_pylist() if "value" in table.column_names else None
+    if values is not None and None not in values:
+        pairs = [body_of({"value": value}) for value in values]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    records = table.select(fields).to_pylist() if fields else [{} for _ in range(table.num_rows)]
+    bodies = [orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS) for record in records]
+    types = ["application/json"] * len(bodies)
+    for i, value in enumerate(values or ()):
+        if value is not None:
+            bodies[i], types[i] = body_of({"value": value})
+    return bodies, types
+
+
+def _ranked(causes: list[str], given: list[int | None], bodies: list[bytes],
+            what: str) -> tuple[list[int], list[int]]:
+    """Rows grouped by cause (in order of first appearance) and each output's index: the one given, else its
+    body's rank among the cause's outputs; every output of a cause gives one, or none does."""
+    per_cause: dict[str, list[int]] = defaultdict(list)
+    for row, cause in enumerate(causes):
+        per_cause[cause].append(row)
+    order: list[int] = []
+    indexes: list[int] = []
+    for cause, rows in per_cause.items():
+        explicit = [row for row in rows if given[row] is not None]
+        if explicit and len(explicit) != len(rows):
             raise SafeBunnyOptionError(f"{what}: some outputs of cause {cause} have an outputIndex and some do not; "
                                        "give every row one, or none.", "outputIndex")
-        ranked = sorted(outputs, key=lambda o: (o[0] if o[0] is not None else 0, o[1]))
-        indexes = [index if index is not None else rank for rank, (index, _b, _c) in enumerate(ranked)]
-        if len(set(indexes)) != len(indexes):
+        ranked = sorted(rows, key=lambda row: (given[row] or 0, bodies[row]))
+        chosen = [given[row] if given[row] is not None else rank for rank, row in enumerate(ranked)]
+        if len(set(chosen)) != len(chosen):
             raise SafeBunnyOptionError(f"{what}: two outputs of cause {cause} share an outputIndex.", "outputIndex")
-        ordered.extend((cause, i, body, ctype) for i, (_x, body, ctype) in zip(indexes, ranked, strict=True))
-    ids = message_ids(((cause, index) for cause, index, _b, _c in ordered), node, message_type)
-    out: dict[str, list[Any]] = {name: [] for name in PUBLISH_SCHEMA.names}
-    emitted: dict[str, list[str]] = {}
-    keys: dict[str, str] = {}
-    for (cause, _index, body, content_type), mid in zip(ordered, ids, strict=True):
-        emitted.setdefault(cause, []).append(mid)
-        correlation = correlation_of.get(cause) or cause
-        if callable(routing_key):
-            key = keys.get(correlation)
-            if key is None:
-                key = keys[correlation] = routing_key(correlation)
-        else:
-            key = routing_key
-        for name, value in (("value", body), ("messageId", mid), ("correlationId", correlation),
-                            ("causationId", cause), ("type", message_type), ("exchange", exchange),
-                            ("routingKey", key), ("contentType", content_type)):
-            out[name].append(value)
-    return pa.table(out, schema=PUBLISH_SCHEMA), emitted
+        order.extend(ranked)
+        indexes.extend(chosen)
+    return order, indexes
 
 
 def batch_publish_rows(emits: Mapping[tuple, tuple[Emit, pa.Table]], *, node: str, router: Router | None,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,14 +96,17 @@ class Inbox:
         since = (_date(now) - self.window).date()
         return self._store.seen(self.node, since, message_ids, epoch, batch_id)
 
-    def record(self, rows: Iterable[InboxRow], epoch: str, batch_id: int, now: dt.datetime | None = None) -> bool:
+    def record(self, rows: Sequence[InboxRow], epoch: str, batch_id: int, now: dt.datetime | None = None) -> bool:
         """Append ``rows`` as batch ``(epoch, batch_id)``'s marker; a no-op when already recorded."""
         stamp = _date(now)
-        table = pa.Table.from_pylist([{
-            "node": self.node, "messageId": r.message_id, "correlationId": r.correlation_id,
-            "causationId": r.causation_id, "type": r.message_type, "epoch": epoch, "batchId": batch_id,
-            "status": r.status, "reason": r.reason, "attempts": r.attempts, "emitted": list(r.emitted),
-            "processedAt": stamp, "processedDate": stamp.date().isoformat()} for r in rows], schema=INBOX_SCHEMA)
+        n = len(rows)
+        table = pa.Table.from_pydict({
+            "node": [self.node] * n, "messageId": [r.message_id for r in rows],
+            "correlationId": [r.correlation_id for r in rows], "causationId": [r.causation_id for r in rows],
+            "type": [r.message_type for r in rows], "epoch": [epoch] * n, "batchId": [batch_id] * n,
+            "status": [r.status for r in rows], "reason": [r.reason for r in rows],
+            "attempts": [r.attempts for r in rows], "emitted": [list(r.emitted) for r in rows],
+            "processedAt": [stamp] * n, "processedDate": [stamp.date().isoformat()] * n}, schema=INBOX_SCHEMA)
         return self.target.append(table, self.app_id(epoch), batch_id, PARTITIONS)
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:

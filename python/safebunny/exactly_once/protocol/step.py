@@ -168,7 +168,8 @@ class Step:
         ctx = run.ctx
         run.seen = self.inbox.seen(run.batch.first_ids(), ctx.epoch, ctx.batch_id)
         new = run.batch.new(run.seen)
-        run.replayed = self.inbox.batch_done(ctx.epoch, ctx.batch_id)
+        # an empty batch (a tick that lets Spark commit the batch before it, so the source acks it) records nothing
+        run.replayed = bool(run.batch.received) and self.inbox.batch_done(ctx.epoch, ctx.batch_id)
         run.clock.lap("dedupe")
         return new
 
@@ -239,10 +240,10 @@ class Step:
 
     def _record(self, run: _Run, new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]],
                 claimed: Claimed) -> None:
-        """6. Unless (E, N) is recorded: new(N) appended to the inbox as the batch's marker, then the claim
-        removed (and the orphaned claims whose ids are all done)."""
+        """6. Unless (E, N) is recorded, or empty: new(N) appended to the inbox as the batch's marker, then the
+        claim removed (and the orphaned claims whose ids are all done). An empty batch commits nothing."""
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
-        if not run.replayed:
+        if not run.replayed and run.batch.received:
             self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
             self._claimed.release(epoch, batch_id, claimed)
             run.clock.lap("inbox")
