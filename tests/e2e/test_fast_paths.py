@@ -161,3 +161,28 @@ def test_anything_but_a_plain_column_selection_is_collected_itself(spark) -> Non
     tables = _collect_all([rows, chained, inner])
     for frame, table in zip([rows, chained, inner], tables, strict=True):
         assert table.sort_by("messageId").equals(frame.toArrow().sort_by("messageId"))
+
+
+def test_an_empty_batch_commits_nothing_and_the_next_batch_is_recorded(spark, tmp_path):
+    """The tick batch a source runs so that Spark commits the batch before it writes no inbox version; a batch
+    with messages after it still commits its marker, and its replay is still known as one."""
+    import safebunny
+
+    inbox = str(tmp_path / "inbox")
+    step = safebunny.Step("ticks", inbox, epoch="e1")
+    seen: list[int] = []
+
+    def handler(data, ctx):  # type: ignore[no-untyped-def]
+        seen.append(data.count())
+        return safebunny.Outcome()
+
+    rows = [("m1", "c1", "T", b"{}")]
+    step.process(spark.createDataFrame(rows, SOURCE), 0, handler)
+    version = DeltaRsTarget(inbox).handle().version()
+    empty = step.process(spark.createDataFrame([], SOURCE), 1, handler)
+    assert (empty.received, empty.replayed) == (0, False)
+    assert DeltaRsTarget(inbox).handle().version() == version  # no commit for the tick
+    step.process(spark.createDataFrame([("m2", "c2", "T", b"{}")], SOURCE), 2, handler)
+    assert DeltaRsTarget(inbox).handle().version() == version + 1
+    assert step.process(spark.createDataFrame([("m2", "c2", "T", b"{}")], SOURCE), 2, handler).replayed
+    assert seen == [1, 1, 1]  # the handler never saw the empty batch; the replay runs it again

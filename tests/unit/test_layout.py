@@ -298,3 +298,18 @@ def test_the_figure_check_finds_a_figure(tmp_path: Path) -> None:
     assert len(_figures(module, "m.py")) == 2
     module.write_text('"""Reads the queue; a delay like ``"250ms"`` is parsed by :func:`f`."""\n')
     assert _figures(module, "m.py") == []
+
+
+def test_the_module_map_in_design_md_is_current() -> None:
+    """docs/design.md's module map has one line per module, as ``tools/module_map.py`` prints it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("module_map", REPO / "tools" / "module_map.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    design = (REPO / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design.split("## Module map", 1)[1].split("\n### ", 1)[1]
+    assert "### " + section.strip() == tool.module_map(REPO).strip(), (
+        "docs/design.md's module map is stale: run `python tools/module_map.py` and paste its output under "
+        "'## Module map'")
