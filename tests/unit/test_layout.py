@@ -313,3 +313,16 @@ def test_the_module_map_in_design_md_is_current() -> None:
     assert "### " + section.strip() == tool.module_map(REPO).strip(), (
         "docs/design.md's module map is stale: run `python tools/module_map.py` and paste its output under "
         "'## Module map'")
+
+
+def test_importing_the_plugin_loads_neither_the_saga_config_nor_arrow() -> None:
+    """Spark imports the plugin in every Python worker that unpickles a reader or writer: it stays light (the
+    saga's queue names need no settings, the steps, storage or pyarrow)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pyspark_safebunny.data_source; "
+            "print(sorted(m for m in ('pyarrow', 'numpy', 'safebunny.saga.config', 'safebunny.exactly_once', "
+            "'safebunny.storage') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", f"importing the plugin loaded {out.strip()}"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.saga.retry import Retry
+from safebunny.saga.topology import check_name
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 from safebunny.uri import split_password, validate_uri, with_password
@@ -26,18 +27,7 @@ if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.failures import FailureRouter
 
-__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner", "check_name"]
-
-_FORBIDDEN = re.compile(r"[.*#\s/]")
-
-
-def check_name(kind: str, value: str) -> str:
-    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
-    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
-        raise SafeBunnyOptionError(
-            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
-            f"key syntax); got {value!r}.", kind)
-    return value
+__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner"]
 
 
 def _max_age(option: str, value: str | None, what: str) -> str | None:

@@ -34,12 +34,14 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
-from safebunny.saga.config import Named, SagaShape, check_name
 
-__all__ = ["SagaShape", "QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
+if TYPE_CHECKING:  # the config imports check_name from here: at run time a name is all the queue names need
+    from safebunny.saga.config import Named, SagaShape
+
+__all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
            "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
            "instance_routing_key", "routes_by_instance",
            "message_routing_key", "router", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
@@ -50,6 +52,18 @@ log = logging.getLogger("safebunny.saga")
 
 class SafeBunnyTopologyError(SafeBunnyError):
     """A queue or exchange exists with other arguments than the saga declares."""
+
+
+_FORBIDDEN = re.compile(r"[.*#\s/]")
+
+
+def check_name(kind: str, value: str) -> str:
+    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
+    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
+        raise SafeBunnyOptionError(
+            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
+            f"key syntax); got {value!r}.", kind)
+    return value
 
 
 def exchange_name(saga: Named) -> str:
