@@ -28,13 +28,6 @@ _BROKER: Broker | None = None
 _STREAM_BROKER: Broker | None = None
 
 
-#: e2e modules whose tests run drivers in processes of their own (kill matrices, several drivers, a cluster, the
-#: CLI): under ``make test``'s two xdist workers they are one group, the in-process Spark tests the other, so
-#: each worker starts one SparkSession and the processes' waits overlap the other worker's Spark jobs
-DRIVER_MODULES = {"test_step_crash", "test_source_crash", "test_saga_drivers", "test_local_cluster", "test_saga_crash",
-                  "test_stream_crash", "test_cli_session"}
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = Path(str(item.fspath)).parts
@@ -43,8 +36,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif "e2e" in parts:
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
-            group = "drivers" if Path(str(item.fspath)).stem in DRIVER_MODULES else "spark"
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
