@@ -8,7 +8,8 @@ traceback as text, followed by Spark's own lines. :func:`error_of` finds the las
 ``except SafeBunnyError`` works and the message is the last line a user sees.
 :func:`raised_in_python` finds the Python exception (class and message) a worker's traceback ends with, and
 :func:`is_plan_error` says whether a failure is a plan error (Spark's ``AnalysisException``: an unknown column,
-a type mismatch), which fails again on every restart.
+a type mismatch), which fails again on every restart, and :func:`is_worker_start_timeout` whether Spark's own
+Python process for a query failed to start in time (its fixed 10 s to connect back, missed on a loaded machine).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 
 from safebunny.errors import SafeBunnyError
 
-__all__ = ["error_of", "is_plan_error", "message_of", "raised_in_python"]
+__all__ = ["error_of", "is_plan_error", "is_worker_start_timeout", "message_of", "raised_in_python"]
 
 # a traceback's last line: the exception's qualified class name, ": ", the message
 _RAISED = re.compile(r"^\s*(?P<module>safebunny(?:\.\w+)*)\.(?P<cls>\w+): (?P<message>.+?)\s*$", re.M)
@@ -26,6 +27,8 @@ _TRACEBACK = "Traceback (most recent call last):"
 # the line a Python traceback ends with: ``[module.]Class: message`` (or the class alone), not indented
 _EXCEPTION_LINE = re.compile(r"^(?P<qualified>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 _PLAN_ERRORS = ("AnalysisException", "ParseException")
+# PythonWorkerFactory, when a Python process it spawned did not connect back within its fixed 10 s
+_WORKER_START_TIMEOUT = "Python worker failed to connect back"
 
 
 def _error_class(module: str, name: str) -> type[SafeBunnyError] | None:
@@ -116,3 +119,16 @@ def is_plan_error(exc: BaseException | None) -> bool:
         exc = exc.__cause__ or exc.__context__
     return False
 
+
+
+def is_worker_start_timeout(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says a Python process Spark spawned (a streaming source's runner, a planner) did not connect
+    back within Spark's fixed 10 s (``PythonWorkerFactory``): the machine was loaded, the query never ran a batch,
+    and starting it again is the remedy; it says nothing about the step."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if _WORKER_START_TIMEOUT in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

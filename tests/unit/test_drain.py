@@ -144,8 +144,29 @@ def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round()
     assert saga.started.count("stock.OrderPlaced") == 2
     with pytest.raises(RuntimeError) as err:
         drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=1,
-              start=lambda *a: (_ for _ in ()).throw(refused))
-    assert err.value is refused
+              start=lambda *a: (_ for _ in ()).throw(RuntimeError("no route to the cluster")))
+    assert str(err.value) == "no route to the cluster"
+
+
+def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bounded(monkeypatch, caplog):
+    """Spark's fixed 10 s for its Python process to connect back, missed on a loaded machine: the query never ran,
+    so it does not use the step's restarts (``restarts=0`` still drains); too many in a row still raise."""
+    monkeypatch.setattr(runner, "WORKER_START_WAIT_S", 0.0)
+    refused = RuntimeError("Python worker failed to connect back.")
+    saga = _Saga({"stock.OrderPlaced": [refused, refused, refused, 5]})
+    with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
+        assert drain(None, saga, timeout_s=30, restarts=0, start=saga.start) == 5
+    assert saga.started.count("stock.OrderPlaced") == 5
+    assert "did not connect back in time" in caplog.text and "(3 of 6)" in caplog.text
+    calls = {"n": 0}
+
+    def never(*args):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        raise refused
+
+    with pytest.raises(RuntimeError) as err:
+        drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=0, start=never)
+    assert err.value is refused and calls["n"] == runner.WORKER_START_TRIES + 1
 
 
 def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):

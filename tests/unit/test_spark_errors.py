@@ -97,3 +97,14 @@ def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
 
     assert describe(PythonException(UDF_ERROR)) == ("BadOrder", "qty must be positive")
     assert describe(ValueError("plain"))[0] == "ValueError"
+
+
+def test_a_python_process_that_did_not_connect_back_is_told_apart_through_causes():
+    from safebunny.spark_errors import is_worker_start_timeout
+
+    spark_text = ("[STREAM_FAILED] Query [id = 1] terminated with exception: org.apache.spark.SparkException: "
+                  "Python worker failed to connect back.\n\tat org.apache.spark.api.python.PythonWorkerFactory")
+    wrapped = RuntimeError("the query stopped")
+    wrapped.__cause__ = RuntimeError(spark_text)
+    assert is_worker_start_timeout(RuntimeError(spark_text)) and is_worker_start_timeout(wrapped)
+    assert not is_worker_start_timeout(RuntimeError(UDF_ERROR)) and not is_worker_start_timeout(None)

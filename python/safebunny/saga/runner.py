@@ -22,7 +22,7 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.leases import TTL_S
 from safebunny.saga.recorder import batch_function
 from safebunny.session import activate, read_stream
-from safebunny.spark_errors import error_of, is_plan_error, message_of
+from safebunny.spark_errors import error_of, is_plan_error, is_worker_start_timeout, message_of
 from safebunny.spark_logs import note_streaming_started
 
 __all__ = ["RunningSaga", "source_frame", "start_query", "drain", "moved_so_far", "waiting", "interval_ms", "is_entry",
@@ -35,6 +35,11 @@ HANDOVER_WAIT_S = 30.0
 AVAILABLE_NOW = "availableNow"
 #: in rounds, how long a step whose last round read nothing waits before its next round
 IDLE_ROUND_S = 2.0
+#: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
+#: loaded machine) that :func:`drain` starts again before it raises: they never ran, so they are not the step's
+#: restarts; each waits :data:`WORKER_START_WAIT_S` times its number first, for the load to pass
+WORKER_START_TRIES = 6
+WORKER_START_WAIT_S = 2.0
 
 
 def is_available_now(trigger: str | None) -> bool:
@@ -133,6 +138,8 @@ class RunningSaga:
         #: step label -> failures since its query last ran well (what the backoff doubles with)
         self.failing: dict[str, int] = {label: 0 for label in self.queries}
         self._restarted_at: dict[str, float] = {}
+        #: steps whose last query failed only because Spark's Python process for it did not start in time
+        self._unstarted: set[str] = set()
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
         self.errors: dict[str, BaseException] = {}
         #: shards due to be handed over -> when the handover was first due (it waits for the batch to end)
@@ -183,7 +190,11 @@ class RunningSaga:
                         log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.config.name,
                                   step.unit_label, message_of(failure))
                         continue
-                    backoff = min(self.max_backoff_s, 2.0 ** self.failing[step.unit_label])
+                    unstarted = is_worker_start_timeout(failure)  # a loaded machine: it never ran, back soon
+                    backoff = (WORKER_START_WAIT_S if unstarted
+                               else min(self.max_backoff_s, 2.0 ** self.failing[step.unit_label]))
+                    if unstarted:
+                        self._unstarted.add(step.unit_label)
                     retry_at[step.unit_label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.config.name,
@@ -192,7 +203,10 @@ class RunningSaga:
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
-                    self.failing[step.unit_label] += 1
+                    if step.unit_label in self._unstarted:
+                        self._unstarted.discard(step.unit_label)
+                    else:
+                        self.failing[step.unit_label] += 1
                     self._restarted_at[step.unit_label] = now
                     try:
                         self.queries[step.unit_label] = self._start(step)
@@ -287,13 +301,16 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
     same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
     a failure of the moment (a broker restart) does not end the drain. After ``restarts`` such restarts of
     one step in a row, its error is raised: safebunny's own error when the query carried one
-    (:func:`safebunny.error_of`), with Spark's exception as its cause. ``start`` starts one step's query
-    (:func:`start_query`; a parameter for tests of this loop)."""
+    (:func:`safebunny.error_of`), with Spark's exception as its cause. A query whose Python process Spark could
+    not start in time (a loaded machine) is not one of those restarts: it never ran, and it is started again, up
+    to :data:`WORKER_START_TRIES` times in a row. ``start`` starts one step's query (:func:`start_query`; a
+    parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s
     rounds = 0
     failed: dict[str, int] = {}  # step label -> failures in a row
+    unstarted: dict[str, int] = {}  # step label -> queries in a row whose Python process did not start in time
     errors: list[tuple[Any, BaseException]] = []
     while True:
         rounds += 1
@@ -311,18 +328,31 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
             _wait(query)
             error = query.exception()
+            label = step.unit_label
             if error is None:
-                failed.pop(step.unit_label, None)
-            else:
-                failed[step.unit_label] = failed.get(step.unit_label, 0) + 1
-                errors.append((step, error))
+                failed.pop(label, None)
+                unstarted.pop(label, None)
+                continue
+            errors.append((step, error))
+            counts = unstarted if is_worker_start_timeout(error) else failed
+            counts[label] = counts.get(label, 0) + 1
         for step, error in errors:
-            if failed[step.unit_label] > restarts or _not_worth_a_restart(error):
+            if (failed.get(step.unit_label, 0) > restarts or unstarted.get(step.unit_label, 0) > WORKER_START_TRIES
+                    or _not_worth_a_restart(error)):
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
+        pause = 0.0
         for step, error in errors:
+            if is_worker_start_timeout(error):
+                tries = unstarted[step.unit_label]
+                pause = max(pause, WORKER_START_WAIT_S * tries)
+                log.warning("saga %s: step %s: Spark's Python process for its query did not connect back in time (a "
+                            "loaded machine); starting it again in %.0f s (%d of %d)", saga.config.name,
+                            step.unit_label, WORKER_START_WAIT_S * tries, tries, WORKER_START_TRIES)
+                continue
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
             _note_serialization_race(saga, step, error)
+        time.sleep(pause)
         moved = moved_so_far(saga) - before
         still = waiting(saga)
         if on_round is not None:
