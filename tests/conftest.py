@@ -23,6 +23,12 @@ from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# Every Spark driver JVM of the run (the shared session, and the driver scripts the crash, takeover and log tests
+# start as processes of their own, which inherit this) compiles with C1 only and collects with one thread:
+# on 2 loaded cores a driver starts in about half the time (26 s -> 12 s, docs/operations.md), and no test is
+# long enough for C2's faster code to pay back its compile threads. spark-class adds SPARK_SUBMIT_OPTS to the
+# driver's JVM options; a value set by the caller is kept.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 _BROKER: Broker | None = None
 _STREAM_BROKER: Broker | None = None

@@ -17,9 +17,12 @@ __all__ = ["driver_session", "run_scenarios"]
 def driver_session(app: str) -> Any:
     from pyspark.sql import SparkSession
 
-    return (SparkSession.builder.master(os.environ.get("SAFEBUNNY_TEST_MASTER", "local[2]")).appName(app)
-            .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    builder = (SparkSession.builder.master(os.environ.get("SAFEBUNNY_TEST_MASTER", "local[2]")).appName(app)
+               .config("spark.ui.enabled", "false").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2"))
+    if os.environ.get("SPARK_SUBMIT_OPTS"):  # the driver's JVM options (tests/conftest.py), for executor JVMs too
+        builder = builder.config("spark.executor.extraJavaOptions", os.environ["SPARK_SUBMIT_OPTS"])
+    return builder.getOrCreate()
 
 
 def run_scenarios(spark: Any, scenarios: Iterable[dict[str, Any]], run: Callable[[dict[str, Any]], None]) -> None:

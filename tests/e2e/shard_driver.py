@@ -15,7 +15,7 @@ from driver_session import driver_session  # tests/e2e, the script's own folder
 
 import safebunny
 
-STOCK_SHARDS, SHIPPING_SHARDS = 4, 2
+STOCK_SHARDS, SHIPPING_SHARDS = 2, 2  # enough for a takeover and a balance; each shard is a query to start
 
 
 def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:

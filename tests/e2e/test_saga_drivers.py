@@ -3,7 +3,7 @@
 - A standby: the driver holding every shard is killed in the middle of a batch (after its claim, after one
   Delta effect, or after its publish; always before its inbox marker). The other takes the shards over (the
   broker's single active consumer) and every effect ends exactly once, with no shard unheld.
-- Two drivers started at once: the broker gives each shard to whichever driver attaches first (split 4/2 in
+- Two drivers started at once: the broker gives each shard to whichever driver attaches first (split 3/1 in
   one run, all to one in another; the test prints it), both may write the same Delta tables and inbox, and
   every effect still ends exactly once, every shard held by one consumer."""
 
@@ -27,7 +27,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 
-ORDERS = 150
+ORDERS = 90
 
 
 def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None):
