@@ -161,7 +161,7 @@ class SagaMetrics:
             seen = _step_progress(progress, label) if any(
                 k == label or k.startswith(f"{label}.shard.") for k in progress) else None
             if seen is None:
-                seen = _durable_progress(self.saga.root, step)
+                seen = _durable_progress(self.saga.config.layout.root, step)
                 seen["active"] = int(any(u.unit_label in active for u in step.units())) if active is not None else 0
             out.append({"step": label, **fields, **seen})
         return out
