@@ -158,7 +158,7 @@ class QueueSource:
             return self._offset(start.seq, start.tick + 1) if self._pending else start
         began = time.monotonic()
         end = self._latest(start, count, max_bytes, self.admission.first_wait)
-        if end.seq > start.seq:
+        if self.admission.paced and end.seq > start.seq:
             first = self._consumer_().first_arrived_at  # when the batch's first message was there
             self.admission.took(max(began, first or began))
         return end
