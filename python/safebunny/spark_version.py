@@ -18,7 +18,7 @@ import re
 
 from safebunny.errors import SafeBunnySparkVersionError
 
-__all__ = ["MINIMUM", "TESTED", "parse_version", "supported", "check_version", "require_supported"]
+__all__ = ["MINIMUM", "parse_version", "supported", "check_version", "require_supported"]
 
 log = logging.getLogger("safebunny.spark")
 

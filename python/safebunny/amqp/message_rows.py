@@ -27,19 +27,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-__all__ = [
-    "BASE_COLUMNS",
-    "arrow_schema",
-    "column_names",
-    "amqp_timestamp",
-    "render_header_value",
-    "render_headers",
-    "pika_row",
-    "AmqpColumns",
-    "header_delivery_count",
-    "rows_to_record_batch",
-    "MAX_CHUNK_BYTES",
-]
+__all__ = ["arrow_schema", "amqp_timestamp", "render_header_value", "render_headers", "pika_row", "AmqpColumns",
+           "rows_to_record_batch"]
 
 #: The base columns, in schema order (``headers`` and ``offset`` follow when present).
 BASE_COLUMNS: tuple[str, ...] = (

@@ -25,7 +25,7 @@ from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, insta
 from safebunny.saga.parked import read_parked
 from safebunny.session import session_or_raise
 
-__all__ = ["instances_table", "instances_frame", "view_name", "record_started", "STARTED_SCHEMA"]
+__all__ = ["instances_table", "view_name"]
 
 STARTED_SCHEMA = pa.schema([("businessKey", pa.string()), ("correlationId", pa.string()), ("node", pa.string()),
                             ("type", pa.string()), ("startedAt", pa.timestamp("us", tz="UTC"))])

@@ -38,7 +38,7 @@ from safebunny.saga.reports import COUNTERS, ReportStore
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["SagaMetrics", "render", "METRICS", "DEFAULT_PORT"]
+__all__ = ["SagaMetrics", "render"]
 
 log = logging.getLogger("safebunny.metrics")
 DEFAULT_PORT = 9108

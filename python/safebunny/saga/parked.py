@@ -22,7 +22,7 @@ from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 from safebunny.session import session_or_raise
 
-__all__ = ["Parked", "read_parked", "parked_frame", "redrive", "discard", "latest_per_id"]
+__all__ = ["latest_per_id"]
 
 _IDLE_S = 0.5
 

@@ -31,7 +31,7 @@ from safebunny.storage.location import resolve_under
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["COUNTERS", "KEEP", "RATE_WINDOW_S", "ReportStore", "StepCounters", "add_report", "summary"]
+__all__ = ["COUNTERS", "KEEP", "ReportStore", "StepCounters", "add_report", "summary"]
 
 #: the counters every step keeps since its root was created, and what each counts: ``StepStatus``'s counters,
 #: the metrics ``safebunny_step_<name>_total`` and ``safebunny status``'s columns. ``batches`` counts the

@@ -16,7 +16,7 @@ from safebunny.saga.parked import read_parked
 from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.storage.pause import paused_until
 
-__all__ = ["StepStatus", "status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
+__all__ = ["StepStatus", "combined", "ShardStatus", "unrouted_depth"]
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,10 @@ from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 if TYPE_CHECKING:  # the config imports check_name from here: at run time a name is all the queue names need
     from safebunny.saga.config import Named, SagaShape
 
-__all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
-           "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
-           "instance_routing_key", "routes_by_instance",
-           "message_routing_key", "router", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
-           "delete", "depths", "unrouted_name", "parse_inequivalent"]
+__all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "routing_key", "queue_name",
+           "retry_queue_name", "poison_queue_name", "bucket_of", "instance_routing_key", "routes_by_instance",
+           "message_routing_key", "consumer_queue", "shard_of", "plan", "declare", "delete", "depths", "unrouted_name",
+           "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
 

@@ -17,7 +17,7 @@ from pika import spec
 from safebunny.source.byte_budget import can_grow, desired_prefetch, may_resume
 from safebunny.source.consumer_acks import ConsumerAcks
 
-__all__ = ["ByteBudgetFlow"]
+__all__: list[str] = []
 
 log = logging.getLogger("safebunny.source")
 

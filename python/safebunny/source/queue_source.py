@@ -39,7 +39,7 @@ from safebunny.source.rows import deliveries_to_table
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
 
-__all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_BUFFERED_BYTES"]
+__all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES"]
 
 log = logging.getLogger("safebunny.source")
 

@@ -30,7 +30,7 @@ from safebunny.exactly_once.handlers.row_types import build_tables, type_decisio
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
 from safebunny.exactly_once.outcome import Effect, FailedRow, Outcome
 
-__all__ = ["RowRun", "ApplyFenced", "from_rows"]
+__all__ = ["RowRun", "from_rows"]
 
 #: applies effects keyed by target beside the node's other claims; True when another batch was met
 ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
