@@ -243,7 +243,7 @@ class Saga:
     def status(self) -> list[StepStatus]:
         """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
         API), the counters each batch recorded under the root (:mod:`safebunny.saga.reports`), the breaker."""
-        return [StepStatus(**fields) for fields in status_fields(self)]
+        return [StepStatus(**fields) for fields, _ in status_fields(self)]
 
     def shards(self) -> list[Any]:
         """One :class:`~safebunny.saga.status.ShardStatus` per shard of each sharded step: backlog, whether a
