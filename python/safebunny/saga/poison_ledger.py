@@ -29,7 +29,6 @@ from safebunny.storage.writes import write_atomically
 
 __all__ = ["PoisonLedger", "state_of"]
 
-STATES = ("parked", "redriven", "resolved", "discarded")
 #: states a default listing leaves out (``all=True`` / ``--all`` shows them)
 HIDDEN_STATES = frozenset({"resolved", "discarded"})
 

@@ -193,20 +193,6 @@ class Topology:
                 out[queue] = " ".join(found)
         return out
 
-    def rows(self, depths: dict[str, tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
-        """One row per queue (name, role, step, bound to, arguments, ready/unacked when known)."""
-        bound = self.bound_to()
-        out = []
-        for q in self.queues:
-            row = {"queue": q.name, "role": q.role, "step": q.step, "bound_to": bound.get(q.name, ""),
-                   "arguments": dict(q.arguments)}
-            if depths is not None:
-                depth = depths.get(q.name)
-                row["messages"] = None if depth is None else depth[0]
-                row["consumers"] = None if depth is None else depth[1]
-            out.append(row)
-        return out
-
 
 def plan(saga: SagaShape) -> Topology:
     """The saga's topology, computed without a broker."""
@@ -391,12 +377,6 @@ def depths(saga: SagaShape, names: list[str] | None = None) -> dict[str, tuple[i
     finally:
         conn.close()
     return out
-
-
-def show(saga: SagaShape) -> list[dict[str, Any]]:
-    """The topology as rows, with each queue's depth on the broker (``None`` when not declared)."""
-    topo = plan(saga)
-    return topo.rows(depths(saga, [q.name for q in topo.queues]))
 
 
 def delete(saga: SagaShape) -> list[str]:
