@@ -20,15 +20,18 @@ A driver is this module run with ``--driver NAME`` (what the orchestrator starts
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +51,30 @@ def _saga(uri: str, name: str, workdir: str, shards: int, driver: str | None) ->
                                                            os.path.join(workdir, "reservations"))])
 
     return saga
+
+
+@contextlib.contextmanager
+def _case(uri: str, kind: str, shards: int) -> Iterator[tuple[Any, str, str, dict[str, subprocess.Popen]]]:  # type: ignore[type-arg]
+    """A saga of its own for one case, its root in a temporary folder: (saga, name, folder, the case's driver
+    processes by name). Afterwards a driver still running is killed, the saga's queues deleted and the folder
+    removed, whether the case ended or failed."""
+    from safebunny.saga import topology
+
+    workdir = tempfile.mkdtemp(prefix=f"sb-{kind}-")
+    name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
+    processes: dict[str, subprocess.Popen] = {}  # type: ignore[type-arg]
+    saga = _saga(uri, name, workdir, shards, None)
+    try:
+        yield saga, name, workdir, processes
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        try:
+            topology.delete(saga)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def _run_driver(uri: str, name: str, workdir: str, shards: int, driver: str) -> None:
@@ -118,15 +145,10 @@ def _tree_cpu(pid: int) -> float:
 def drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[str]) -> dict[str, Any]:
     """Drain a backlog of ``messages`` through the step on ``shards`` shards run by ``drivers``: the rate from the
     first effect row to the last, the split of the shards, and the drivers' CPU (process trees) over that span."""
-    from safebunny.saga import topology
-
-    workdir = tempfile.mkdtemp(prefix="sb-drivers-")
-    name = f"bench-drivers-{uuid.uuid4().hex[:6]}"
-    saga = _saga(uri, name, workdir, shards, None)
-    try:
+    with _case(uri, "drivers", shards) as (saga, name, workdir, processes):
         saga.declare()
         _publish(spark, saga, 0, messages)
-        processes = {d: _start(uri, name, workdir, shards, d) for d in drivers}
+        processes.update({d: _start(uri, name, workdir, shards, d) for d in drivers})
         deadline = time.monotonic() + 600
         first, cpu0 = None, 0.0
         while _rows(workdir) < messages and time.monotonic() < deadline:
@@ -143,19 +165,14 @@ def drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[s
                 "driver_cpu_s": round(cpu1 - cpu0, 2),
                 "driver_cpu_us_per_msg": round((cpu1 - cpu0) * 1e6 / messages, 1),
                 "shards_by_driver": {d: held.count(d) for d in drivers}}
-    finally:
-        topology.delete(saga)
 
 
 def _takeover_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
     from safebunny.saga import topology
 
-    workdir = tempfile.mkdtemp(prefix="sb-takeover-")
-    name = f"bench-takeover-{uuid.uuid4().hex[:6]}"
-    saga = _saga(uri, name, workdir, shards, None)
-    try:
+    with _case(uri, "takeover", shards) as (saga, name, workdir, processes):
         saga.declare()
-        processes = {"a": _start(uri, name, workdir, shards, "a")}
+        processes["a"] = _start(uri, name, workdir, shards, "a")
         deadline = time.monotonic() + 300
         while min((d[1] if d else 0) for d in topology.depths(saga, [s.queue for s in saga.shards()]).values()) < 1:
             if time.monotonic() > deadline:
@@ -190,25 +207,17 @@ def _takeover_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
         _stop(workdir, {"b": processes["b"]})
         return {"takeover_s": None if takeover is None else round(max(0.0, takeover), 2),
                 "all_done_after_kill_s": round(finished, 2), "rows": _rows(workdir), "sent": sent}
-    finally:
-        topology.delete(saga)
 
 
 def _balance_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
     """a holds every shard; b starts; orders trickle in: the seconds from b running until each driver holds its
     share by the leases (``saga.shards()``'s holder), and the split then."""
-    from safebunny.saga import topology
+    with _case(uri, "balance", shards) as (saga, name, workdir, processes):
+        def holders() -> list[str | None]:
+            return [s.holder for s in saga.shards()]
 
-    workdir = tempfile.mkdtemp(prefix="sb-balance-")
-    name = f"bench-balance-{uuid.uuid4().hex[:6]}"
-    saga = _saga(uri, name, workdir, shards, None)
-
-    def holders() -> list[str | None]:
-        return [s.holder for s in saga.shards()]
-
-    try:
         saga.declare()
-        processes = {"a": _start(uri, name, workdir, shards, "a")}
+        processes["a"] = _start(uri, name, workdir, shards, "a")
         deadline = time.monotonic() + 300
         sent = 0
         while holders() != ["a"] * shards:
@@ -237,8 +246,6 @@ def _balance_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
         _stop(workdir, processes)
         return {"balanced_after_b_running_s": None if balanced is None else round(balanced, 1),
                 "holders": split, "sent": sent, "rows": _rows(workdir)}
-    finally:
-        topology.delete(saga)
 
 
 def publisher_session() -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["crash_point", "CRASH_ENV", "FAIL_ENV", "DRIVER_GROUP_ENV", "CrashPointFailure"]
+__all__ = ["crash_point", "CrashPointFailure"]
 
 CRASH_ENV = "SAFEBUNNY_CRASH_AT"
 FAIL_ENV = "SAFEBUNNY_FAIL_AT"

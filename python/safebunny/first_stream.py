@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["start", "guarded", "new_map", "sources_created", "is_serialization_race", "INITIALIZING"]
+__all__ = ["start", "guarded", "new_map", "sources_created", "is_serialization_race"]
 
 log = logging.getLogger("safebunny.session")
 

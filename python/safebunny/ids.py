@@ -76,7 +76,8 @@ def message_id(causation_id: str, node: str, message_type: str, index: int = 0) 
 
 def message_ids(outputs: Iterable[tuple[str, int]], node: str, message_type: str) -> list[str]:
     """:func:`message_id` of each ``(causation_id, index)`` for one node and type (a step derives one per
-    output: 10,000 in a large batch), hashing the name's shared prefix and node and type fields once."""
+    output: 10,000 in a large batch), hashing the name's shared prefix and node and type fields once. Node and
+    type are checked first, as :func:`message_id` checks them, even when ``outputs`` is empty."""
     _check("node", node)
     _check("message_type", message_type)
     prefix = hashlib.sha1(_NS_BYTES + f"{_MSG_TAG}|".encode(), usedforsecurity=False)

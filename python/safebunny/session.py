@@ -13,9 +13,10 @@ import os
 from typing import Any
 
 from safebunny import first_stream
+from safebunny.errors import SafeBunnyOptionError
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
 
-__all__ = ["activate", "is_connect", "publish", "read_stream"]
+__all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]
 
 
 def is_connect(spark: Any) -> bool:
@@ -34,6 +35,17 @@ def activate(spark: Any) -> Any:
         jvm.org.apache.spark.sql.SparkSession.setDefaultSession(jsession) if _no_default(jvm) else None
     SparkSession._activeSession = spark  # the Python side's notion of the active session
     return spark
+
+
+def session_or_raise(spark: Any, what: str, without: str) -> Any:
+    """``spark``, else the active session, else an error: ``what`` needs one, ``without`` works without Spark."""
+    from pyspark.sql import SparkSession
+
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        raise SafeBunnyOptionError(f"{what} needs a SparkSession: pass spark=..., or use {without} without Spark.",
+                                   "spark")
+    return session
 
 
 def _no_default(jvm: Any) -> bool:

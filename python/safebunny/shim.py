@@ -40,17 +40,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyError
 
-__all__ = [
-    "MESSAGE_ID_FUNCTION",
-    "CORRELATION_ID_FUNCTION",
-    "ENTRY_CLASS",
-    "jar_path",
-    "spark_conf",
-    "register",
-    "build_jar",
-    "scala_sources",
-    "cache_dir",
-]
+__all__ = ["jar_path", "spark_conf", "register", "scala_sources", "cache_dir"]
 
 MESSAGE_ID_FUNCTION = "safebunny_message_id"
 CORRELATION_ID_FUNCTION = "safebunny_correlation_id"

@@ -30,7 +30,7 @@ from typing import Any
 from safebunny.logs import LEVEL_ENV
 
 __all__ = ["quiet_task_failures", "quiet_query_context", "note_streaming_started", "TASK_FAILURE_LOGGERS",
-           "STREAMING_NOTE_LOGGER", "QUIET_GRACE_S", "QUERY_CONTEXT_LOGGERS"]
+           "STREAMING_NOTE_LOGGER"]
 
 log = logging.getLogger("safebunny.step")
 

@@ -18,14 +18,12 @@ import re
 
 from safebunny.errors import SafeBunnySparkVersionError
 
-__all__ = ["MINIMUM", "TESTED", "parse_version", "supported", "check_version", "require_supported"]
+__all__ = ["MINIMUM", "parse_version", "supported", "check_version", "require_supported"]
 
 log = logging.getLogger("safebunny.spark")
 
 #: the oldest PySpark safebunny runs on (Databricks Runtime 19's line)
 MINIMUM = (4, 2)
-#: the PySpark lines the test suite runs on (``make test``: 4.3; ``make test-compat``: 4.2)
-TESTED = ("4.2", "4.3")
 _LEADING = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?")
 _checked = False
 

@@ -326,7 +326,7 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
 
     step_a = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EA")
     step_b = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EB")
-    write_claim = step_a.claims.write
+    write_claim = step_a._claimed.claims.write
 
     def claim_after_b(*args, **kwargs):  # A has decided; its claim comes after B's whole batch
         if not a_may_go.is_set():
@@ -334,7 +334,7 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
             assert a_may_go.wait(120)
         return write_claim(*args, **kwargs)
 
-    step_a.claims.write = claim_after_b
+    step_a._claimed.claims.write = claim_after_b
     try:
         thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 3, pay_as("Charged"),
                                                                       rows=True))
@@ -343,7 +343,7 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
         a_may_go.set()
         thread.join(240)
     finally:
-        step_a.claims.write = write_claim
+        step_a._claimed.claims.write = write_claim
     assert not errors, errors
     branches: dict[str, set[str]] = {}
     for _, props, body in admin.get_all(out):

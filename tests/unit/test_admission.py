@@ -10,7 +10,7 @@ def test_an_unpaced_source_takes_at_once_and_waits_poll_timeout_for_a_first_mess
     admission = Admission(700)
     admission.took(10.0)
     assert admission.admit(10.1) == (0.0, True)
-    assert admission.first_wait == pytest.approx(0.7)
+    assert admission.first_wait == pytest.approx(0.7) and not admission.paced and Admission(700, 1).paced
 
 
 def test_the_first_batch_is_taken_at_once():

@@ -103,3 +103,5 @@ def test_message_ids_in_bulk_check_their_fields_as_message_id_does():
         ids.message_ids([("m1", -1)], "billing", "T")
     with pytest.raises(ValueError, match="'node' must be a non-empty str"):
         ids.message_ids([("m1", 0)], "", "T")
+    with pytest.raises(ValueError, match="'message_type' must be a non-empty str"):
+        ids.message_ids([], "billing", "")  # checked on empty input too: a bad node or type fails at once

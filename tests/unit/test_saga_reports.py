@@ -58,14 +58,14 @@ def test_the_file_survives_a_new_reader_and_ignores_a_replay(tmp_path: Path) -> 
 
 def test_reports_round_trip_newest_last_and_the_oldest_are_dropped(tmp_path: Path) -> None:
     store = ReportStore(str(tmp_path), "stock.OrderPlaced")
-    assert store.last() is None
+    assert store.counters().last_received is None
     first = _report(0, 7, phases={"read": 0.1}, published_from="driver", publish_partitions=1, retried=2)
     store.record(first)
     store.record(_report(1, 3, seconds=0.75))
     got = store.reports()
     assert got[0] == first and [r.batch_id for r in got] == [0, 1]
-    last = store.last()
-    assert last is not None and (last.batch_id, last.received, last.seconds) == (1, 3, 0.75)
+    last = store.counters()  # the last batch, from the same read as the totals
+    assert (last.last_batch_id, last.last_received, last.last_seconds) == (1, 3, 0.75)
     record = store.read()
     for batch_id in range(2, KEEP + 5):
         record = add_report(record, _report(batch_id, 1))
@@ -82,7 +82,7 @@ def test_a_file_of_an_older_safebunny_is_read_for_its_totals(tmp_path: Path) -> 
     store = ReportStore(str(tmp_path), "s.T")
     c = store.counters()
     assert (c.totals["batches"], c.totals["received"], c.rate, c.last_batch) == (4, 20, None, None)
-    assert store.reports() == [] and store.last() is None
+    assert store.reports() == [] and store.counters().last_received is None
     assert store.record(_report(3, 5)) is False  # its epochs still keep a replay out
     assert store.record(_report(4, 5)) is True
     assert store.counters().totals["received"] == 25 and "recent" not in store.read()

@@ -88,12 +88,13 @@ def test_emits_route_each_row_by_its_instance() -> None:
 def test_a_steps_counters_are_its_shards_summed() -> None:
     def counters(step: str, received: int, rate: float | None, last: str | None) -> StepCounters:
         return StepCounters(step, {**dict.fromkeys(COUNTERS, 0), "batches": 1, "received": received,
-                                   "processed": received}, rate, last, 1)
+                                   "processed": received}, rate, last, 1, None, received, received / 10)
 
     total = combined([counters("p.T.shard.0", 5, 1.5, "2026-11-24T10:00:00"),
                       counters("p.T.shard.1", 7, None, "2026-11-24T11:00:00")])
     assert (total.step, total.totals["batches"], total.totals["received"], total.rate, total.last_batch) == (
         "p.T", 2, 12, 1.5, "2026-11-24T11:00:00")
+    assert (total.last_received, total.last_seconds) == (12, 0.7)  # the shards' last batches: rows added, longest
 
 
 def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> None:  # type: ignore[no-untyped-def]

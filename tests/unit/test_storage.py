@@ -99,11 +99,11 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
 def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     step = Step("billing", inbox="main.sagas.inbox", uri=URI, state=str(tmp_path / "state"))
-    assert step.claims.folder == f"{tmp_path}/state/_claims/billing"
-    assert step.outcomes.root == f"{tmp_path}/state"
-    assert step.decisions.path == f"{tmp_path}/state/_decisions"
+    assert step._claimed.claims.folder == f"{tmp_path}/state/_claims/billing"
+    assert step._rows.outcomes.root == f"{tmp_path}/state"
+    assert step._claimed.decisions.path == f"{tmp_path}/state/_decisions"
     by_path = Step("billing", inbox=str(tmp_path / "inbox"), uri=URI)
-    assert by_path.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside an inbox given by path"
+    assert by_path._claimed.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside the inbox"
 
 
 def test_a_lease_round_trips_with_its_payload_beside_it_under_the_holder_key_its_user_names(tmp_path):

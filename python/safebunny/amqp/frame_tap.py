@@ -26,7 +26,7 @@ from pika.frame import decode_frame
 
 from safebunny.amqp.frames import INCOMPLETE, Properties, parse_delivery
 
-__all__ = ["FrameTap", "install", "DeliveryCallback"]
+__all__ = ["FrameTap", "install"]
 
 log = logging.getLogger("safebunny.amqp.frame_tap")
 

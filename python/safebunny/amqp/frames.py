@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from pika.compat import long
 from pika.data import decode_value
 
-__all__ = ["Properties", "ParsedDelivery", "INCOMPLETE", "parse_delivery", "decode_properties"]
+__all__ = ["Properties", "INCOMPLETE", "parse_delivery", "decode_properties"]
 
 _FRAME_HEADER = struct.Struct(">BHI")  # type, channel, payload size
 _HEADER_FIELDS = struct.Struct(">HHQH")  # class id, weight, body size, first property-flag word

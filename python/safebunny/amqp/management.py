@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
-__all__ = ["QueueCounts", "management_url_for", "queue_counts", "DEFAULT_PORT"]
+__all__ = ["management_url_for", "queue_counts"]
 
 DEFAULT_PORT = 15672
 

@@ -27,34 +27,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-__all__ = [
-    "BASE_COLUMNS",
-    "arrow_schema",
-    "column_names",
-    "amqp_timestamp",
-    "render_header_value",
-    "render_headers",
-    "pika_row",
-    "AmqpColumns",
-    "header_delivery_count",
-    "rows_to_record_batch",
-    "MAX_CHUNK_BYTES",
-]
-
-#: The base columns, in schema order (``headers`` and ``offset`` follow when present).
-BASE_COLUMNS: tuple[str, ...] = (
-    "value",
-    "messageId",
-    "correlationId",
-    "routingKey",
-    "exchange",
-    "queue",
-    "redelivered",
-    "deliveryCount",
-    "timestamp",
-    "contentType",
-    "type",
-)
+__all__ = ["arrow_schema", "amqp_timestamp", "render_header_value", "render_headers", "pika_row", "AmqpColumns",
+           "rows_to_record_batch"]
 
 _BASE_FIELDS: tuple[pa.Field, ...] = (
     pa.field("value", pa.binary()),
@@ -88,11 +62,6 @@ def arrow_schema(include_headers: bool, include_offset: bool = True) -> pa.Schem
     if include_offset:
         fields.append(_OFFSET_FIELD)
     return pa.schema(fields)
-
-
-def column_names(include_headers: bool, include_offset: bool = True) -> list[str]:
-    """The column names in schema order."""
-    return arrow_schema(include_headers, include_offset).names
 
 
 def amqp_timestamp(props: Any) -> _dt.datetime | None:

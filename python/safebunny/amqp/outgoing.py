@@ -66,18 +66,8 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.ids import encode_name, message_id
 from safebunny.ids import uuid5 as _uuid5
 
-__all__ = [
-    "ACCEPTED_COLUMNS",
-    "CAUSATION_HEADER",
-    "DEFAULT_TYPE",
-    "SinkPlan",
-    "OutgoingMessage",
-    "MessageBuilder",
-    "plan_sink",
-    "validate_columns",
-    "content_id",
-    "caused_id",
-]
+__all__ = ["ACCEPTED_COLUMNS", "CAUSATION_HEADER", "SinkPlan", "MessageBuilder", "plan_sink", "validate_columns",
+           "content_id", "caused_id"]
 
 #: Accepted input columns and their Spark types (``DataType.simpleString()``).
 ACCEPTED_COLUMNS: dict[str, tuple[str, ...]] = {

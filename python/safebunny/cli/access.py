@@ -18,8 +18,7 @@ if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.saga import Saga
 
-__all__ = ["open_saga", "select_steps", "declare", "delete", "topology", "status", "poison", "redrive", "trace",
-           "instances"]
+__all__ = ["open_saga", "status", "instances"]
 
 
 def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Saga:

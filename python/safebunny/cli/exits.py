@@ -19,7 +19,7 @@ code   meaning
 
 from __future__ import annotations
 
-__all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "ERROR", "LEFT", "PARKED", "INTERRUPTED", "CliError"]
+__all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "PARKED", "CliError"]
 
 OK = 0
 NOT_FOUND = 1

@@ -6,7 +6,7 @@ import argparse
 
 from safebunny.ids import correlation_id_for, message_id
 
-__all__ = ["add_parsers"]
+__all__: list[str] = []
 
 
 def _message_id(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from safebunny.cli.output import print_rows
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "COLUMNS", "DEFAULT_LIMIT", "STATES"]
+__all__ = ["DEFAULT_LIMIT", "STATES"]
 
 COLUMNS = ["businessKey", "correlationId", "state", "step", "stepsDone", "started", "lastUpdate", "reason"]
 #: the states an instance can be in (safebunny.saga.instance_state.STATES, without importing the saga here)

@@ -22,7 +22,7 @@ from typing import Any
 
 from safebunny.cli.exits import SAGA, CliError
 
-__all__ = ["load_saga", "split_locator", "is_saga"]
+__all__ = ["load_saga", "split_locator"]
 
 
 def is_saga(obj: Any) -> bool:

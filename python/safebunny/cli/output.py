@@ -8,7 +8,7 @@ from typing import Any
 
 from safebunny.cli.render import key_values, table, to_json
 
-__all__ = ["print_rows", "print_record", "wants_json"]
+__all__: list[str] = []
 
 
 def wants_json(args: argparse.Namespace) -> bool:

@@ -12,7 +12,7 @@ from safebunny.cli.output import print_record, print_rows
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "COLUMNS"]
+__all__: list[str] = []
 
 COLUMNS = ["step", "messageId", "correlationId", "attempts", "state", "reason", "parkedAt"]
 

@@ -30,7 +30,7 @@ from safebunny.errors import SafeBunnyError
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "session", "once", "continuous"]
+__all__: list[str] = []
 
 
 def session(remote: str | None, master: str | None) -> Any:

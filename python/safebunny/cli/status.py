@@ -13,7 +13,7 @@ from safebunny.cli.output import print_rows, wants_json
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "columns", "SHARD_COLUMNS", "positive_seconds", "unrouted_line"]
+__all__: list[str] = []
 
 
 def columns() -> list[str]:

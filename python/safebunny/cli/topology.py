@@ -13,7 +13,7 @@ from safebunny.cli.output import print_rows
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "COLUMNS"]
+__all__: list[str] = []
 
 COLUMNS = ["kind", "name", "step", "routing", "arguments", "ready"]
 

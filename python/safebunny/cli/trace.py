@@ -14,7 +14,7 @@ from safebunny.ids import correlation_id_for
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["add_parsers", "candidates", "COLUMNS"]
+__all__ = ["candidates"]
 
 COLUMNS = ["time", "step", "messageId", "causationId", "attempt", "outcome"]
 

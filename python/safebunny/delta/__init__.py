@@ -2,4 +2,4 @@
 chosen), :mod:`.delta_rs` (by path, fenceable), :mod:`.spark_delta` (by name), :mod:`.merge_rows` (one source row
 per merge key, on both). It depends on :mod:`safebunny.storage` and :mod:`safebunny.errors` only."""
 
-__all__ = ["target", "delta_rs", "spark_delta", "merge_rows"]
+__all__: list[str] = []

@@ -27,8 +27,7 @@ from safebunny.delta.target import DeltaTarget, Guard, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 __all__ = ["SparkDeltaTarget", "merge_sql", "last_per_key_sql", "quote_name", "table_ref", "maintenance_sql",
-           "commit_tag", "applied_in_history", "TXN_APP_CONF", "TXN_VERSION_CONF", "USER_METADATA_CONF",
-           "ORDER_COLUMN"]
+           "commit_tag", "applied_in_history", "TXN_APP_CONF", "USER_METADATA_CONF"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"

@@ -8,7 +8,7 @@ import time
 
 from safebunny.uri import redact
 
-__all__ = ["DEFAULT_URI", "ensure_broker", "answers"]
+__all__: list[str] = []
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 

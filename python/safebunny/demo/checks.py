@@ -11,7 +11,7 @@ from typing import Any
 from safebunny.demo.orders import Plan
 from safebunny.ids import correlation_id_for
 
-__all__ = ["Summary", "summarise"]
+__all__ = ["summarise"]
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import Any
 
 import safebunny
 
-__all__ = ["NAME", "DECLINED_CARD", "build", "tables", "saga"]
+__all__: list[str] = []
 
 NAME = "safebunny-demo"
 DECLINED_CARD = "4000-0000-0000-0002"

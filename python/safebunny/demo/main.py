@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "parse_args"]
+__all__ = ["main"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

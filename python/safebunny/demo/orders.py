@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Plan", "plan_orders", "order_id", "SKUS"]
+__all__ = ["plan_orders"]
 
 SKUS = ("bunny-plush", "carrot-crate", "hay-bale", "burrow-kit", "ear-brush")
 

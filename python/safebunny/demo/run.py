@@ -14,7 +14,7 @@ from safebunny.demo.tables import read_table
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["run"]
+__all__: list[str] = []
 
 ORDER_COLUMNS = "orderId string, sku string, qty int, amount double, card string"
 

@@ -9,7 +9,7 @@ from safebunny.logs import LOG_LEVELS
 from safebunny.options import OptionSpec, parse_choice, parse_str
 from safebunny.uri import validate_uri, with_password
 
-__all__ = ["CONNECTION_OPTIONS", "LOG_LEVELS", "apply_password", "apply_log_level"]
+__all__: list[str] = []
 
 
 def _uri(name: str, raw: str) -> str:

@@ -29,7 +29,7 @@ from safebunny.saga.config import SagaShape
 from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
 from safebunny.storage.lease import Renewer
 
-__all__ = ["Balancer", "HOLD_S", "COOLDOWN_S"]
+__all__ = ["Balancer", "HOLD_S"]
 
 log = logging.getLogger("safebunny.saga")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga.definition import SagaStep
 
-__all__ = ["unfed_routes", "undeclared_emits", "unconsumed_start", "report", "require_shards"]
+__all__ = ["unfed_routes", "undeclared_emits", "require_shards"]
 
 log = logging.getLogger("safebunny.saga")
 

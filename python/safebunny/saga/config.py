@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.failures import FailureRouter
 
-__all__ = ["SagaLayout", "SagaConfig", "Named", "SagaShape", "SagaRunner"]
+__all__ = ["SagaLayout", "SagaConfig"]
 
 
 def _max_age(option: str, value: str | None, what: str) -> str | None:

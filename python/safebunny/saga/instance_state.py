@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from safebunny.ids import message_id
 
-__all__ = ["STATES", "INSTANCE_SCHEMA", "Parked", "instance_rows", "terminal_steps"]
+__all__ = ["STATES", "Parked", "instance_rows", "terminal_steps"]
 
 STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
 INSTANCE_SCHEMA = pa.schema([

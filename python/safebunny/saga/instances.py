@@ -23,8 +23,9 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
 from safebunny.saga.parked import read_parked
+from safebunny.session import session_or_raise
 
-__all__ = ["instances_table", "instances_frame", "view_name", "record_started", "STARTED_SCHEMA"]
+__all__ = ["instances_table", "view_name"]
 
 STARTED_SCHEMA = pa.schema([("businessKey", pa.string()), ("correlationId", pa.string()), ("node", pa.string()),
                             ("type", pa.string()), ("startedAt", pa.timestamp("us", tz="UTC"))])
@@ -86,14 +87,9 @@ def instances_table(saga: SagaShape, state: str | None = None, parked: bool = Tr
 def instances_frame(saga: SagaShape, spark: Any = None, state: str | None = None) -> Any:
     """:func:`instances_table` as a DataFrame in ``spark`` (or the active session), also registered as the
     temporary view :func:`view_name` (all states, whatever ``state`` filters in the returned frame)."""
-    from pyspark.sql import SparkSession
-
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
-    session = spark or SparkSession.getActiveSession()
-    if session is None:
-        raise SafeBunnyOptionError("saga.instances(...) needs a SparkSession: pass spark=..., or use "
-                                   "'safebunny instances' without Spark.", "spark")
+    session = session_or_raise(spark, "saga.instances(...)", "'safebunny instances'")
     table = instances_table(saga)
     frame = session.createDataFrame(table if table.num_rows else INSTANCE_SCHEMA.empty_table(),
                                     schema=_ddl())

@@ -35,7 +35,7 @@ from safebunny.storage import lease as storage
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import remove_record
 
-__all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "RENEW_S", "TTL_S", "SETTLE_S"]
+__all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "TTL_S", "SETTLE_S"]
 
 #: how often a running driver rewrites its lease
 RENEW_S = 5.0

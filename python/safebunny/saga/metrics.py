@@ -33,12 +33,12 @@ from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
-from safebunny.saga.reports import COUNTERS, ReportStore
+from safebunny.saga.reports import COUNTERS, StepCounters
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
-__all__ = ["SagaMetrics", "render", "METRICS", "DEFAULT_PORT"]
+__all__ = ["SagaMetrics", "render"]
 
 log = logging.getLogger("safebunny.metrics")
 DEFAULT_PORT = 9108
@@ -156,12 +156,12 @@ class SagaMetrics:
             progress = {k: dict(v) for k, v in self.progress.items()}
         active = self._active_queries()
         out = []
-        for step, fields in zip(self.saga.steps, status_fields(self.saga, poison=False), strict=True):
+        for step, (fields, counters) in zip(self.saga.steps, status_fields(self.saga, poison=False), strict=True):
             label = f"{fields['node']}.{fields['type']}"
             seen = _step_progress(progress, label) if any(
                 k == label or k.startswith(f"{label}.shard.") for k in progress) else None
             if seen is None:
-                seen = _durable_progress(self.saga.root, step)
+                seen = _durable_progress(counters, step.shards is None)
                 seen["active"] = int(any(u.unit_label in active for u in step.units())) if active is not None else 0
             out.append({"step": label, **fields, **seen})
         return out
@@ -235,18 +235,17 @@ def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str,
     return out
 
 
-def _durable_progress(root: str, step: Any) -> dict[str, Any]:
-    """A step's last batch from its stored reports (its shards' together: rows added, the longest batch); the
-    id only for an unsharded step."""
-    lasts = [r for r in (ReportStore(root, u.unit_label).last() for u in step.units()) if r is not None]
-    if not lasts:
+def _durable_progress(counters: StepCounters, unsharded: bool) -> dict[str, Any]:
+    """A step's last batch from the counters its status read (its shards' together: rows added, the longest
+    batch); the id only for an unsharded step."""
+    rows, seconds = counters.last_received, counters.last_seconds
+    if rows is None or seconds is None:
         return {}
-    rows, seconds = sum(b.received for b in lasts), max(b.seconds for b in lasts)
     out: dict[str, Any] = {"numInputRows": rows, "batchSeconds": seconds}
     if seconds > 0:
         out["processedRowsPerSecond"] = rows / seconds
-    if len(lasts) == 1 and step.shards is None:
-        out["batchId"] = lasts[0].batch_id
+    if unsharded:
+        out["batchId"] = counters.last_batch_id
     return out
 
 

@@ -20,8 +20,9 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
+from safebunny.session import session_or_raise
 
-__all__ = ["Parked", "read_parked", "parked_frame", "redrive", "discard", "latest_per_id"]
+__all__ = ["latest_per_id"]
 
 _IDLE_S = 0.5
 
@@ -188,12 +189,7 @@ def discard(config: SagaConfig, node: str, message_type: str, ids: list[str], re
 
 def parked_frame(rows: list[Parked], spark: Any = None) -> Any:
     """Parked messages as a DataFrame in the active (or given) session (``saga.poison``)."""
-    from pyspark.sql import SparkSession
-
-    session = spark or SparkSession.getActiveSession()
-    if session is None:
-        raise SafeBunnyOptionError("saga.poison(...) needs a SparkSession; use saga.poison_rows(...) "
-                                   "without Spark.", "spark")
+    session = session_or_raise(spark, "saga.poison(...)", "saga.poison_rows(...)")
     schema = ("step string, offset long, messageId string, correlationId string, type string, reason string, "
               "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
               "state string, headers map<string,string>, discardReason string, discardedBy string")

@@ -23,7 +23,7 @@ from safebunny.saga.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["ParkedIds", "REDRIVEN", "drop_fresh_copies"]
+__all__: list[str] = []
 
 #: the header ``redrive`` sets on the copies it sends back
 REDRIVEN = "x-safebunny-redriven"

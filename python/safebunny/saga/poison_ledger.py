@@ -27,9 +27,8 @@ from safebunny.storage.location import resolve_location
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["PoisonLedger", "state_of", "HIDDEN_STATES", "STATES"]
+__all__ = ["PoisonLedger", "state_of"]
 
-STATES = ("parked", "redriven", "resolved", "discarded")
 #: states a default listing leaves out (``all=True`` / ``--all`` shows them)
 HIDDEN_STATES = frozenset({"resolved", "discarded"})
 

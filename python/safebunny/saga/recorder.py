@@ -20,7 +20,7 @@ from safebunny.saga.parked_ids import drop_fresh_copies
 from safebunny.spark_errors import is_plan_error, raised_in_python
 from safebunny.spark_logs import quiet_query_context
 
-__all__ = ["StepRecorder", "batch_function", "plan_error"]
+__all__ = ["StepRecorder"]
 
 _RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictionary()
 

@@ -31,7 +31,7 @@ from safebunny.storage.location import resolve_under
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["COUNTERS", "KEEP", "RATE_WINDOW_S", "ReportStore", "StepCounters", "add_report", "summary"]
+__all__ = ["COUNTERS", "KEEP", "ReportStore", "StepCounters", "add_report", "summary"]
 
 #: the counters every step keeps since its root was created, and what each counts: ``StepStatus``'s counters,
 #: the metrics ``safebunny_step_<name>_total`` and ``safebunny status``'s columns. ``batches`` counts the
@@ -56,8 +56,8 @@ _FIELDS = frozenset(f.name for f in fields(BatchReport))
 @dataclass(frozen=True)
 class StepCounters:
     """One step's totals (``totals``: each of :data:`COUNTERS`); ``rate``: messages received per second over the
-    last minute; its last batch with messages: when it finished, its id and the saga driver that ran it
-    (``Saga(driver=...)``; None for a single driver)."""
+    last minute; its last batch with messages: when it finished, its id, the saga driver that ran it
+    (``Saga(driver=...)``; None for a single driver), the messages it received and its seconds."""
 
     step: str
     totals: Mapping[str, int]
@@ -65,6 +65,8 @@ class StepCounters:
     last_batch: str | None
     last_batch_id: int | None
     last_driver: str | None = None
+    last_received: int | None = None
+    last_seconds: float | None = None
 
 
 def add_report(record: Mapping[str, Any] | None, report: BatchReport,
@@ -98,7 +100,7 @@ def summary(step: str, record: Mapping[str, Any] | None, now: dt.datetime | None
         rate = sum(recent) / RATE_WINDOW_S
     last = reports[-1] if reports else {}
     return StepCounters(step, {name: int(record.get(name, 0)) for name in COUNTERS}, rate, last.get("finished_at"),
-                        last.get("batch_id"), record.get("last_driver"))
+                        last.get("batch_id"), record.get("last_driver"), last.get("received"), last.get("seconds"))
 
 
 def _report(stored: Mapping[str, Any]) -> BatchReport:
@@ -135,8 +137,3 @@ class ReportStore:
     def reports(self) -> list[BatchReport]:
         """The newest :data:`KEEP` reports, oldest first."""
         return [_report(r) for r in (self.read() or {}).get("reports") or []]
-
-    def last(self) -> BatchReport | None:
-        """The newest report, or None before the first."""
-        reports = (self.read() or {}).get("reports") or []
-        return _report(reports[-1]) if reports else None

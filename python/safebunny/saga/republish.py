@@ -26,7 +26,7 @@ from safebunny.amqp.sending import acquire_for
 from safebunny.ids import message_id
 from safebunny.options.sink import parse_sink_options
 
-__all__ = ["COPY_ID", "Copy", "copy_id", "publish_copies"]
+__all__ = ["COPY_ID", "copy_id"]
 
 #: The header naming one copy of a message: the same for every republish of that copy.
 COPY_ID = "x-safebunny-copy-id"

@@ -68,13 +68,25 @@ class Saga:
         self._started: set[tuple[str, str]] = set()
         self._warned: set[str] = set()
 
-    name = property(lambda self: self.config.name, doc="The saga's name.")
-    password = property(lambda self: self.config.password, doc="The broker's password, kept out of ``uri``.")
-    connection_uri = property(lambda self: self.config.connection_uri, doc="The broker's URI with the password.")
-    root = property(lambda self: self.config.layout.root, doc="Where the saga keeps its state.")
-    driver = property(lambda self: self.config.layout.driver, doc="This driver's name among several, or None.")
-    retry = property(lambda self: self.config.retry, doc="The retry tiers.")
-    inbox_path = property(lambda self: self.config.layout.inbox, doc="The steps' inbox (a Delta table).")
+    @property
+    def name(self) -> str:
+        """The saga's name."""
+        return self.config.name
+
+    @property
+    def password(self) -> str | None:
+        """The broker's password, kept out of ``uri``."""
+        return self.config.password
+
+    @property
+    def connection_uri(self) -> str:
+        """The broker's URI with the password."""
+        return self.config.connection_uri
+
+    @property
+    def inbox_path(self) -> str:
+        """The steps' inbox (a Delta table)."""
+        return self.config.layout.inbox
 
     @property
     def uri(self) -> str:
@@ -128,8 +140,8 @@ class Saga:
         ``declare``, ``run`` and ``drain`` call it."""
         problems = checks.unfed_routes(self.steps, self._started)
         checks.report(self.name, problems, self.config.strict, self._warned)
-        if self.driver is not None:
-            checks.require_shards(self.name, self.driver, self.steps)
+        if self.config.layout.driver is not None:
+            checks.require_shards(self.name, self.config.layout.driver, self.steps)
         return problems
 
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
@@ -231,7 +243,7 @@ class Saga:
     def status(self) -> list[StepStatus]:
         """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
         API), the counters each batch recorded under the root (:mod:`safebunny.saga.reports`), the breaker."""
-        return [StepStatus(**fields) for fields in status_fields(self)]
+        return [StepStatus(**fields) for fields, _ in status_fields(self)]
 
     def shards(self) -> list[Any]:
         """One :class:`~safebunny.saga.status.ShardStatus` per shard of each sharded step: backlog, whether a

@@ -10,7 +10,7 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.session import publish
 
-__all__ = ["check_keys", "publish_first"]
+__all__: list[str] = []
 
 
 def check_keys(df: Any, business_key: str) -> None:

@@ -16,7 +16,7 @@ from safebunny.saga.parked import read_parked
 from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.storage.pause import paused_until
 
-__all__ = ["StepStatus", "status_fields", "combined", "ShardStatus", "shard_status", "unrouted_depth"]
+__all__ = ["StepStatus", "combined", "ShardStatus", "unrouted_depth"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,10 @@ class StepStatus:
         return asdict(self)
 
 
-def status_fields(saga: SagaShape, poison: bool = True) -> list[dict[str, Any]]:
-    """One dict of ``StepStatus`` fields per step of ``saga``; ``poison=False`` leaves ``poisoned`` at None
-    instead of reading each poison queue (a stream read, about half a second per step)."""
+def status_fields(saga: SagaShape, poison: bool = True) -> list[tuple[dict[str, Any], StepCounters]]:
+    """Per step of ``saga``: a dict of ``StepStatus`` fields, and the counters they come from (its report files
+    read once); ``poison=False`` leaves ``poisoned`` at None instead of reading each poison queue (a stream read,
+    about half a second per step)."""
     config, layout = saga.config, saga.config.layout
     topo = topology.plan(saga)
     depth = topology.depths(saga, [q.name for q in topo.queues])
@@ -67,7 +68,7 @@ def status_fields(saga: SagaShape, poison: bool = True) -> list[dict[str, Any]]:
         until = paused_until(layout.pause_file(s.node, s.consumes))
         unacked = (None if counts is None or any(q not in counts for q in queues)
                    else sum(counts[q].unacked for q in queues))
-        out.append({
+        out.append(({
             "node": s.node, "type": s.consumes, "query": ", ".join(f"{config.name}.{u.unit_label}" for u in s.units()),
             "backlog": None if any(b is None for b in backlogs) else sum(b[0] for b in backlogs),
             "retrying": None if any(d is None for d in retry_depths) else sum(d[0] for d in retry_depths),
@@ -75,19 +76,23 @@ def status_fields(saga: SagaShape, poison: bool = True) -> list[dict[str, Any]]:
             **{name: c.totals[name] for name in COUNTERS}, "input_rate": c.rate, "last_batch": c.last_batch,
             "breaker": "closed" if until is None else
             f"open until {dt.datetime.fromtimestamp(until, dt.timezone.utc).isoformat(timespec='seconds')}",
-            "unacked": unacked, "note": note})
+            "unacked": unacked, "note": note}, c))
     return out
 
 
 def combined(counters: list[StepCounters]) -> StepCounters:
-    """The counters of a step's shards as one (sums; the latest last batch; rates added)."""
+    """The counters of a step's shards as one (sums; the latest last batch; rates added; each shard's last batch:
+    messages added, the longest)."""
     if len(counters) == 1:
         return counters[0]
     rates = [c.rate for c in counters if c.rate is not None]
     last = max(counters, key=lambda c: c.last_batch or "")
+    lasts = [c for c in counters if c.last_received is not None]
     return StepCounters(counters[0].step.split(".shard.")[0],
                         {name: sum(c.totals[name] for c in counters) for name in COUNTERS},
-                        sum(rates) if rates else None, last.last_batch, last.last_batch_id, last.last_driver)
+                        sum(rates) if rates else None, last.last_batch, last.last_batch_id, last.last_driver,
+                        sum(c.last_received or 0 for c in lasts) if lasts else None,
+                        max(c.last_seconds or 0.0 for c in lasts) if lasts else None)
 
 
 @dataclass(frozen=True)

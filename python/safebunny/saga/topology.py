@@ -41,11 +41,10 @@ from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 if TYPE_CHECKING:  # the config imports check_name from here: at run time a name is all the queue names need
     from safebunny.saga.config import Named, SagaShape
 
-__all__ = ["QueueSpec", "Binding", "Topology", "SafeBunnyTopologyError", "check_name", "exchange_name",
-           "routing_key", "queue_name", "retry_queue_name", "poison_queue_name", "BUCKETS", "MAX_SHARDS", "bucket_of",
-           "instance_routing_key", "routes_by_instance",
-           "message_routing_key", "router", "consumer_queue", "shard_of", "check_shards", "plan", "declare", "show",
-           "delete", "depths", "unrouted_name", "parse_inequivalent"]
+__all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "routing_key", "queue_name",
+           "retry_queue_name", "poison_queue_name", "bucket_of", "instance_routing_key", "routes_by_instance",
+           "message_routing_key", "consumer_queue", "shard_of", "plan", "declare", "delete", "depths", "unrouted_name",
+           "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -192,20 +191,6 @@ class Topology:
                 out[queue] = f"{prefixes.pop()}.{{{','.join(k.rsplit('.', 1)[1] for k in found)}}}"
             else:
                 out[queue] = " ".join(found)
-        return out
-
-    def rows(self, depths: dict[str, tuple[int, int] | None] | None = None) -> list[dict[str, Any]]:
-        """One row per queue (name, role, step, bound to, arguments, ready/unacked when known)."""
-        bound = self.bound_to()
-        out = []
-        for q in self.queues:
-            row = {"queue": q.name, "role": q.role, "step": q.step, "bound_to": bound.get(q.name, ""),
-                   "arguments": dict(q.arguments)}
-            if depths is not None:
-                depth = depths.get(q.name)
-                row["messages"] = None if depth is None else depth[0]
-                row["consumers"] = None if depth is None else depth[1]
-            out.append(row)
         return out
 
 
@@ -392,12 +377,6 @@ def depths(saga: SagaShape, names: list[str] | None = None) -> dict[str, tuple[i
     finally:
         conn.close()
     return out
-
-
-def show(saga: SagaShape) -> list[dict[str, Any]]:
-    """The topology as rows, with each queue's depth on the broker (``None`` when not declared)."""
-    topo = plan(saga)
-    return topo.rows(depths(saga, [q.name for q in topo.queues]))
 
 
 def delete(saga: SagaShape) -> list[str]:

@@ -18,7 +18,7 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.saga.parked import read_parked
 
-__all__ = ["TraceEntry", "trace"]
+__all__ = ["TraceEntry"]
 
 
 @dataclass(frozen=True)

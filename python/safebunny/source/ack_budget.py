@@ -21,7 +21,7 @@ from collections import deque
 
 from safebunny.errors import SafeBunnyBrokerError
 
-__all__ = ["AckBudget", "LOSS_WINDOW", "LOSSES_TO_FAIL"]
+__all__ = ["AckBudget"]
 
 #: commits looked at, and how many of them lost to consumer_timeout fail the query
 LOSS_WINDOW = 5

@@ -42,13 +42,14 @@ class Admission:
         #: seconds a poll waits for a first message (and, under a backlog, for a full batch)
         self.first_wait = poll_timeout_ms / 1000.0
         self.interval = min_interval_ms / 1000.0
+        self.paced = self.interval > 0  #: unpaced, a poll always takes and nothing need be noted
         self.longest_hold = longest_hold
         self._last: float | None = None
 
     def admit(self, now: float) -> tuple[float, bool]:
         """For a poll starting at ``now``: seconds to sleep first, and whether it then takes messages (False:
         it ends, and the zero trigger calls again)."""
-        if self.interval <= 0 or self._last is None:
+        if not self.paced or self._last is None:
             return 0.0, True
         hold = max(0.0, self._last + self.interval - now)
         longest = max(self.first_wait, self.longest_hold)

@@ -19,7 +19,7 @@ import time
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.source.consumer import Delivery, QueueConsumer
 
-__all__ = ["take_the_rest"]
+__all__: list[str] = []
 
 log = logging.getLogger("safebunny.source")
 

@@ -15,7 +15,7 @@ The functions here are the arithmetic, pure over the consumer's counters.
 
 from __future__ import annotations
 
-__all__ = ["desired_prefetch", "can_grow", "may_resume"]
+__all__: list[str] = []
 
 
 def desired_prefetch(prefetch: int, budget: int | None, delivered: int, delivered_bytes: int) -> int:

@@ -12,7 +12,7 @@ that delivered it, and an ack for an older generation is dropped (the broker has
 requeued those messages; they come back flagged ``redelivered``).
 
 Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.byte_budget` (the rules)
-and :mod:`safebunny.source.consumer_budget` (pausing and resuming the consumer by them).
+and :mod:`safebunny.source.consumer_budget` (its ``budget``: pausing and resuming the consumer by them).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def open_connection(uri: str, heartbeat: int | None = None) -> Any:
     return open_blocking(uri, heartbeat=heartbeat, action="consume")
 
 
-class QueueConsumer(ByteBudgetFlow):
+class QueueConsumer:
     """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
 
     ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
@@ -69,18 +69,6 @@ class QueueConsumer(ByteBudgetFlow):
         self.queue = queue
         self.prefetch = prefetch
         self.heartbeat = heartbeat
-        self.max_buffered_bytes = max_buffered_bytes
-        #: the prefetch of the current consumer: ``prefetch``, or what ``max_buffered_bytes`` holds
-        self.effective_prefetch = prefetch
-        self._calibrating = False  # consuming with prefetch 1 to learn the body size
-        self._restarted = False  # the consumer was restarted and has not delivered since
-        # body bytes: _in_* written only by the I/O thread, _out_bytes only under _cond (take, clears)
-        self._in_bytes = 0
-        self._in_count = 0
-        self._out_bytes = 0
-        self._consumer_tag: str | None = None
-        self._paused = False  # consumer cancelled because the buffer reached max_buffered_bytes
-        self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
         self._last_tag = 0  # last delivery tag of the current channel
         self._on_message: Callable[..., None] | None = None
         self._accept: Callable[..., None] | None = None
@@ -100,6 +88,9 @@ class QueueConsumer(ByteBudgetFlow):
         self.last_error: str | None = None
         #: acks on commit and the queue's depth, sent onto the I/O thread
         self.acks = ConsumerAcks(uri, queue, self._ready, lambda: (self._connection, self._channel, self.generation))
+        #: pausing and resuming the consumer by ``max_buffered_bytes``
+        self.budget = ByteBudgetFlow(queue, prefetch, max_buffered_bytes, self.acks, self._cond,
+                                     lambda: self._channel, self._consume)
         self.first_arrived_at: float | None = None  #: when the last take's first message arrived (monotonic)
         self._head_arrived = 0.0  # when the buffer's head arrived (the I/O thread sets it when the buffer was empty)
         #: channels the broker closed because a delivery outlived its consumer_timeout
@@ -126,8 +117,8 @@ class QueueConsumer(ByteBudgetFlow):
         self.generation += 1
         generation = self.generation
 
-        buffer = self._buffer
-        budget = self.max_buffered_bytes
+        buffer, flow = self._buffer, self.budget
+        budget = flow.limit
 
         def accept(tag: int, redelivered: bool, exchange: Any, routing_key: Any, properties: Any,
                    body: bytes) -> None:
@@ -138,12 +129,11 @@ class QueueConsumer(ByteBudgetFlow):
                 self._head_arrived = time.monotonic()
             buffer.append(new_delivery((generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
-            self._restarted = False
-            self._in_count += 1
-            self._in_bytes += len(body)
-            if budget is not None and not self._paused and (
-                    self._calibrating or self._in_bytes - self._out_bytes >= budget):
-                self._pause()
+            flow.restarted = False
+            flow.in_count += 1
+            flow.in_bytes += len(body)
+            if budget is not None and not flow.paused and (flow.calibrating or flow.buffered_bytes() >= budget):
+                flow.pause()
             # wake the Spark thread only when it waits for this many (not once per message)
             want = self._want
             if want and len(buffer) >= want:
@@ -160,16 +150,14 @@ class QueueConsumer(ByteBudgetFlow):
         self._connection, self._channel = connection, channel
         self._last_tag = 0
         self.acks.new_channel(declared.method.message_count)
-        self._paused = self._cancelling = self._restarted = False
-        self.effective_prefetch = self._desired_prefetch()
-        self._calibrating = budget is not None and not self._in_count
+        flow.new_channel()
         self._consume()
         self._ready.set()
 
     def _consume(self) -> None:
         """(I/O thread) Start the consumer with the current effective prefetch."""
         channel = self._channel
-        channel.basic_qos(prefetch_count=self.effective_prefetch)
+        channel.basic_qos(prefetch_count=self.budget.effective_prefetch)
         tag = channel.basic_consume(self.queue, self._on_message, auto_ack=False)
         # Deliveries go straight from pika's frame decoder to on_message, not through BlockingChannel's event
         # queue (pika calls channel._consumers[tag]): about 15% less CPU per message on this path. Deliveries
@@ -177,7 +165,7 @@ class QueueConsumer(ByteBudgetFlow):
         # arrives directly, so that the buffer stays in delivery-tag order (acks are multiple=True).
         channel._impl._consumers[tag] = self._on_message  # noqa: SLF001
         channel._dispatch_events()  # noqa: SLF001
-        self._consumer_tag = tag
+        self.budget.consumer_tag = tag
         if self._tap is None or self._tap.impl is not channel.connection._impl:  # noqa: SLF001
             # from now on deliveries are decoded from the socket's bytes (frame_tap), in arrival order
             # after those handed over above; other frames still go through pika
@@ -201,8 +189,8 @@ class QueueConsumer(ByteBudgetFlow):
                 if self._connection is None or self._connection.is_closed:
                     self._reconnect_after_loss()
                 self._connection.process_data_events(time_limit=0.2)
-                if self._paused:
-                    self._maybe_resume()
+                if self.budget.paused:
+                    self.budget.maybe_resume()
                 channel = self._channel
                 if channel is not None and channel.is_closed:
                     # the broker closed the channel but not the connection (consumer_timeout, a
@@ -271,7 +259,7 @@ class QueueConsumer(ByteBudgetFlow):
     def _clear_buffer(self) -> None:
         with self._cond:
             self._buffer.clear()
-            self._out_bytes = self._in_bytes
+            self.budget.out_bytes = self.budget.in_bytes
 
     def _close_quietly(self) -> None:
         try:
@@ -363,16 +351,17 @@ class QueueConsumer(ByteBudgetFlow):
                 size += len(head.body)
             if self._buffer:  # the rest waits for the next take: count it from now
                 self._head_arrived = time.monotonic()
-            self._out_bytes += size + dropped
-        if self._paused:
-            self.acks.wake(self._maybe_resume)
+            self.budget.out_bytes += size + dropped
+        if self.budget.paused:
+            self.acks.wake(self.budget.maybe_resume)
         self._check()
         return taken
 
     def _view(self) -> BufferView:
         """(under ``_cond``) What :class:`~safebunny.source.take_policy.TakeWaits` decides from."""
-        return BufferView(len(self._buffer), self._paused, self._can_grow(), self._restarted, self.acks.backlog,
-                          self._fatal is not None)
+        flow = self.budget
+        return BufferView(len(self._buffer), flow.paused, flow.can_grow(self._last_tag, self.generation),
+                          flow.restarted, self.acks.backlog, self._fatal is not None)
 
     def buffered(self) -> int:
         with self._cond:

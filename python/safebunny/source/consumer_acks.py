@@ -14,7 +14,7 @@ from typing import Any
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.uri import describe
 
-__all__ = ["ConsumerAcks", "Link"]
+__all__: list[str] = []
 
 #: the consumer's current (connection, channel, channel generation), read when an ack or a question is sent
 Link = Callable[[], tuple[Any, Any, int]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Delivery", "new_delivery"]
+__all__: list[str] = []
 
 
 class Delivery(NamedTuple):

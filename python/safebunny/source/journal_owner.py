@@ -52,8 +52,7 @@ from safebunny.source.journal import Journal
 from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
 
-__all__ = ["OWNER_FILE", "LEASE_SECONDS", "RENEW_SECONDS", "OFFSET_KEY", "JournalOwner", "OwnerRecord",
-           "JournalOwnerError"]
+__all__ = ["OWNER_FILE", "LEASE_SECONDS", "OFFSET_KEY", "JournalOwner", "JournalOwnerError"]
 
 #: the owner file under a journal location (no ``.arrow`` suffix: never taken for a batch)
 OWNER_FILE = "journal-owner.json"

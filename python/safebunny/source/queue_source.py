@@ -39,7 +39,7 @@ from safebunny.source.rows import deliveries_to_table
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
 
-__all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES", "DEFAULT_MAX_BUFFERED_BYTES"]
+__all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES"]
 
 log = logging.getLogger("safebunny.source")
 
@@ -158,7 +158,7 @@ class QueueSource:
             return self._offset(start.seq, start.tick + 1) if self._pending else start
         began = time.monotonic()
         end = self._latest(start, count, max_bytes, self.admission.first_wait)
-        if end.seq > start.seq:
+        if self.admission.paced and end.seq > start.seq:
             first = self._consumer_().first_arrived_at  # when the batch's first message was there
             self.admission.took(max(began, first or began))
         return end

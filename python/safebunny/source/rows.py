@@ -9,7 +9,7 @@ from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.source.delivery import Delivery
 
-__all__ = ["deliveries_to_table", "fit_headers"]
+__all__ = ["fit_headers"]
 
 
 def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, end_seq: int) -> pa.RecordBatch:

@@ -13,4 +13,4 @@
 It depends on nothing else in safebunny but :mod:`safebunny.errors`.
 """
 
-__all__ = ["lease", "location", "pause", "records", "volumes", "writes"]
+__all__ = ["lease"]

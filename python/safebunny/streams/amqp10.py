@@ -8,7 +8,7 @@ from typing import Any
 from safebunny.amqp.message_rows import render_headers
 from safebunny.streams.client import as_text
 
-__all__ = ["append_amqp10"]
+__all__: list[str] = []
 
 
 def _amqp10_value(message: Any) -> bytes | None:

@@ -24,8 +24,7 @@ import pyarrow as pa
 from safebunny.amqp.message_rows import arrow_schema, rows_to_record_batch
 from safebunny.streams.offsets import StreamBounds
 
-__all__ = ["StreamQueueClient", "BATCH_ROWS", "READ_IDLE_TIMEOUT_S", "REQUEST_TIMEOUT_S", "TAIL_IDLE_S",
-           "TAIL_BUDGET_S", "SUBSCRIPTION_IDS", "close_quietly", "empty_columns", "columns_to_batch", "as_text"]
+__all__: list[str] = []
 
 BATCH_ROWS = 10_000
 #: A read fails when the broker delivers nothing for this long while offsets are still due.

@@ -20,26 +20,9 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
 
-__all__ = [
-    "OFFSET_KEY",
-    "StreamBounds",
-    "to_spark_offset",
-    "from_spark_offset",
-    "split_range",
-    "resolve_start",
-    "capped_end",
-    "lost_offsets",
-    "data_loss_message",
-    "check_data_loss",
-    "RESET_KEY",
-    "ANCHOR_KEY",
-    "make_anchor",
-    "anchor_offset",
-    "replaced_message",
-    "reset_message",
-    "batch_start",
-    "resolve_end",
-]
+__all__ = ["StreamBounds", "to_spark_offset", "from_spark_offset", "split_range", "resolve_start", "capped_end",
+           "lost_offsets", "check_data_loss", "RESET_KEY", "ANCHOR_KEY", "make_anchor", "anchor_offset",
+           "replaced_message", "reset_message", "batch_start", "resolve_end"]
 
 OFFSET_KEY = "offset"
 #: In an end offset: the batch reads from this offset instead of from its start offset (the

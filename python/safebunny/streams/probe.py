@@ -38,7 +38,7 @@ from safebunny.optional import available
 from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
 
-__all__ = ["QUEUE_TYPES", "detect_queue_type", "parse_inequivalent_arg"]
+__all__ = ["detect_queue_type", "parse_inequivalent_arg"]
 
 log = logging.getLogger("safebunny.source")
 QUEUE_TYPES = ("classic", "quorum", "stream")

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from safebunny.errors import SafeBunnyError
 
-__all__ = ["SCHEME", "APPLIED", "FENCED", "OPEN", "apply_version", "fence_version", "state_of", "TargetPlan",
-           "Orphan", "plan_target", "check_expected", "FenceMoved"]
+__all__ = ["APPLIED", "FENCED", "OPEN", "apply_version", "fence_version", "state_of", "TargetPlan", "Orphan",
+           "plan_target", "check_expected", "FenceMoved"]
 
 #: The claim scheme this version writes: effects at 2N + 1, fences at 2N.
 SCHEME = 2

@@ -47,7 +47,7 @@ from safebunny.storage.location import resolve_under
 from safebunny.storage.records import list_records, read_records, remove_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["Claim", "ClaimLog", "Target", "leave_out", "applied_ids"]
+__all__ = ["Claim", "ClaimLog", "leave_out", "applied_ids"]
 
 #: An effect target as the claim records it: (kind, table, key columns), :attr:`Effect.key`.
 Target = tuple[str, str, tuple[str, ...]]

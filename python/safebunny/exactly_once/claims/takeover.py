@@ -29,7 +29,7 @@ from safebunny.exactly_once.claims.fence import SCHEME, Orphan, TargetPlan, appl
 from safebunny.exactly_once.claims.log import Claim, leave_out
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["Takeover", "apply_effect", "effect_app_id"]
+__all__: list[str] = []
 
 log = logging.getLogger("safebunny.step")
 

@@ -31,7 +31,7 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["Batch", "NewMessages", "Prepared", "stand_in_id", "STAND_IN_PREFIX", "MISSING_ID_ERROR"]
+__all__ = ["Batch", "NewMessages", "Prepared", "STAND_IN_PREFIX"]
 
 #: Stand-in ids start with this, so a person reading poison or the inbox sees what they are.
 STAND_IN_PREFIX = "missing-message-id-"

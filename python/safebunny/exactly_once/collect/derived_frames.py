@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["column_selections", "column_projection"]
+__all__ = ["column_projection"]
 
 
 def _selection(frame: Any) -> tuple[Any, list[str]] | None:

@@ -22,7 +22,7 @@ from safebunny.delta.merge_rows import last_per_key
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["settle_outcome", "without_messages"]
+__all__ = ["settle_outcome"]
 
 
 def settle_outcome(result: Materialized, order: Mapping[str, int], rejected: Mapping[str, FailedRow] | None = None

@@ -25,7 +25,7 @@ from safebunny.session import is_connect, publish
 from safebunny.uri import split_password
 
 __all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "has_remote_executors",
-           "parallelism_of", "partitions_for", "publish_from_executors", "threshold_for"]
+           "partitions_for", "threshold_for"]
 
 #: Step(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes, else never
 AUTO = "auto"

@@ -20,7 +20,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import Emit
 from safebunny.ids import message_ids
 
-__all__ = ["PUBLISH_SCHEMA", "RESERVED", "Router", "batch_publish_rows", "build_publish_rows", "body_of"]
+__all__ = ["PUBLISH_SCHEMA", "Router", "batch_publish_rows", "build_publish_rows"]
 
 #: Columns that are not part of a JSON body.
 RESERVED = frozenset({"messageId", "outputIndex", "value"})

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from safebunny.spark_errors import raised_in_python
 
-__all__ = ["Isolation", "bisect", "describe"]
+__all__ = ["bisect", "describe"]
 
 K = TypeVar("K")
 R = TypeVar("R")

@@ -30,7 +30,7 @@ from safebunny.exactly_once.handlers.row_types import build_tables, type_decisio
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
 from safebunny.exactly_once.outcome import Effect, FailedRow, Outcome
 
-__all__ = ["RowRun", "ApplyFenced", "from_rows"]
+__all__ = ["RowRun", "from_rows"]
 
 #: applies effects keyed by target beside the node's other claims; True when another batch was met
 ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
@@ -41,8 +41,7 @@ class RowRun:
 
     def __init__(self, claimed: BatchClaims, row_retries: int) -> None:
         self.inbox = claimed.inbox
-        self.claims = claimed.claims
-        self.decisions = claimed.decisions
+        self.claimed = claimed  # its claims and decision table
         self.outcomes = OutcomeLog(self.inbox.state, claimed.node)  # beside the claims
         self.row_retries = row_retries
 
@@ -76,13 +75,12 @@ class RowRun:
                 apply: ApplyFenced) -> dict[str, Any]:
         """Claim and commit the batch's successful decisions, fenced; the committed decisions that differ
         from this batch's when another batch was met (its decisions landed first, or this is a replay)."""
-        ok = [mid for mid in new.ids if decisions.get(mid, {}).get("ok")]
+        ok, table = [mid for mid in new.ids if decisions.get(mid, {}).get("ok")], self.claimed.decisions
         if ok:
-            self.claims.write(ctx.epoch, ctx.batch_id, ok, {self.decisions.effect.key: ok})
-            table = self.decisions.rows(decisions, ok, ctx.epoch, ctx.batch_id)
-            if not apply({self.decisions.effect.key: (self.decisions.effect, table)}):
+            self.claimed.claims.write(ctx.epoch, ctx.batch_id, ok, {table.effect.key: ok})
+            if not apply({table.effect.key: (table.effect, table.rows(decisions, ok, ctx.epoch, ctx.batch_id))}):
                 return {}
-        committed = self.decisions.read(new.ids)
+        committed = table.read(new.ids)
         return {mid: decision for mid, decision in committed.items() if decision != decisions.get(mid)}
 
     def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:
@@ -91,7 +89,7 @@ class RowRun:
         differently now). A failed decision is never reused: it applied and sent nothing, so the message is
         decided again (the service may be back)."""
         wanted, out = set(ids), {}
-        for claim in self.claims.others(ctx.epoch, ctx.batch_id):
+        for claim in self.claimed.claims.others(ctx.epoch, ctx.batch_id):
             if not claim.ids & wanted or self.inbox.batch_done(claim.epoch, claim.batch_id):
                 continue
             recorded = self.outcomes.read(claim.epoch, claim.batch_id) or {}

@@ -28,7 +28,7 @@ from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.inbox.outcome_log import jsonable
 from safebunny.exactly_once.outcome import Effect
 
-__all__ = ["DecisionTable", "DECISIONS_SCHEMA"]
+__all__ = ["DecisionTable"]
 
 DECISIONS_SCHEMA = pa.schema([("node", pa.string()), ("messageId", pa.string()), ("epoch", pa.string()),
                               ("batchId", pa.int64()), ("decision", pa.string()), ("decidedDate", pa.string())])

@@ -15,7 +15,7 @@ from safebunny.storage.location import absolute_location, resolve_under
 from safebunny.storage.records import list_records, read_record, remove_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["OutcomeLog", "jsonable"]
+__all__ = ["OutcomeLog"]
 
 
 class OutcomeLog:

@@ -22,7 +22,7 @@ from safebunny.delta.spark_delta import SparkDeltaTarget, quote_name
 from safebunny.exactly_once.inbox.index import SeenIndex
 from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA
 
-__all__ = ["DeltaRsInboxStore", "SparkInboxStore", "seen_sql", "batch_done_sql", "rows_sql"]
+__all__ = ["seen_sql", "batch_done_sql", "rows_sql"]
 
 
 class DeltaRsInboxStore:

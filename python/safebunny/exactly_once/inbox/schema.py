@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["INBOX_SCHEMA", "PARTITIONS"]
+__all__: list[str] = []
 
 INBOX_SCHEMA = pa.schema([
     ("node", pa.string()),

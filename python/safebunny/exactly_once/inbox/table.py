@@ -28,7 +28,7 @@ from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA, PARTITIONS
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
-__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "BACKENDS", "state_location"]
+__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "state_location"]
 
 log = logging.getLogger("safebunny.inbox")
 DEFAULT_WINDOW = dt.timedelta(days=7)

@@ -28,7 +28,7 @@ from typing import Any
 from safebunny.errors import SafeBunnyError
 from safebunny.session import is_connect
 
-__all__ = ["step_epoch", "checkpoint_epoch", "content_epoch", "connect_epoch"]
+__all__ = ["checkpoint_epoch", "content_epoch", "connect_epoch"]
 
 #: the local property of a streaming query's thread that holds the query id (classic sessions)
 QUERY_ID_PROPERTY = "sql.streaming.queryId"

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BatchReport", "Phases", "log_report"]
+__all__ = ["BatchReport"]
 
 log = logging.getLogger("safebunny.step")
 

@@ -18,7 +18,7 @@ from safebunny.exactly_once.emits.rows import Router
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW
 from safebunny.exactly_once.outcome import FailedRow, Outcome
 
-__all__ = ["StepSettings", "Handler", "FailedCallback", "Prepare"]
+__all__: list[str] = []
 
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (failed rows, ctx) -> None, or how many of them it retried and parked (``{"retried": n, "parked": m}``)

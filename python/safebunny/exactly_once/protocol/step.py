@@ -114,7 +114,6 @@ class Step:
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
         self._claimed = BatchClaims(node, self.inbox)
         self._rows = RowRun(self._claimed, row_retries)
-        self.claims, self.decisions, self.outcomes = self._claimed.claims, self._claimed.decisions, self._rows.outcomes
         self._publisher = EmitPublisher(node, publish)  # one per step: it reads the session's "auto" threshold once
         self.reports: deque[BatchReport] = deque(maxlen=200)
 
@@ -249,7 +248,7 @@ class Step:
             run.clock.lap("inbox")
         crash_point("step.after_inbox")
         if run.rows:
-            self.outcomes.forget_before(epoch, batch_id)
+            self._rows.outcomes.forget_before(epoch, batch_id)
 
     def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
                 routed: Mapping[str, int]) -> BatchReport:
