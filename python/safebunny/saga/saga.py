@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.saga import checks, instances, parked, starting, topology, trace
-from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -165,7 +163,7 @@ class Saga:
                                          checkpoint=self.checkpoint_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
-                                         prepare=None if step.rows else partial(prepare_bodies, step))
+                                         prepare=None if step.rows else step.body.prepare)
         return self._runtimes[label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:
