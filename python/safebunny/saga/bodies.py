@@ -76,6 +76,10 @@ class _Ddl:
         self.i += 1
         return token
 
+    def accept(self, token: str) -> bool:
+        """Whether the next token is ``token`` (then taken)."""
+        return self.peek() == token and bool(self.take())
+
     def fields(self, end: str | None) -> Any:
         from pyspark.sql.types import StructField, StructType
 
@@ -84,26 +88,18 @@ class _Ddl:
             name = self.take()
             if not re.fullmatch(r"`(?:[^`]|``)*`|[A-Za-z_]\w*", name):
                 raise ValueError(f"expected a field name but found {name!r}")
-            if self.peek() == ":":
-                self.take()
-            dtype, nullable = self.type(), True
-            if self.peek() == "not":
-                self.take()
-                self.take("null")
-                nullable = False
-            if self.peek() == "comment":
-                self.take()
-                if not (self.peek() or "").startswith("'"):
-                    raise ValueError(f"expected a quoted comment after COMMENT for field {name!r}")
-                self.take()
+            self.accept(":")
+            dtype = self.type()
+            nullable = not (self.accept("not") and self.take("null"))
+            if self.accept("comment") and not self.take().startswith("'"):
+                raise ValueError(f"expected a quoted comment after COMMENT for field {name!r}")
             out.append(StructField(name[1:-1].replace("``", "`") if name[0] == "`" else name, dtype, nullable))
-            if self.peek() != ",":
+            if not self.accept(","):
                 if end is None and self.peek() is not None:
                     raise ValueError(f"expected ',' after field {name!r} but found {self.tokens[self.i]!r}")
                 if end is not None:
                     self.take(end)
                 return StructType(out)
-            self.take()
             if self.peek() == end:
                 raise ValueError(f"a ',' after field {name!r} with no field after it")
 
@@ -116,8 +112,7 @@ class _Ddl:
             if word == "struct":
                 return self.fields(">")
             inner = [self.type()]
-            if word == "map":
-                self.take(",")
+            if word == "map" and self.take(","):
                 inner.append(self.type())
             self.take(">")
             return T.ArrayType(*inner) if word == "array" else T.MapType(*inner)
@@ -125,11 +120,9 @@ class _Ddl:
         if make is None:
             raise ValueError(f"unknown type {word!r}")
         args = []
-        if self.peek() == "(":
-            self.take()
+        if self.accept("("):
             args.append(self.number())
-            if make is T.DecimalType and self.peek() == ",":
-                self.take()
+            if make is T.DecimalType and self.accept(","):
                 args.append(self.number())
             self.take(")")
         return make(*args) if make is T.DecimalType else make()
@@ -182,7 +175,8 @@ class Body:
     def __init__(self, schema: Any, step: str, strict: bool = True) -> None:
         from pyspark.sql.types import StructType
 
-        self.text, self.strict = schema, strict
+        self.text = schema.simpleString() if isinstance(schema, StructType) else schema  # as the reasons quote it
+        self.strict = strict
         self._zone: list[dt.tzinfo | None] = []  # the session's time zone, looked up once per read or batch
         if not isinstance(schema, StructType) and not (isinstance(schema, str) and schema.strip()):
             raise SafeBunnyOptionError(f"Step {step}: schema must be DDL text such as 'orderId string, qty int' or "
@@ -196,7 +190,7 @@ class Body:
                 "SQL types a JSON body can have (string, int, bigint, smallint, tinyint, double, float, boolean, "
                 "date, timestamp, timestamp_ntz, binary, decimal(p,s), array<...>, map<string,...>, struct<...>) "
                 "or pass a StructType of them.", "schema") from None
-        exact = "decimal" in self.struct.simpleString()  # read numbers as Decimal, not through a double
+        exact = "decimal(" in self.struct.simpleString()  # read numbers as Decimal, not through a double
         self._loads: Callable[[Any], Any] = (lambda raw: json.loads(raw, parse_float=Decimal, parse_constant=_nan)
                                              ) if exact else orjson.loads
 
