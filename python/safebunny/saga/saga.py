@@ -94,7 +94,7 @@ class Saga:
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
         ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
         ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
-        ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them.
+        ``"abc"`` for a number) goes to poison naming the field; ``False`` coerces them (:mod:`~.bodies`).
         ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
         own query with a single active consumer; one instance's messages, and every duplicate of one, always
         reach the same shard, and several drivers (``Saga(driver=...)``) share the shards
