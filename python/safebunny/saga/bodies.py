@@ -200,7 +200,7 @@ class Body:
         try:
             body = self._loads(raw or b"")
         except ValueError as exc:
-            raise MalformedMessage(f"the body is not JSON ({exc}): {(raw or b'')[:200]!r}") from None
+            raise MalformedMessage(f"the body does not parse as JSON ({exc}): {(raw or b'')[:200]!r}") from None
         if not isinstance(body, dict):
             raise MalformedMessage(f"the body is JSON but not an object: {(raw or b'')[:200]!r}")
         try:
