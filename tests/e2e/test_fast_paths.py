@@ -1,8 +1,8 @@
 """The small-batch roads a step takes to save Spark jobs give what the general road gives (real
 SparkSession, real Delta tables):
 
-- a saga step's bodies parsed on the driver (``saga.body_arrow``) against Spark's ``from_json`` parse
-  (``saga.definition.parse_frames``): same rows, same columns, same rejected messages;
+- a saga step's bodies parsed on the driver (``saga.bodies``) against Spark's ``from_json`` of the same
+  bodies: same columns, same values, dates, timestamps, decimals and maps included;
 - a handler's output read from a local relation without a job (``exactly_once.collect.local_collect``) against
   ``toArrow``: the same Arrow table, and no Spark job run;
 - an output that only selects columns of another output (``exactly_once.collect.derived_frames``) is read from that
@@ -27,8 +27,7 @@ from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.collect.derived_frames import column_projection
 from safebunny.exactly_once.collect.local_collect import collect_local
 from safebunny.exactly_once.collect.materialize import _collect_all
-from safebunny.saga.body_arrow import prepare_bodies
-from safebunny.saga.definition import SagaStep, parse_frames
+from safebunny.saga.definition import SagaStep
 
 SOURCE = T.StructType([T.StructField("messageId", T.StringType()), T.StructField("correlationId", T.StringType()),
                        T.StructField("type", T.StringType()), T.StructField("value", T.BinaryType())])
@@ -46,27 +45,29 @@ def _source_rows(bodies: list[object]) -> pa.Table:
 
 def test_bodies_parsed_on_the_driver_match_spark_s_parse(spark) -> None:  # type: ignore[no-untyped-def]
     step = SagaStep("n", "T", "src", "orderId bigint, amount double, qty int, ok boolean, note string, "
-                    "tags array<string>, who struct<name: string, age: int>, type string", lambda df, ctx: None)
+                    "tags array<string>, who struct<name: string, age: int>, type string, day date, "
+                    "at timestamp, local timestamp_ntz, cost decimal(10,2), m map<string,int>, raw binary",
+                    lambda df, ctx: None)
     bodies = [
         {"orderId": 1, "amount": 2.5, "qty": 3, "ok": True, "note": "a", "tags": ["x", "y"],
-         "who": {"name": "ann", "age": 40}, "type": "gift", "unknown": [1]},
-        {"orderId": 2, "amount": 3, "qty": None, "ok": False},               # an int for a double, nulls, missing
-        {"orderId": "3", "amount": 1.0},                                      # a string for a bigint: rejected
-        {"orderId": 4, "qty": 2**31},                                         # out of int's range: rejected
-        {"orderId": 5, "who": {"name": 7}},                                   # nested mismatch: rejected
-        {"orderId": 6, "tags": [], "who": {}},
+         "who": {"name": "ann", "age": 40}, "type": "gift", "unknown": [1], "day": "2026-11-24",
+         "at": "2026-11-24T10:00:00Z", "local": "2026-11-24T10:00:00", "cost": 12.34, "m": {"k": 1},
+         "raw": "AAE="},
+        {"orderId": 2, "amount": 3, "qty": None, "ok": False, "at": "2026-11-24T10:00:00",  # the session's zone
+         "at_offset": "x", "cost": 7, "m": {}},
+        {"orderId": 6, "tags": [], "who": {}, "at": "2026-11-24T10:00:00.123456+02:00"},
+        {"orderId": "7"},                                                     # a string for a bigint: rejected
     ]
     table = _source_rows(bodies)
-    prepared = prepare_bodies(step, table, SOURCE)
-    assert prepared is not None
-    driver = spark.createDataFrame(prepared.table, schema=prepared.schema)
-    good, bad = parse_frames(step, spark.createDataFrame(table, schema=SOURCE))
-
-    assert driver.schema == good.schema
-    assert set(prepared.rejected) == {b.message_id for b in bad} == {"m2", "m3", "m4"}
-    assert {k: v.reason for k, v in prepared.rejected.items()} == {b.message_id: b.reason for b in bad}
-    kept = driver.where(~F.col("messageId").isin(list(prepared.rejected)))
-    assert sorted(kept.collect()) == sorted(good.collect())
+    prepared = step.body.prepare(table, SOURCE)
+    assert set(prepared.rejected) == {"m3"}
+    driver = spark.createDataFrame(prepared.table, schema=prepared.schema).where("messageId != 'm3'")
+    source = spark.createDataFrame(table, schema=SOURCE).where("messageId != 'm3'")
+    parsed = source.select("messageId", "correlationId", "value",
+                           F.from_json(F.col("value").cast("string"), step.body.struct).alias("b")).select(
+        "messageId", "correlationId", "value", "b.*")
+    assert driver.schema == parsed.schema
+    assert sorted(driver.collect()) == sorted(parsed.collect())
 
 
 def test_local_outputs_are_read_without_a_job_and_equal_to_arrow(spark) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
-"""Saga definitions without a broker or a JVM: schema parsing, strict body checks, routing checks, the
-URI's password, and the poison listing's one entry per message id."""
+"""Saga definitions without a broker or a JVM: a schema typo at declaration, a row handler's malformed body,
+routing checks, the URI's password, and the poison listing's one entry per message id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 import safebunny
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import checks
-from safebunny.saga.body_schema import mismatch, parse_schema
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked import latest_per_id
 from safebunny.saga.republish import copy_id
@@ -37,50 +36,7 @@ def test_a_schema_typo_fails_when_the_step_is_declared_naming_the_step(tmp_path)
     assert saga.steps == []
 
 
-@pytest.mark.parametrize("bad, words", [("orderId string,", "no field after it"), ("a int b int", "expected ','"),
-                                        ("a array<int", "ends early"), ("", "DDL text")])
-def test_schema_errors_say_what(bad, words):
-    with pytest.raises(SafeBunnyOptionError, match=words):
-        parse_schema(bad, "s.T")
-
-
-def test_schema_ddl_covers_spark_types():
-    schema = parse_schema("`we ird` string COMMENT 'x', qty int NOT NULL, amount bigint, price decimal(10,2), "
-                          "tags array<string>, addr struct<city:string, zip:int>, m map<string,double>, ok boolean, "
-                          "day date, at timestamp, raw binary, v varchar(5)", "s.T")
-    assert schema.simpleString() == (
-        "struct<we ird:string,qty:int,amount:bigint,price:decimal(10,2),tags:array<string>,"
-        "addr:struct<city:string,zip:int>,m:map<string,double>,ok:boolean,day:date,at:timestamp,raw:binary,v:string>")
-    assert not schema["qty"].nullable
-
-
-# ------------------------------------------------------------------------------------- strict bodies
-SCHEMA = parse_schema("userId string, amount bigint, qty int, price double, ok boolean, tags array<string>, "
-                      "addr struct<city:string>, n int NOT NULL", "s.T")
-
-
-@pytest.mark.parametrize("body, words", [
-    ({"userId": 17, "n": 1}, "field 'userId' has 17 (a number), but the schema expects string"),
-    ({"amount": "abc", "n": 1}, "field 'amount' has \"abc\" (a string), but the schema expects bigint"),
-    ({"userId": {"a": 1}, "n": 1}, "field 'userId' has {\"a\":1} (an object)"),
-    ({"qty": 1.5, "n": 1}, "field 'qty' has 1.5"),
-    ({"qty": 2 ** 31, "n": 1}, "out of its range"),
-    ({"ok": 1, "n": 1}, "field 'ok' has 1 (a number), but the schema expects boolean"),
-    ({"price": "1.0", "n": 1}, "field 'price'"),
-    ({"tags": ["a", 2], "n": 1}, "field 'tags[1]' has 2"),
-    ({"addr": {"city": 3}, "n": 1}, "field 'addr.city' has 3"),
-    ({}, "field 'n' is null or missing, but the schema says NOT NULL"),
-])
-def test_a_wrong_json_type_is_named_with_field_value_and_type(body, words):
-    assert words in (mismatch(body, SCHEMA) or "")
-
-
-def test_matching_bodies_pass_with_nulls_missing_fields_and_extra_fields():
-    assert mismatch({"userId": "u", "amount": 2 ** 40, "qty": 3, "price": 2, "ok": False, "tags": [],
-                     "addr": {"city": "x"}, "n": 0, "extra": {"any": 1}}, SCHEMA) is None
-    assert mismatch({"userId": None, "n": 5}, SCHEMA) is None
-
-
+# the schema's grammar and the body rules: test_bodies.py
 # ------------------------------------------------------------------------------------- routing checks
 def test_unfed_routes_are_found_and_entry_points_are_not():
     steps = [_step("stock", "OrderPlaced", "orders", produces=["StockReserved"], fails_as="StockFailed"),
@@ -177,12 +133,14 @@ def test_a_row_handler_emitting_a_type_outside_produces_is_checked(tmp_path):
 
 
 def test_a_row_handler_gets_a_mistyped_body_as_malformed(tmp_path):
-    from safebunny.saga.definition import MalformedMessage, parse_row
+    from safebunny.saga.bodies import MalformedMessage
+    from safebunny.saga.definition import wrap
 
-    saga = _saga(tmp_path)
+    saga, seen = _saga(tmp_path), []
     saga.step("a", consumes="T", from_node="b", schema="userId string", rows=True)(lambda m, c: None)
     saga.step("a", consumes="U", from_node="b", schema="userId string", rows=True, strict_schema=False)(
-        lambda m, c: None)
+        lambda m, c: seen.append(m))
     with pytest.raises(MalformedMessage, match="field 'userId' has 17 \\(a number\\), but the schema expects string"):
-        parse_row(saga.steps[0], {"value": b'{"userId": 17}'})
-    assert parse_row(saga.steps[1], {"value": b'{"userId": 17}'})["userId"] == 17
+        wrap(saga.steps[0])({"value": b'{"userId": 17}'}, None)
+    wrap(saga.steps[1])({"value": b'{"userId": 17}'}, None)
+    assert seen[0]["userId"] == 17  # strict_schema=False: a row handler gets the body as it is

@@ -19,7 +19,6 @@ class StepContext:
     - ``message_id``/``correlation_id``: the current message in a row handler (``None`` in a
       DataFrame handler). Use ``message_id`` as the idempotency key of an external call.
     - ``attempt``: 1 for the first try of a row, 2 for its first in-place retry, ...
-    - ``prepared``: the DataFrame is the step's ``prepare`` output, not the source's rows.
     """
 
     node: str
@@ -28,7 +27,6 @@ class StepContext:
     message_id: str | None = None
     correlation_id: str | None = None
     attempt: int = 1
-    prepared: bool = False
 
     def for_message(self, message_id: str, correlation_id: str | None, attempt: int = 1) -> StepContext:
         return replace(self, message_id=message_id, correlation_id=correlation_id, attempt=attempt)

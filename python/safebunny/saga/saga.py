@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
 from safebunny.saga import checks, instances, parked, starting, topology, trace
-from safebunny.saga.body_arrow import prepare_bodies
 from safebunny.saga.config import SagaConfig, SagaLayout
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -108,7 +106,7 @@ class Saga:
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
         ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
         ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
-        ``"abc"`` for a number) goes to poison naming the field; ``False`` lets Spark's reader coerce them.
+        ``"abc"`` for a number) goes to poison naming the field; ``False`` coerces them (:mod:`~.bodies`).
         ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
         own query with a single active consumer; one instance's messages, and every duplicate of one, always
         reach the same shard, and several drivers (``Saga(driver=...)``) share the shards
@@ -177,7 +175,7 @@ class Saga:
                                          checkpoint=self.checkpoint_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
-                                         prepare=None if step.rows else partial(prepare_bodies, step))
+                                         prepare=None if step.rows else step.body.prepare)
         return self._runtimes[label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:

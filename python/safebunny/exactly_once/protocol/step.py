@@ -53,9 +53,8 @@ __all__ = ["Step"]
 
 @dataclass
 class _Run:
-    """One batch under way: its session, its context (``prepared`` once the step's ``prepare`` ran), its clock,
-    its rows, whether the handler is a row handler; after the dedupe, the ids done before and whether (E, N) is
-    recorded already (a replay)."""
+    """One batch under way: its session, its context, its clock, its rows, whether the handler is a row handler;
+    after the dedupe, the ids done before and whether (E, N) is recorded already (a replay)."""
 
     spark: Any
     ctx: StepContext
@@ -95,7 +94,7 @@ class Step:
     - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
       handler's input on the driver (a :class:`~safebunny.exactly_once.collect.batch.Prepared`: one row per
       message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
-      they are; the handler's context then has ``prepared=True``. A saga parses bodies this way.
+      they are. A saga parses bodies this way (:meth:`safebunny.saga.bodies.Body.prepare`).
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
@@ -178,10 +177,7 @@ class Step:
         if prepare is None or run.rows or not new.count:
             return new
         prepared = prepare(new.table, new.schema)
-        if prepared is None:
-            return new
-        run.ctx = replace(run.ctx, prepared=True)
-        return new.with_prepared(prepared)
+        return new if prepared is None else new.with_prepared(prepared)
 
     def _handle(self, run: _Run, new: NewMessages, handler: Handler) -> tuple[Materialized, Materialized]:
         """3. The handler's outcome on the new messages (failing rows isolated), and that outcome settled:
