@@ -280,7 +280,7 @@ def _saga(args: argparse.Namespace, tag: str, work: str) -> Any:
 
 
 def _saga_queries(spark: Any, saga: Any, args: argparse.Namespace) -> list[Any]:
-    from safebunny.saga.runner import start_query
+    from safebunny.saga.queries import start_query
 
     queries = []
     for step in saga.units():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga.runner import waiting
+from safebunny.saga.drain import waiting
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 MASTER = "local-cluster[2,1,1024]"

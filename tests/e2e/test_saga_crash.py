@@ -15,7 +15,7 @@ import pytest
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga import runner
+from safebunny.saga.drain import waiting
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 
@@ -59,7 +59,7 @@ def test_a_saga_with_its_state_on_s3_killed_mid_drain_applies_each_effect_once(a
         for table in ("reservations", "shipments"):
             got = DeltaRsTarget(f"{s3_root}/{table}").read().column("orderId").to_pylist()
             assert sorted(got) == want, f"{table}: each order exactly once"
-        assert runner.waiting(_shape(amqp_uri, name, s3_root)) == 0
+        assert waiting(_shape(amqp_uri, name, s3_root)) == 0
         local = sorted(p.relative_to(tmp_path).parts[0] for p in tmp_path.iterdir())
         assert local == ["checkpoints"], f"only Spark's checkpoints on local disk; found {local}"
     finally:

@@ -10,9 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+import safebunny.saga.drain as draining
 from safebunny.saga import runner
 from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.runner import drain
+from safebunny.saga.drain import drain
 
 CONFIG = SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-drain"))
 
@@ -20,8 +21,8 @@ CONFIG = SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-uni
 @pytest.fixture(autouse=True)
 def _progress(monkeypatch):
     """The doubles count what moved and what waits themselves (the real ones read reports and the broker)."""
-    monkeypatch.setattr(runner, "moved_so_far", lambda saga: saga._moved())
-    monkeypatch.setattr(runner, "waiting", lambda saga: saga._waiting())
+    monkeypatch.setattr(draining, "moved_so_far", lambda saga: saga._moved())
+    monkeypatch.setattr(draining, "waiting", lambda saga: saga._waiting())
 
 
 class _Saga:
@@ -151,7 +152,7 @@ def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round()
 def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bounded(monkeypatch, caplog):
     """Spark's fixed 10 s for its Python process to connect back, missed on a loaded machine: the query never ran,
     so it does not use the step's restarts (``restarts=0`` still drains); too many in a row still raise."""
-    monkeypatch.setattr(runner, "WORKER_START_WAIT_S", 0.0)
+    monkeypatch.setattr(draining, "WORKER_START_WAIT_S", 0.0)
     refused = RuntimeError("Python worker failed to connect back.")
     saga = _Saga({"stock.OrderPlaced": [refused, refused, refused, 5]})
     with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
@@ -166,13 +167,12 @@ def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bou
 
     with pytest.raises(RuntimeError) as err:
         drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=0, start=never)
-    assert err.value is refused and calls["n"] == runner.WORKER_START_TRIES + 1
+    assert err.value is refused and calls["n"] == draining.WORKER_START_TRIES + 1
 
 
 def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
     import threading
 
-    from safebunny.saga import runner
 
     started = threading.Event()
     calls: list[str] = []
@@ -199,7 +199,6 @@ def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):
 def test_a_restarted_query_that_runs_well_resets_its_backoff(monkeypatch):
     """The backoff doubles with failures in a row only: once a restarted query has stayed up for HEALTHY_S, the
     step's next failure waits one second again (it did not reset before: a long run's backoff stayed at 60 s)."""
-    from safebunny.saga import runner
 
     queries: list[SimpleNamespace] = []
 

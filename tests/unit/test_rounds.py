@@ -10,7 +10,8 @@ import pytest
 
 from safebunny.saga import runner
 from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.runner import RunningSaga, is_available_now
+from safebunny.saga.queries import is_available_now
+from safebunny.saga.runner import RunningSaga
 
 
 class _Query:

@@ -1,107 +1,35 @@
-"""Running a saga: one streaming query per step, a supervisor that restarts failed steps, and draining.
-
-Every step's query is named ``<saga>.<node>.<type>`` and keeps its checkpoint and journal under the
-saga's root (``checkpoints/<node>.<type>``, ``journal/<node>.<type>``), so a restart, or the next
-``drain``, goes on where the last one stopped (the same epoch, the same inbox rows).
-"""
+"""Running a saga: one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
+failed steps with backoff, runs availableNow rounds, and hands shards over between drivers."""
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from typing import Any
 
-from safebunny import first_stream
-from safebunny.errors import SafeBunnyPlanError
-from safebunny.saga import topology
 from safebunny.saga.balance import Balancer
-from safebunny.saga.config import SagaRunner, SagaShape
+from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.leases import TTL_S
-from safebunny.saga.recorder import batch_function
-from safebunny.session import activate, read_stream
-from safebunny.spark_errors import error_of, is_plan_error, is_worker_start_timeout, message_of
-from safebunny.spark_logs import note_streaming_started
+from safebunny.saga.queries import (
+    WORKER_START_WAIT_S,
+    NotStarted,
+    is_available_now,
+    not_worth_a_restart,
+    note_serialization_race,
+    start_query,
+)
+from safebunny.session import activate
+from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
 
-__all__ = ["RunningSaga", "source_frame", "start_query", "drain", "moved_so_far", "waiting", "interval_ms", "is_entry",
-           "AVAILABLE_NOW", "IDLE_ROUND_S", "is_available_now"]
+__all__ = ["RunningSaga", "IDLE_ROUND_S"]
 
 log = logging.getLogger("safebunny.saga")
 #: how long a handover waits for the shard's running batch to end before it stops the query anyway
 HANDOVER_WAIT_S = 30.0
-#: ``saga.run(spark, trigger=AVAILABLE_NOW)``: rounds of availableNow queries (Databricks serverless)
-AVAILABLE_NOW = "availableNow"
 #: in rounds, how long a step whose last round read nothing waits before its next round
 IDLE_ROUND_S = 2.0
-#: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
-#: loaded machine) that :func:`drain` starts again before it raises: they never ran, so they are not the step's
-#: restarts; each waits :data:`WORKER_START_WAIT_S` times its number first, for the load to pass
-WORKER_START_TRIES = 6
-WORKER_START_WAIT_S = 2.0
-
-
-def is_available_now(trigger: str | None) -> bool:
-    """Whether ``trigger`` asks for availableNow rounds (``"availableNow"``, any case, ``-``/``_`` ignored)."""
-    return trigger is not None and trigger.replace("-", "").replace("_", "").lower() == "availablenow"
-
-
-def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
-    """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
-    (``saga.uri`` holds none), which Spark redacts in query plans."""
-    activate(spark)
-    config, layout = saga.config, saga.config.layout
-    options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
-               "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
-               "journalLocation": layout.journal(step.unit_label),
-               "maxMessagesPerTrigger": str(step.batch_size),
-               "pauseFile": layout.pause_file(step.node, step.consumes)}
-    interval = None if trigger is None else interval_ms(trigger)
-    if interval is not None and is_entry(saga, step):
-        # the source keeps the interval; the query runs with a zero trigger (start_query). A step fed by other
-        # steps is not paced: it takes each upstream output as it arrives (safebunny.source.admission)
-        options["minBatchIntervalMs"] = str(max(1, int(interval)))
-    if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
-        options["singleActiveConsumer"] = "true"
-    if config.password is not None:
-        options["password"] = config.password
-    return read_stream(spark, **options)
-
-
-def is_entry(saga: SagaShape, step: SagaStep) -> bool:
-    """Whether ``step``'s messages come from outside the saga (``saga.start``, a producer of yours), not from
-    another step's emits."""
-    return not any(other.node == step.from_node for other in saga.steps)
-
-
-def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | None) -> Any:
-    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
-    writer = (source_frame(spark, saga, step, trigger).writeStream
-              .foreachBatch(batch_function(saga, step))  # stores each report wherever it runs (Connect: the server)
-              .option("checkpointLocation", saga.config.layout.checkpoint(step.unit_label))
-              .queryName(f"{saga.config.name}.{step.unit_label}"))
-    if trigger is None:
-        writer = writer.trigger(availableNow=True)
-    else:
-        # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
-        # whole interval for the next one; the source paces the batches instead (safebunny.source.admission)
-        writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
-    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
-    note_streaming_started(spark)
-    return query
-
-
-_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
-_INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
-                "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
-                "hours": 3_600_000}
-
-
-def interval_ms(trigger: str) -> float | None:
-    """A processing-time trigger's interval in milliseconds (``"1 second"`` -> 1000.0), or None."""
-    match = _INTERVAL.match(trigger)
-    return None if not match else float(match[1]) * _INTERVAL_MS[match[2].lower()]
 
 
 class RunningSaga:
@@ -158,7 +86,7 @@ class RunningSaga:
         try:
             return self._start(step)
         except Exception as exc:  # noqa: BLE001 - logged and retried by the supervisor
-            return _NotStarted(exc)
+            return NotStarted(exc)
 
     def _start(self, step: SagaStep) -> Any:
         query = start_query(self.spark, self.saga, step, None if self.in_rounds else self.trigger)
@@ -185,7 +113,7 @@ class RunningSaga:
                     failure = query.exception()
                     if failure is not None:
                         self.errors[step.unit_label] = error_of(failure) or failure
-                    if failure is not None and _not_worth_a_restart(failure):
+                    if failure is not None and not_worth_a_restart(failure):
                         self.given_up.add(step.unit_label)
                         log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.config.name,
                                   step.unit_label, message_of(failure))
@@ -199,7 +127,7 @@ class RunningSaga:
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.config.name,
                               step.unit_label, message_of(failure) if failure is not None else "no error", backoff)
-                    _note_serialization_race(self.saga, step, failure)
+                    note_serialization_race(self.saga, step, failure)
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
@@ -225,7 +153,7 @@ class RunningSaga:
         started now, or after :data:`IDLE_ROUND_S` when it read nothing); False for a failed one."""
         label = step.unit_label
         if label not in next_round:
-            if isinstance(query, _NotStarted) or query.exception() is not None:
+            if isinstance(query, NotStarted) or query.exception() is not None:
                 return False
             self.rounds[label] = self.rounds.get(label, 0) + 1
             self.failing[label] = 0  # a round that ended well: the next failure's backoff starts again
@@ -236,7 +164,7 @@ class RunningSaga:
         try:
             self.queries[label] = self._start(step)
         except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-            self.queries[label] = _NotStarted(exc)
+            self.queries[label] = NotStarted(exc)
         return True
 
     def _balance(self) -> None:
@@ -259,7 +187,7 @@ class RunningSaga:
             try:
                 self.queries[label] = self._start(units[label])
             except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-                self.queries[label] = _NotStarted(exc)
+                self.queries[label] = NotStarted(exc)
 
     def _between_batches(self, label: str) -> bool:
         """Whether the shard's query runs no batch now (a handover stops it there, not mid-batch), or has not
@@ -292,92 +220,6 @@ class RunningSaga:
         self.stop()
 
 
-def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any = None, restarts: int = 2,
-          start: Any = start_query) -> int:
-    """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
-    in a step queue or a retry tier. Returns the number of rounds.
-
-    A step whose query fails is started again in the next round, from its checkpoint (the same batch, the
-    same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
-    a failure of the moment (a broker restart) does not end the drain. After ``restarts`` such restarts of
-    one step in a row, its error is raised: safebunny's own error when the query carried one
-    (:func:`safebunny.error_of`), with Spark's exception as its cause. A query whose Python process Spark could
-    not start in time (a loaded machine) is not one of those restarts: it never ran, and it is started again, up
-    to :data:`WORKER_START_TRIES` times in a row. ``start`` starts one step's query (:func:`start_query`; a
-    parameter for tests of this loop)."""
-    if restarts < 0:
-        raise ValueError(f"restarts must be >= 0, but got {restarts}")
-    deadline = time.monotonic() + timeout_s
-    rounds = 0
-    failed: dict[str, int] = {}  # step label -> failures in a row
-    unstarted: dict[str, int] = {}  # step label -> queries in a row whose Python process did not start in time
-    errors: list[tuple[Any, BaseException]] = []
-    while True:
-        rounds += 1
-        before = moved_so_far(saga)
-        queries = []  # side by side (a new driver's first one alone: start_query)
-        for s in saga.units():
-            try:
-                query = start(spark, saga, s, None)
-            except Exception as exc:  # noqa: BLE001 - a query that did not start counts as a failed step
-                # (over Spark Connect the server starts a Python process per query, which must connect back
-                # within Spark's fixed 10 s; a loaded server misses it now and then)
-                query = _NotStarted(exc)
-            queries.append((s, query))
-        errors = []
-        for step, query in queries:  # every query ends by itself (availableNow), failed or not
-            _wait(query)
-            error = query.exception()
-            label = step.unit_label
-            if error is None:
-                failed.pop(label, None)
-                unstarted.pop(label, None)
-                continue
-            errors.append((step, error))
-            counts = unstarted if is_worker_start_timeout(error) else failed
-            counts[label] = counts.get(label, 0) + 1
-        for step, error in errors:
-            if (failed.get(step.unit_label, 0) > restarts or unstarted.get(step.unit_label, 0) > WORKER_START_TRIES
-                    or _not_worth_a_restart(error)):
-                raise (error_of(error) or error) from error  # safebunny's message on the last line
-        pause = 0.0
-        for step, error in errors:
-            if is_worker_start_timeout(error):
-                tries = unstarted[step.unit_label]
-                pause = max(pause, WORKER_START_WAIT_S * tries)
-                log.warning("saga %s: step %s: Spark's Python process for its query did not connect back in time (a "
-                            "loaded machine); starting it again in %.0f s (%d of %d)", saga.config.name,
-                            step.unit_label, WORKER_START_WAIT_S * tries, tries, WORKER_START_TRIES)
-                continue
-            log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
-                        saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
-            _note_serialization_race(saga, step, error)
-        time.sleep(pause)
-        moved = moved_so_far(saga) - before
-        still = waiting(saga)
-        if on_round is not None:
-            on_round(rounds, moved, still)
-        if moved == 0 and still == 0 and not errors:
-            return rounds
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"saga {saga.config.name!r} did not drain in {timeout_s:.0f} s: {still} message(s) "
-                               "still wait in step queues or retry tiers (a paused step, or retry delays longer than "
-                               "the timeout?)")
-        if moved == 0:
-            time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
-
-
-def moved_so_far(saga: SagaShape) -> int:
-    """Messages the steps received so far, in any process (drain's progress measure)."""
-    return sum(saga.config.layout.reports(u.unit_label).counters().totals["received"] for u in saga.units())
-
-
-def waiting(saga: SagaShape) -> int:
-    """Messages ready in the step queues and retry tiers."""
-    names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
-    return sum(d[0] for d in topology.depths(saga, names).values() if d is not None)
-
-
 def _read_rows(query: Any) -> bool:
     """Whether an ended query read any rows (its progress; True when it cannot say, so the next round is not
     delayed)."""
@@ -385,47 +227,3 @@ def _read_rows(query: Any) -> bool:
         return any((p or {}).get("numInputRows", 0) for p in query.recentProgress)
     except Exception:  # noqa: BLE001 - a query that cannot say counts as busy
         return True
-
-
-def _not_worth_a_restart(error: BaseException) -> bool:
-    """A plan error (an unknown column, a type mismatch in a handler) fails every restart the same way."""
-    return isinstance(error_of(error), SafeBunnyPlanError) or is_plan_error(error)
-
-
-def _note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseException | None) -> None:
-    """One more line when a step failed in Spark's task serialisation on a collection that changed size: with
-    every start through :func:`start_query` the source's shared map no longer does, so say what it is."""
-    if error is not None and first_stream.is_serialization_race(error):
-        log.warning("saga %s: step %s: Spark could not serialise a task because a collection in it changed size "
-                    "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
-                    "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
-                    "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
-
-
-def _wait(query: Any) -> None:
-    """Wait for ``query`` to end. PySpark's ``awaitTermination`` raises the error of a failed query; the
-    caller reads it from ``query.exception()`` and counts it against the step's restarts."""
-    try:
-        query.awaitTermination()
-    except Exception:  # noqa: BLE001, S110 - read back through query.exception()
-        if query.exception() is None:
-            raise
-
-
-class _NotStarted:
-    """A step query whose start failed, shaped as a failed query for :func:`drain`."""
-
-    isActive = False  # noqa: N815 - the StreamingQuery attribute it stands for
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-    def stop(self) -> None:
-        return None
-
-    def awaitTermination(self) -> None:  # noqa: N802 - the StreamingQuery method it stands for
-        return None
-
-    def exception(self) -> BaseException:
-        return self.error
-

@@ -224,7 +224,7 @@ class Saga:
         """Run availableNow rounds until nothing moves and no retry tier holds a message; the rounds run.
         A step whose query fails starts again from its checkpoint in the next round; after ``restarts``
         failures of one step in a row, its error is raised."""
-        from safebunny.saga.runner import drain
+        from safebunny.saga.drain import drain
 
         self.declare()
         return drain(spark, self, timeout, on_round, restarts)

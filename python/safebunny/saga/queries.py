@@ -1,0 +1,133 @@
+"""One saga step's streaming query: its source, how it starts (a processing-time interval or availableNow),
+and how its failures are told apart (a plan error is not worth a restart; a query whose Python process Spark
+could not start in time never ran). :mod:`~safebunny.saga.runner` and :mod:`~safebunny.saga.drain` start
+queries through here.
+
+Every step's query is named ``<saga>.<node>.<type>`` and keeps its checkpoint and journal under the
+saga's root (``checkpoints/<node>.<type>``, ``journal/<node>.<type>``), so a restart, or the next
+``drain``, goes on where the last one stopped (the same epoch, the same inbox rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from safebunny import first_stream
+from safebunny.errors import SafeBunnyPlanError
+from safebunny.saga import topology
+from safebunny.saga.config import SagaRunner, SagaShape
+from safebunny.saga.definition import SagaStep
+from safebunny.saga.recorder import batch_function
+from safebunny.session import activate, read_stream
+from safebunny.spark_errors import error_of, is_plan_error
+from safebunny.spark_logs import note_streaming_started
+
+__all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "AVAILABLE_NOW",
+           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "not_worth_a_restart",
+           "note_serialization_race"]
+
+log = logging.getLogger("safebunny.saga")
+#: ``saga.run(spark, trigger=AVAILABLE_NOW)``: rounds of availableNow queries (Databricks serverless)
+AVAILABLE_NOW = "availableNow"
+#: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
+#: loaded machine) that :func:`drain` starts again before it raises: they never ran, so they are not the step's
+#: restarts; each waits :data:`WORKER_START_WAIT_S` times its number first, for the load to pass
+WORKER_START_TRIES = 6
+WORKER_START_WAIT_S = 2.0
+
+
+def is_available_now(trigger: str | None) -> bool:
+    """Whether ``trigger`` asks for availableNow rounds (``"availableNow"``, any case, ``-``/``_`` ignored)."""
+    return trigger is not None and trigger.replace("-", "").replace("_", "").lower() == "availablenow"
+
+
+def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
+    """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
+    (``saga.uri`` holds none), which Spark redacts in query plans."""
+    activate(spark)
+    config, layout = saga.config, saga.config.layout
+    options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
+               "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
+               "journalLocation": layout.journal(step.unit_label),
+               "maxMessagesPerTrigger": str(step.batch_size),
+               "pauseFile": layout.pause_file(step.node, step.consumes)}
+    interval = None if trigger is None else interval_ms(trigger)
+    if interval is not None and is_entry(saga, step):
+        # the source keeps the interval; the query runs with a zero trigger (start_query). A step fed by other
+        # steps is not paced: it takes each upstream output as it arrives (safebunny.source.admission)
+        options["minBatchIntervalMs"] = str(max(1, int(interval)))
+    if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
+        options["singleActiveConsumer"] = "true"
+    if config.password is not None:
+        options["password"] = config.password
+    return read_stream(spark, **options)
+
+
+def is_entry(saga: SagaShape, step: SagaStep) -> bool:
+    """Whether ``step``'s messages come from outside the saga (``saga.start``, a producer of yours), not from
+    another step's emits."""
+    return not any(other.node == step.from_node for other in saga.steps)
+
+
+def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | None) -> Any:
+    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
+    writer = (source_frame(spark, saga, step, trigger).writeStream
+              .foreachBatch(batch_function(saga, step))  # stores each report wherever it runs (Connect: the server)
+              .option("checkpointLocation", saga.config.layout.checkpoint(step.unit_label))
+              .queryName(f"{saga.config.name}.{step.unit_label}"))
+    if trigger is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
+        # whole interval for the next one; the source paces the batches instead (safebunny.source.admission)
+        writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
+    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
+    note_streaming_started(spark)
+    return query
+
+
+_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
+_INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
+                "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
+                "hours": 3_600_000}
+
+
+def interval_ms(trigger: str) -> float | None:
+    """A processing-time trigger's interval in milliseconds (``"1 second"`` -> 1000.0), or None."""
+    match = _INTERVAL.match(trigger)
+    return None if not match else float(match[1]) * _INTERVAL_MS[match[2].lower()]
+
+
+def not_worth_a_restart(error: BaseException) -> bool:
+    """A plan error (an unknown column, a type mismatch in a handler) fails every restart the same way."""
+    return isinstance(error_of(error), SafeBunnyPlanError) or is_plan_error(error)
+
+
+def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseException | None) -> None:
+    """One more line when a step failed in Spark's task serialisation on a collection that changed size: with
+    every start through :func:`start_query` the source's shared map no longer does, so say what it is."""
+    if error is not None and first_stream.is_serialization_race(error):
+        log.warning("saga %s: step %s: Spark could not serialise a task because a collection in it changed size "
+                    "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
+                    "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
+                    "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
+
+
+class NotStarted:
+    """A step query whose start failed, shaped as a failed query for :func:`drain`."""
+
+    isActive = False  # noqa: N815 - the StreamingQuery attribute it stands for
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def stop(self) -> None:
+        return None
+
+    def awaitTermination(self) -> None:  # noqa: N802 - the StreamingQuery method it stands for
+        return None
+
+    def exception(self) -> BaseException:
+        return self.error
