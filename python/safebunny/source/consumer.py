@@ -132,7 +132,9 @@ class QueueConsumer:
             flow.restarted = False
             flow.in_count += 1
             flow.in_bytes += len(body)
-            if budget is not None and not flow.paused and (flow.calibrating or flow.buffered_bytes() >= budget):
+            # inline, not flow.buffered_bytes(): this runs once per message
+            if budget is not None and not flow.paused and (
+                    flow.calibrating or flow.in_bytes - flow.out_bytes >= budget):
                 flow.pause()
             # wake the Spark thread only when it waits for this many (not once per message)
             want = self._want
