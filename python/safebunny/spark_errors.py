@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Iterator
 
 from safebunny.errors import SafeBunnyError
 
@@ -108,15 +109,12 @@ def is_plan_error(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or the Python exception its text ends with) is a plan error: Spark's
     ``AnalysisException`` (an unknown column, a type mismatch) or a parse error. Such an error comes back on
     every restart from the same checkpoint, so it is not worth one."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if any(cls.__name__ in _PLAN_ERRORS for cls in type(exc).__mro__):
+    for link in _chain(exc):
+        if any(cls.__name__ in _PLAN_ERRORS for cls in type(link).__mro__):
             return True
-        raised = raised_in_python(exc)
+        raised = raised_in_python(link)
         if raised is not None and raised[0] in _PLAN_ERRORS:
             return True
-        exc = exc.__cause__ or exc.__context__
     return False
 
 
@@ -125,10 +123,13 @@ def is_worker_start_timeout(exc: BaseException | None) -> bool:
     """Whether ``exc`` says a Python process Spark spawned (a streaming source's runner, a planner) did not connect
     back within Spark's fixed 10 s (``PythonWorkerFactory``): the machine was loaded, the query never ran a batch,
     and starting it again is the remedy; it says nothing about the step."""
+    return any(_WORKER_START_TIMEOUT in str(link) for link in _chain(exc))
+
+
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then its cause (or context), and so on, each once."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if _WORKER_START_TIMEOUT in str(exc):
-            return True
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return False
