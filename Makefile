@@ -62,7 +62,7 @@ install-compat: $(PYC)
 		assert v == '$(COMPAT_PYSPARK)', f'installing safebunny replaced PySpark $(COMPAT_PYSPARK) with {v}'"
 
 test-compat: install-compat
-	PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
+	SAFEBUNNY_TEST_JVM_ARCHIVE=0 PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
 		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
 
 test: install

@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
+from jvm_archive import ArchiveRun, archive_options  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -31,6 +32,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 _BROKER: Broker | None = None
+_JVM_ARCHIVE: ArchiveRun | None = None
 _STREAM_BROKER: Broker | None = None
 
 
@@ -42,23 +44,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif "e2e" in parts:
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
+    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the JVM archive's driver)
+    items.sort(key=lambda item: 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration")
+               else 0)
+
+
+def _say(session: pytest.Session, line: str) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller prints it at the end
+        session.config.workeroutput.setdefault("safebunny_brokers", []).append(line)
+    elif reporter is not None:
+        reporter.write_line(line, bold=True)
+    else:
+        print(line)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    global _BROKER
+    global _BROKER, _JVM_ARCHIVE
     if any(item.get_closest_marker("integration") for item in session.items):
         _BROKER = acquire_broker()
-        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-        line = f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}"
-        if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller prints it at the end
-            session.config.workeroutput["safebunny_brokers"] = [line]
-        elif reporter is not None:
-            reporter.write_line(line, bold=True)
-        else:
-            print(line)
+        _say(session, f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}")
+    if (any(item.get_closest_marker("e2e") for item in session.items)
+            and "SharedArchiveFile" not in os.environ["SPARK_SUBMIT_OPTS"]
+            and os.environ.get("SAFEBUNNY_TEST_JVM_ARCHIVE", "1") != "0"):
+        _JVM_ARCHIVE = ArchiveRun(os.environ["SPARK_SUBMIT_OPTS"])  # tests/jvm_archive.py: drivers start faster
+
+
+_ARCHIVE_SAID: list[str] = []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the first Spark test (and its fixtures): the run's JVM archive, once its driver has made it."""
+    if _JVM_ARCHIVE is None or _ARCHIVE_SAID or not item.get_closest_marker("e2e"):
+        return
+    path, said = _JVM_ARCHIVE.wait()
+    if path is not None:
+        os.environ["SPARK_SUBMIT_OPTS"] += f" {archive_options(path)}"
+    _ARCHIVE_SAID.append(f"safebunny tests: {said}")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _JVM_ARCHIVE is not None:
+        _JVM_ARCHIVE.remove()
     if _STREAM_BROKER is not None and _STREAM_BROKER is not _BROKER:
         _STREAM_BROKER.stop()
     if _BROKER is not None:
@@ -101,6 +129,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _ARCHIVE_SAID:
+        terminalreporter.write_line(line, bold=True)
     for line in _WORKER_LINES:
         terminalreporter.write_line(line, bold=True)
     if _STREAM_BROKER is not None:

@@ -1,0 +1,126 @@
+"""A class-data-sharing archive of Spark's classes, made once per test run, so every driver JVM the run starts
+loads them mapped from one file instead of reading and verifying them from the jars.
+
+The suite starts some forty driver JVMs (the shared session, the crash, takeover and log tests' driver scripts,
+Spark Connect servers, local-cluster executors); most of a crash test's time is its drivers starting. Measured
+here (``/tmp/cds/start.py``: a ``local[2]`` session and two small jobs, alternating, another Spark run beside
+them): 18.5 and 18.6 s without the archive, 12.2 and 10.6 s with it. Making it costs one driver run of 35-60 s
+with the dump at its exit, which runs beside the unit and integration tiers (``tests/conftest.py`` runs them
+first).
+
+``python tests/jvm_archive.py ARCHIVE`` is that run: a session as the driver scripts make it, a batch job, a
+Python UDF, and a streaming query over a Python data source into ``foreachBatch`` (the classes every test
+loads), then the JVM writes ARCHIVE as it exits (``-XX:ArchiveClassesAtExit``). A JVM given the archive with a
+classpath it does not match (another PySpark) runs without it, as Java documents; ``-Xlog:cds=off`` keeps that
+warning off the drivers' stderr, which some tests read. ``SAFEBUNNY_TEST_JVM_ARCHIVE=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["ArchiveRun", "archive_options"]
+
+_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+class ArchiveRun:
+    """The archiving driver as a process of its own, started at once (the unit and integration tiers run beside
+    it: they start no JVM), waited for by the first test that needs Spark."""
+
+    def __init__(self, jvm_options: str, timeout: float = 240.0) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="safebunny-jvm-"))
+        self.path = self.folder / "spark.jsa"
+        self.timeout = timeout
+        self._started = time.monotonic()
+        env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{jvm_options} -XX:ArchiveClassesAtExit={self.path} {_QUIET}")
+        self._process = subprocess.Popen([sys.executable, __file__, str(self.path)], env=env,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                         start_new_session=True)
+
+    def wait(self) -> tuple[Path | None, str]:
+        """``(path, what happened)``; the path is ``None`` when no archive was made (the run goes on without)."""
+        try:
+            _, stderr = self._process.communicate(timeout=max(1.0, self.timeout - self.elapsed()))
+        except subprocess.TimeoutExpired:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.communicate()
+            self.remove()
+            return None, f"no JVM class archive: its driver ran over {self.timeout:g} s"
+        if self._process.returncode != 0 or not self.path.exists():
+            self.remove()
+            return None, f"no JVM class archive: its driver ended with {self._process.returncode}: {stderr[-500:]}"
+        return self.path, (f"JVM class archive {self.path} ({self.path.stat().st_size // 2**20} MB, made in "
+                           f"{self.elapsed():.0f} s beside the tests before Spark's)")
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def remove(self) -> None:
+        if self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def archive_options(path: Path) -> str:
+    """The JVM options that load ``path``."""
+    return f"-XX:SharedArchiveFile={path} {_QUIET}"
+
+
+def _archiving_run() -> None:
+    sys.path.insert(0, str(Path(__file__).parent / "e2e"))
+    from driver_session import driver_session
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.functions import udf
+
+    class _Numbers(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "archive_numbers"
+
+        def schema(self) -> str:
+            return "n long"
+
+        def streamReader(self, schema):  # type: ignore[no-untyped-def]
+            return _Reader()
+
+    class _Reader(DataSourceStreamReader):
+        def initialOffset(self) -> dict:
+            return {"n": 0}
+
+        def latestOffset(self) -> dict:
+            return {"n": 10}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            return [InputPartition(0)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            yield from ((i,) for i in range(10))
+
+    spark = driver_session("safebunny-jvm-archive")
+    spark.range(1000).selectExpr("sum(id)").collect()
+    spark.createDataFrame([(1, "a")], "x int, y string").groupBy("y").count().collect()
+    spark.range(10).select(udf(lambda v: v + 1, "long")("id")).collect()
+    spark.dataSource.register(_Numbers)
+    seen: list[int] = []
+    checkpoint = tempfile.mkdtemp(prefix="safebunny-jvm-ck-")
+    try:
+        query = (spark.readStream.format("archive_numbers").load().writeStream
+                 .foreachBatch(lambda df, _: seen.append(df.count()))
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query.awaitTermination()
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    _archiving_run()
