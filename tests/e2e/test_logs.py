@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+from conftest import run_drivers
+
 DRIVER = r'''
 import sys
 from pyspark.sql import SparkSession
@@ -21,23 +23,25 @@ print("DRIVER-DONE")
 '''
 
 
-def _drive(amqp_uri, queue, out, tmp_path, **env):
+def _command(amqp_uri, queue, out, tmp_path, **env):
     tmp_path.mkdir(parents=True, exist_ok=True)
     pause = tmp_path / "pause"
     pause.write_text(repr(time.time() + 600))  # the reader process warns that it is paused
     environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
     environment.update(env)
-    return subprocess.run([sys.executable, "-c", DRIVER, amqp_uri, queue, out, str(tmp_path), str(pause)],
-                          capture_output=True, text=True, timeout=300, env=environment)
+    return [sys.executable, "-c", DRIVER, amqp_uri, queue, out, str(tmp_path), str(pause)], environment
 
 
 def test_reader_warnings_and_requested_summaries_reach_the_drivers_output(amqp_uri, make_queue, tmp_path):
-    queue, out = make_queue(), make_queue(suffix="-out")
-    quiet = _drive(amqp_uri, queue, out, tmp_path / "a")
+    """Two drivers side by side (own queues and folders): one at the default level, one asking for INFO."""
+    quiet, chatty = run_drivers([
+        _command(amqp_uri, make_queue(suffix="-a"), make_queue(suffix="-a-out"), tmp_path / "a"),
+        _command(amqp_uri, make_queue(suffix="-b"), make_queue(suffix="-b-out"), tmp_path / "b",
+                 SAFEBUNNY_LOG_LEVEL="INFO")],
+        timeout=300)
     assert quiet.returncode == 0, quiet.stderr[-3000:]
     assert "safebunny WARNING safebunny.source" in quiet.stderr and "paused by" in quiet.stderr
     assert "safebunny sink task" not in quiet.stderr  # summaries only when asked for
-    chatty = _drive(amqp_uri, queue, out, tmp_path / "b", SAFEBUNNY_LOG_LEVEL="INFO")
     assert chatty.returncode == 0, chatty.stderr[-3000:]
     assert "safebunny INFO safebunny.sink" in chatty.stderr and "safebunny sink task" in chatty.stderr
 

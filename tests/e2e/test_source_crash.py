@@ -52,18 +52,20 @@ def _done(finished, workdir):
 
 
 CRASH_POINTS = ["effect:2", "source.after_journal_write:1", "source.after_journal_write:2", "source.before_ack:2"]
+#: killed beside the others, restarted by its own test (it deletes the journal first)
+DATA_LOSS = "effect:1"
 
 
 @pytest.fixture(scope="module")
 def kill_points(broker, amqp_uri, tmp_path_factory):
     """Each kill point in a driver of its own (its own queue and folder, N messages); then one driver restarts
-    them all from their checkpoints, one after another. Yields ``{crash_at: (queue, workdir, crashed,
-    first_runs)}`` and the restart's result."""
+    them all but :data:`DATA_LOSS` from their checkpoints, one after another. Yields ``{crash_at: (queue,
+    workdir, crashed, first_runs)}`` and the restart's result."""
     admin = Admin(amqp_uri)
     runs = {}
     try:
         places = {}
-        for crash_at in CRASH_POINTS:
+        for crash_at in [*CRASH_POINTS, DATA_LOSS]:
             tag = crash_at.replace(".", "-").replace(":", "-")
             queue = admin.declare_queue(f"sbt-source-crash-{tag}-{uuid.uuid4().hex[:6]}")
             workdir = tmp_path_factory.mktemp(tag)
@@ -73,7 +75,8 @@ def kill_points(broker, amqp_uri, tmp_path_factory):
         for (crash_at, (queue, workdir)), crashed in zip(places.items(), results, strict=True):
             runs[crash_at] = (queue, workdir, crashed, _batches(workdir))
         env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
-        env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps([{"queue": q, "workdir": str(w)} for q, w, _, _ in runs.values()])
+        restarts = [{"queue": q, "workdir": str(w)} for at, (q, w, _, _) in runs.items() if at != DATA_LOSS]
+        env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(restarts)
         finished = subprocess.run([sys.executable, str(DRIVER), amqp_uri], env=env, capture_output=True, text=True,
                                   timeout=120 + 120 * len(runs), start_new_session=True)
         yield runs, finished
@@ -112,11 +115,9 @@ def test_crash_and_restart_loses_nothing_and_replays_exactly(broker, kill_points
     assert not list((tmp_path / "journal").glob("*.arrow"))
 
 
-def test_missing_journal_of_a_logged_batch_fails_unless_failOnDataLoss_is_false(broker, amqp_uri, make_queue,
-                                                                                tmp_path):
-    queue = make_queue()
-    _fill(amqp_uri, queue)
-    crashed = _run(amqp_uri, queue, tmp_path, "effect:1")  # batch 0 is logged, not committed
+def test_missing_journal_of_a_logged_batch_fails_unless_failOnDataLoss_is_false(broker, amqp_uri, kill_points):
+    runs, _ = kill_points
+    queue, tmp_path, crashed, _ = runs[DATA_LOSS]  # killed in its batch 0: logged, not committed
     assert crashed.returncode == -signal.SIGKILL
     journals = list((tmp_path / "journal").glob("*.arrow"))
     assert journals

@@ -63,26 +63,27 @@ def _check(broker, admin, queue, out, workdir, ids):
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
 
 
-def _kill_matrix(uri, tmp_path_factory, name, points, **restart):
-    """For each ``(crash_at, settings)``: its own queues and folder, N messages, a driver killed at
-    ``crash_at``; then one driver restarts them all with ``restart`` (checkpoint, journal) over each one's
-    ``settings``. Yields ``{crash_at: (queue, out, workdir, crashed)}`` and the restart's result; deletes the
-    queues at the end."""
+def _kill_matrices(uri, tmp_path_factory, matrices):
+    """``matrices``: ``{name: (points, restart)}``, each point a ``(crash_at, settings)``. For each point: its own
+    queues and folder, N messages, a driver killed at ``crash_at``; then one driver restarts every point of every
+    matrix, each with its ``settings`` and its matrix's ``restart`` (checkpoint, journal). Yields
+    ``{(name, crash_at): (queue, out, workdir, crashed)}`` and the restart's result; deletes the queues at the
+    end."""
     admin = Admin(uri)
     runs, scenarios, commands = {}, [], []
     try:
-        for crash_at, settings in points:
-            tag = crash_at.replace(".", "-").replace(":", "-")
-            queue = admin.declare_queue(f"sbt-{name}-{tag}-{uuid.uuid4().hex[:6]}")
-            out = admin.declare_queue(f"{queue}-out")
-            workdir = tmp_path_factory.mktemp(tag)
-            publish_numbered(uri, queue, N)
-            runs[crash_at] = (queue, out, workdir, None)
-            commands.append(_command(uri, queue, out, workdir, crash_at, **settings))
-            scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
-        for (crash_at, (queue, out, workdir, _)), crashed in zip(list(runs.items()), run_drivers(commands, 400),
-                                                                 strict=True):
-            runs[crash_at] = (queue, out, workdir, crashed)
+        for name, (points, restart) in matrices.items():
+            for crash_at, settings in points:
+                tag = f"{name}-" + crash_at.replace(".", "-").replace(":", "-")
+                queue = admin.declare_queue(f"sbt-{tag}-{uuid.uuid4().hex[:6]}")
+                out = admin.declare_queue(f"{queue}-out")
+                workdir = tmp_path_factory.mktemp(tag)
+                publish_numbered(uri, queue, N)
+                runs[name, crash_at] = (queue, out, workdir, None)
+                commands.append(_command(uri, queue, out, workdir, crash_at, **settings))
+                scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
+        for key, crashed in zip(list(runs), run_drivers(commands, 400), strict=True):
+            runs[key] = (*runs[key][:3], crashed)
         yield runs, _restart_all(uri, scenarios)
     finally:
         for queue, out, _, _ in runs.values():
@@ -102,17 +103,11 @@ SAME_CHECKPOINT = [
     ("step.after_publish:2", 10)]
 
 
-@pytest.fixture(scope="module")
-def same_checkpoint(broker, amqp_uri, tmp_path_factory):
-    points = [(crash_at, {"executor_rows": rows} if rows else {}) for crash_at, rows in SAME_CHECKPOINT]
-    yield from _kill_matrix(amqp_uri, tmp_path_factory, "same", points)
-
-
 @pytest.mark.parametrize("crash_at, executor_rows", SAME_CHECKPOINT)
-def test_a_step_killed_at_any_point_ends_exactly_once(broker, admin, same_checkpoint, crash_at, executor_rows):
+def test_a_step_killed_at_any_point_ends_exactly_once(broker, admin, kill_matrices, crash_at, executor_rows):
     """Each kill point in a driver of its own; the restarts from the same checkpoints share one driver."""
-    runs, finished = same_checkpoint
-    queue, out, workdir, crashed = runs[crash_at]
+    runs, finished = kill_matrices
+    queue, out, workdir, crashed = runs["same", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert _done(finished, workdir), finished.stderr[-3000:]
     if executor_rows:
@@ -130,20 +125,23 @@ NEW_CHECKPOINT = [
 
 
 @pytest.fixture(scope="module")
-def new_checkpoint(broker, amqp_uri, tmp_path_factory):
-    points = [(crash_at, {"journal": "journal", "effects": "both"}) for crash_at, _ in NEW_CHECKPOINT]
-    yield from _kill_matrix(amqp_uri, tmp_path_factory, "new", points, checkpoint="ck-new")
+def kill_matrices(broker, amqp_uri, tmp_path_factory):
+    """Both matrices' crashes, then one driver that restarts all of them (one JVM start, not two)."""
+    same = [(crash_at, {"executor_rows": rows} if rows else {}) for crash_at, rows in SAME_CHECKPOINT]
+    new = [(crash_at, {"journal": "journal", "effects": "both"}) for crash_at, _ in NEW_CHECKPOINT]
+    yield from _kill_matrices(amqp_uri, tmp_path_factory,
+                              {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})})
 
 
 @pytest.mark.parametrize("crash_at,merged_by_new_epoch", NEW_CHECKPOINT)
-def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, admin, new_checkpoint, crash_at,
+def test_a_kill_then_a_new_checkpoint_applies_each_effect_once(broker, admin, kill_matrices, crash_at,
                                                                merged_by_new_epoch):
     """The driver dies inside its second batch (50 messages), before or just after its inbox marker; a new
     checkpoint (a new epoch) over the same queue and journal gets those messages again. Each effect table must
     hold each message once (the append by its rows, the merge by which epoch wrote each row: the old one, unless
     its batch had not reached that table), and every output must be published."""
-    runs, finished = new_checkpoint
-    queue, out, workdir, crashed = runs[crash_at]
+    runs, finished = kill_matrices
+    queue, out, workdir, crashed = runs["new", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     old_epoch = json.loads((workdir / "ck" / "metadata").read_text())["id"]
     assert _done(finished, workdir), finished.stderr[-3000:]
