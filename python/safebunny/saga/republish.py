@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
-from safebunny.amqp.publisher import PublishCounts
-from safebunny.amqp.publisher_pool import release
-from safebunny.amqp.sending import acquire_for
+from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.sending import confirmed
 from safebunny.ids import message_id
 from safebunny.options.sink import parse_sink_options
 
@@ -59,9 +58,8 @@ def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
         return PublishCounts()
     opts = parse_sink_options({"uri": uri})
     builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
-    publisher = acquire_for(opts)
-    healthy = False
-    try:
+
+    def send(publisher: ConfirmingPublisher) -> None:
         stamp = int(time.time())
         for c in copies:
             headers: Mapping[str, Any] = c.headers
@@ -72,11 +70,8 @@ def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
                                 content_type=c.content_type, message_type=c.message_type, exchange=c.exchange,
                                 routing_key=c.routing_key)
             publisher.publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
-        counts = publisher.flush()
-        healthy = True
-    finally:
-        release(publisher, healthy)
-    return counts
+
+    return confirmed(opts, send)
 
 
 def _text(value: Any) -> str | None:
