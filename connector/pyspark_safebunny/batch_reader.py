@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from pyspark_safebunny.queue_type import resolve_queue_type
 from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition, check_schema, read_stream_partition
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import parse_source_options
@@ -27,11 +28,7 @@ __all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
 def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceReader:
     """The batch reader for a stream queue; a clear error for classic and quorum queues."""
     options = parse_source_options(raw_options)
-    kind = options["queueType"]
-    if kind == "auto":
-        from safebunny.streams.probe import detect_queue_type
-
-        kind = detect_queue_type(options["uri"], options["queue"], options["streamPort"])
+    kind = resolve_queue_type(options)
     if kind != "stream":
         raise SafeBunnyOptionError(
             f"Queue {options['queue']!r} is a {kind} queue: batch reads (spark.read) of classic and quorum "

@@ -1,6 +1,6 @@
 """Which reader a queue needs: its type (the option, else the broker's answer), and the journal a classic or
-quorum queue cannot be read without. Used by the schema (to fail at ``load()``) and by the stream reader; it
-imports neither, so the plugin's modules import each other one way."""
+quorum queue cannot be read without. Used by the schema (to fail at ``load()``) and by the stream and batch
+readers; it imports none of them, so the plugin's modules import each other one way."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
-from safebunny.amqp.sending import acquire_for, publish_batches
+from safebunny.amqp.sending import confirmed, publish_batches
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.sink import parse_sink_options
 
@@ -83,8 +83,6 @@ class _Publishing:
     def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
         from pyspark import TaskContext
 
-        from safebunny.amqp.publisher_pool import release
-
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
@@ -96,14 +94,7 @@ class _Publishing:
         builder = MessageBuilder(self.plan, scope)
         opts = self.options
         started = time.monotonic()
-        publisher = acquire_for(opts)
-        healthy = False
-        try:
-            publish_batches(publisher, builder, batches)
-            counts = publisher.flush()
-            healthy = True
-        finally:
-            release(publisher, healthy)
+        counts = confirmed(opts, lambda publisher: publish_batches(publisher, builder, batches))
         stats = SafeBunnyWriteStats(partition, attempt, counts.published, counts.confirmed, counts.returned,
                                     counts.nacked, round(time.monotonic() - started, 3))
         LOG.info("safebunny sink task %s (partition %d, attempt %d): %d published, %d confirmed",

@@ -40,7 +40,6 @@ NAMESPACE = uuid.UUID("3f0c3a4e-5b1d-5c6e-9a7f-2b8e4d1c6a90")
 _NS_BYTES = NAMESPACE.bytes
 _MSG_TAG = "safebunny.msg.v1"
 _CORR_TAG = "safebunny.corr.v1"
-START_NODE = "saga-start"
 
 
 def encode_name(tag: str, *fields: str) -> str:

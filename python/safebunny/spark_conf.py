@@ -7,8 +7,7 @@ stack starts a process for each ``chmod`` and each ``readlink`` it makes, severa
 (its offset file and its commit file; counts in docs/performance.md). Spark's own
 ``FileSystemBasedCheckpointFileManager`` writes the same files through Hadoop's ``FileSystem`` API: a
 temporary file in the same folder, then ``rename(2)`` onto the batch's name after checking that name is
-free, as the default does. It starts
-processes only for the ``chmod`` of the temporary file and of its ``.crc``.
+free, as the default does. It starts processes only for the ``chmod`` of the temporary file and its ``.crc``.
 
 :func:`local_checkpoint_conf` returns that setting; :func:`use_local_checkpoints` applies it to a
 ``SparkSession.builder`` or to a running session. safebunny's data source never changes a
@@ -25,44 +24,30 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-__all__ = [
-    "CHECKPOINT_FILE_MANAGER_KEY",
-    "LOCAL_CHECKPOINT_FILE_MANAGER",
-    "local_checkpoint_conf",
-    "use_local_checkpoints",
-]
+__all__ = ["CHECKPOINT_FILE_MANAGER_KEY", "LOCAL_CHECKPOINT_FILE_MANAGER", "local_checkpoint_conf",
+           "use_local_checkpoints"]
 
 CHECKPOINT_FILE_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
 """The Spark SQL setting that names the class managing a query's checkpoint files."""
 
 LOCAL_CHECKPOINT_FILE_MANAGER = (
-    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
-)
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
 """Spark's ``FileSystem``-based checkpoint file manager (its package as of Spark 4.x)."""
 
 _Target = TypeVar("_Target")
 
 
 def local_checkpoint_conf() -> dict[str, str]:
-    """Session settings for queries whose checkpoints are on a local disk.
-
-    Returns ``{"spark.sql.streaming.checkpointFileManagerClass": <Spark's
-    FileSystemBasedCheckpointFileManager>}``; pass it to ``SparkSession.builder.config(map=...)``
-    (merge it with your own settings). It saves most of the process starts of each micro-batch's offset
-    log (``walCommit``) and commit log (``commitOffsets``) phases (docs/performance.md). Not for
-    checkpoints on S3, ABFS, GCS, DBFS or HDFS, nor on Databricks: keep Spark's default there.
-    """
+    """Session settings for queries whose checkpoints are on a local disk (see the module docstring): pass them to
+    ``SparkSession.builder.config(map=...)``, merged with your own. They save most of the process starts of each
+    micro-batch's offset log (``walCommit``) and commit log (``commitOffsets``) phases (docs/performance.md)."""
     return {CHECKPOINT_FILE_MANAGER_KEY: LOCAL_CHECKPOINT_FILE_MANAGER}
 
 
 def use_local_checkpoints(target: _Target) -> _Target:
-    """Apply :func:`local_checkpoint_conf` to ``target`` and return it.
-
-    ``target`` is a ``SparkSession.Builder`` (call this before ``getOrCreate()``; returns the
-    builder) or a running ``SparkSession`` (sets the runtime setting; queries started afterwards
-    use it, running ones keep theirs). Same caveat as :func:`local_checkpoint_conf`: local
-    checkpoints only.
-    """
+    """Apply :func:`local_checkpoint_conf` (local checkpoints only) to ``target`` and return it: a
+    ``SparkSession.Builder`` (call this before ``getOrCreate()``) or a running ``SparkSession`` (sets the runtime
+    setting; queries started afterwards use it, running ones keep theirs)."""
     conf = local_checkpoint_conf()
     if callable(getattr(target, "getOrCreate", None)) and callable(getattr(target, "config", None)):
         builder: Any = target
@@ -74,7 +59,5 @@ def use_local_checkpoints(target: _Target) -> _Target:
         for key, value in conf.items():
             runtime.set(key, value)
         return target
-    raise TypeError(
-        f"use_local_checkpoints: target must be a SparkSession.builder or a SparkSession, but got "
-        f"{type(target).__name__}: {target!r}"
-    )
+    raise TypeError(f"use_local_checkpoints: target must be a SparkSession.builder or a SparkSession, but got "
+                    f"{type(target).__name__}: {target!r}")

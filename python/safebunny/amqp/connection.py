@@ -140,11 +140,8 @@ def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect
     """Open a pika ``BlockingConnection`` (one attempt, bounded timeouts) or raise a clear error."""
     import pika
 
-    params = connection_parameters(uri, heartbeat=heartbeat)
-    params.connection_attempts = 1
-    params.socket_timeout = CONNECT_TIMEOUT_S
-    params.stack_timeout = CONNECT_TIMEOUT_S * 2
-    params.blocked_connection_timeout = 60
+    params = connection_parameters(uri, heartbeat=heartbeat, connection_attempts=1, socket_timeout=CONNECT_TIMEOUT_S,
+                                   stack_timeout=CONNECT_TIMEOUT_S * 2, blocked_connection_timeout=60)
     try:
         return pika.BlockingConnection(params)
     except Exception as exc:

@@ -1,55 +1,27 @@
 """What the sink publishes for a row: column checks, the message-id rule, AMQP properties.
 
-Pure logic (no broker, no Spark), so that every rule here is unit-tested.
-
-Columns (all optional except ``value``):
-
-==================  =======================  ==============================================
-column              type                     meaning
-==================  =======================  ==============================================
-``value``           binary or string         the body (required, never null)
-``messageId``       string                   the message id; derived when null or absent
-``correlationId``   string                   the conversation; inherited when null or absent
-``causationId``     string                   the id of the message that caused this one
-``outputIndex``     int or bigint            this row's index among its cause's outputs
-``headers``         map<string,string>       application headers
-``contentType``     string                   the ``content_type`` property
-``type``            string                   the ``type`` property and the id's type slot
-``exchange``        string                   overrides the ``exchange`` option
-``routingKey``      string                   overrides the ``routingKey`` option
-==================  =======================  ==============================================
-
-The message-id rule (first that applies):
+Pure logic (no broker, no Spark), so that every rule here is unit-tested. The columns
+(:data:`ACCEPTED_COLUMNS`) and the id rules are documented for users in docs/sink.md; the exact
+encodings are these. The message id is the first that applies:
 
 1. the row's ``messageId``;
-2. with a ``causationId``, where ``node`` is the ``node`` option, else the row's routing key,
-   else its exchange, and ``type`` is the row's ``type``, else the ``type`` option, else
-   ``"message"``:
+2. with a ``causationId`` (``node``: the ``node`` option, else the row's routing key, else its
+   exchange; ``type``: the row's, else the ``type`` option, else :data:`DEFAULT_TYPE`): with an
+   ``outputIndex``, :func:`safebunny.ids.message_id` of ``(causationId, node, type, outputIndex)``;
+   without one, :func:`caused_id` (tag ``safebunny.caused.v1``, the cause, node, type and the
+   SHA-256 of the row's content as in rule 3). Either way the id comes from the row, never from its
+   task or its order in it (a shuffle or a retry moves and reorders a cause's outputs), so two
+   *identical* outputs of one cause without an ``outputIndex`` are one message; two different
+   outputs with one ``outputIndex`` in a task fail it;
+3. otherwise :func:`content_id`: a UUIDv5 (under :data:`safebunny.ids.NAMESPACE`) of the tag
+   ``safebunny.content.v1``, the *scope* (streaming batch id and Spark partition id; just the
+   partition id for a batch ``df.write``), the SHA-256 of the row's content (body, correlation id,
+   headers, content type, type, exchange, routing key) and the number of earlier rows in the task
+   with that content. A retried task or replayed micro-batch sees the same rows in the same
+   partitions, so it gets the same ids in any order; two rows of one batch never share an id.
 
-   a. with an ``outputIndex``: :func:`safebunny.ids.message_id` of ``(causationId, node,
-      type, outputIndex)``;
-   b. without one: :func:`caused_id`, a UUIDv5 of the tag ``safebunny.caused.v1``,
-      ``causationId``, ``node``, ``type`` and the SHA-256 of the row's content (as in rule 3).
-
-   Either way the id comes from the row itself, never from which task it is in or in which
-   order it arrives: a cause's outputs may be split over partitions (a ``repartition``) and a
-   retried task may see its rows in another order (a shuffle), and each output keeps its id.
-   So two *identical* outputs of one cause without an ``outputIndex`` are one message (the next
-   step's inbox keeps one); give them an ``outputIndex`` when a cause really sends the same
-   message twice. Two different outputs with the same ``outputIndex`` within a task fail it.
-3. otherwise a content id: a UUIDv5 (under :data:`safebunny.ids.NAMESPACE`) of the tag
-   ``safebunny.content.v1``, the *scope* (the streaming batch id and the Spark partition
-   id; just the partition id for a batch ``df.write``), the SHA-256 of the row's content
-   (body, correlation id, headers, content type, type, exchange, routing key) and the
-   number of earlier rows in the task with the same content. A retried task or a replayed
-   micro-batch sees the same rows in the same partitions, so it gets the same ids whatever
-   their order; two rows of one batch never share an id. A batch ``df.write`` run again with
-   the same rows publishes the same ids: add a ``messageId`` or ``causationId`` column when
-   repeated runs carry distinct messages.
-
-The correlation id is the ``correlationId`` column, else the ``causationId`` (the cause
-names the conversation), else the message's own id (the message starts one). The
-causation id travels in the header :data:`CAUSATION_HEADER`.
+The correlation id is the ``correlationId`` column, else the ``causationId`` (the cause names the
+conversation), else the message's own id. The causation id travels in :data:`CAUSATION_HEADER`.
 """
 
 from __future__ import annotations

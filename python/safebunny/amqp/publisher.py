@@ -53,21 +53,11 @@ class PublishCounts:
 
 
 class ConfirmingPublisher:
-    """A confirming AMQP publisher on one connection and one channel (see the module docstring).
-
-    Parameters
-    ----------
-    uri:
-        ``amqp://`` or ``amqps://`` URI; the password never appears in errors.
-    max_in_flight:
-        Unconfirmed messages allowed before :meth:`publish` waits.
-    confirm_timeout:
-        Seconds a message may stay unconfirmed before the publish fails.
-    heartbeat:
-        AMQP heartbeat in seconds (0 disables).
-    connect_timeout:
-        Seconds that opening the connection and channel may take.
-    """
+    """A confirming AMQP publisher on one connection and one channel (see the module docstring). ``uri``:
+    ``amqp://`` or ``amqps://`` (its password never appears in errors); ``max_in_flight``: unconfirmed messages
+    allowed before :meth:`publish` waits; ``confirm_timeout``: seconds a message may stay unconfirmed before the
+    publish fails; ``heartbeat``: AMQP heartbeat in seconds (0 disables); ``connect_timeout``: seconds that
+    opening the connection and channel may take."""
 
     def __init__(self, uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0,
                  heartbeat: int = 30, connect_timeout: float = 10.0) -> None:
@@ -95,11 +85,10 @@ class ConfirmingPublisher:
         """Connect, open a channel and put it in confirm mode."""
         import pika
 
-        params = connection_parameters(self.uri, heartbeat=self.heartbeat, client_properties={
-            "connection_name": f"safebunny publisher pid {os.getpid()}", "product": "safebunny"})
-        params.connection_attempts = 1
-        params.socket_timeout = self.connect_timeout
-        params.blocked_connection_timeout = None
+        params = connection_parameters(
+            self.uri, heartbeat=self.heartbeat, connection_attempts=1, socket_timeout=self.connect_timeout,
+            blocked_connection_timeout=None,
+            client_properties={"connection_name": f"safebunny publisher pid {os.getpid()}", "product": "safebunny"})
         state: dict[str, Any] = {}
 
         def on_open(conn: Any) -> None:

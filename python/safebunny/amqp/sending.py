@@ -11,7 +11,7 @@ fail on any nack, return or confirm timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -22,7 +22,7 @@ from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
 from safebunny.options.sink import parse_sink_options
 
-__all__ = ["acquire_for", "arrow_columns", "publish_batches", "publish_table"]
+__all__ = ["arrow_columns", "confirmed", "publish_batches", "publish_table"]
 
 _SPARK_TYPES = {
     pa.binary(): "binary", pa.large_binary(): "binary", pa.string(): "string", pa.large_string(): "string",
@@ -35,11 +35,21 @@ def arrow_columns(schema: pa.Schema) -> dict[str, str]:
     return {f.name: _SPARK_TYPES.get(f.type, str(f.type)) for f in schema}
 
 
-def acquire_for(opts: Mapping[str, Any]) -> ConfirmingPublisher:
-    """A (cached) publisher for parsed sink options; give it back with
-    :func:`~safebunny.amqp.publisher_pool.release`."""
-    return acquire(opts["uri"], max_in_flight=opts["maxInFlight"], confirm_timeout=opts["confirmTimeoutMs"] / 1000.0,
-                   heartbeat=opts["heartbeatSeconds"], connect_timeout=opts["connectTimeoutMs"] / 1000.0)
+def confirmed(opts: Mapping[str, Any], send: Callable[[ConfirmingPublisher], None]) -> PublishCounts:
+    """Run ``send`` on this process's pooled publisher for parsed sink options ``opts`` and wait until every
+    message is confirmed and routed (raises :class:`~safebunny.errors.SafeBunnyPublishError` otherwise); the
+    publisher goes back to the pool, or is closed when anything failed."""
+    publisher = acquire(opts["uri"], max_in_flight=opts["maxInFlight"],
+                        confirm_timeout=opts["confirmTimeoutMs"] / 1000.0, heartbeat=opts["heartbeatSeconds"],
+                        connect_timeout=opts["connectTimeoutMs"] / 1000.0)
+    healthy = False
+    try:
+        send(publisher)
+        counts = publisher.flush()
+        healthy = True
+    finally:
+        release(publisher, healthy)
+    return counts
 
 
 def publish_batches(publisher: ConfirmingPublisher, builder: MessageBuilder, batches: Iterable[pa.RecordBatch]) -> None:
@@ -78,12 +88,4 @@ def publish_table(table: pa.Table, options: Mapping[str, str], scope: str) -> Pu
     otherwise. ``scope`` names this write in ids of rule 3 (rows without a message id or cause)."""
     opts = parse_sink_options(options)
     builder = MessageBuilder(plan_sink(opts, arrow_columns(table.schema)), scope)
-    publisher = acquire_for(opts)
-    healthy = False
-    try:
-        publish_batches(publisher, builder, table.to_batches())
-        counts = publisher.flush()
-        healthy = True
-    finally:
-        release(publisher, healthy)
-    return counts
+    return confirmed(opts, lambda publisher: publish_batches(publisher, builder, table.to_batches()))

@@ -1,35 +1,18 @@
-"""Exit codes of the ``safebunny`` command (documented in docs/operations.md, "Command line").
-
-=====  ==========================================================================
-code   meaning
-=====  ==========================================================================
-0      done; for ``status`` and ``poison list``: done, whatever the depths
-1      nothing matched: ``trace`` found no message, ``poison show`` no such id,
-       ``poison redrive`` had nothing to send
-2      usage: a wrong command, argument or option (argparse's own code)
-3      the saga could not be located or loaded (``module:attribute`` or file)
-4      the broker: unreachable, login refused, vhost or queue missing
-5      another safebunny error (a queue declared with other arguments, ...)
-6      ``run --once``: messages still wait in step queues or retry tiers when
-       ``--timeout`` ended (run it again)
-7      ``run --once``: drained, but messages were parked in poison during the run
-130    interrupted (Ctrl-C)
-=====  ==========================================================================
-"""
+"""Exit codes of the ``safebunny`` command (documented in docs/operations.md, "Command line")."""
 
 from __future__ import annotations
 
 __all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "PARKED", "CliError"]
 
-OK = 0
-NOT_FOUND = 1
-USAGE = 2
-SAGA = 3
-BROKER = 4
-ERROR = 5
-LEFT = 6
-PARKED = 7
-INTERRUPTED = 130
+OK = 0  # done; for ``status`` and ``poison list``: done, whatever the depths
+NOT_FOUND = 1  # nothing matched: ``trace`` no message, ``poison show`` no such id, ``poison redrive`` nothing to send
+USAGE = 2  # a wrong command, argument or option (argparse's own code)
+SAGA = 3  # the saga could not be located or loaded (``module:attribute`` or file)
+BROKER = 4  # the broker: unreachable, login refused, vhost or queue missing
+ERROR = 5  # another safebunny error (a queue declared with other arguments, ...)
+LEFT = 6  # ``run --once``: messages still wait in step queues or retry tiers when ``--timeout`` ended
+PARKED = 7  # ``run --once``: drained, but messages were parked in poison during the run
+INTERRUPTED = 130  # Ctrl-C
 
 
 class CliError(Exception):

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from safebunny.cli import access
-from safebunny.cli.output import print_rows
+from safebunny.cli.render import print_rows
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.exits import NOT_FOUND, USAGE, CliError
-from safebunny.cli.output import print_record, print_rows
+from safebunny.cli.render import print_record, print_rows
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga

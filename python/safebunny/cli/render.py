@@ -1,7 +1,9 @@
-"""Turning what the saga API returns into rows, aligned text tables and JSON (pure functions)."""
+"""Turning what the saga API returns into rows, aligned text tables and JSON (pure functions), and printing a
+command's result: a table, or JSON with ``--json``."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import datetime as _dt
 import enum
@@ -10,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["to_rows", "table", "to_json", "cell", "key_values"]
+__all__ = ["to_rows", "table", "to_json", "cell", "key_values", "print_rows", "print_record", "wants_json"]
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -141,3 +143,24 @@ def _default(value: Any) -> Any:
 def to_json(obj: Any) -> str:
     """``obj`` as indented JSON (datetimes ISO 8601, bytes as UTF-8 text, anything else ``str``)."""
     return orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def wants_json(args: argparse.Namespace) -> bool:
+    """True when the user asked for ``--json``."""
+    return bool(getattr(args, "json", False))
+
+
+def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
+               headers: Mapping[str, str] | None = None, empty: str = "(none)") -> None:
+    """Rows as JSON (every field) or as a table of ``columns``."""
+    if wants_json(args):
+        print(to_json(list(rows)))
+    elif rows:
+        print(table(rows, columns, headers))
+    else:
+        print(empty)
+
+
+def print_record(args: argparse.Namespace, record: Mapping[str, Any]) -> None:
+    """One record as JSON or as ``key: value`` lines."""
+    print(to_json(record) if wants_json(args) else key_values(record))

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from safebunny.cli import access
-from safebunny.cli.output import print_rows, wants_json
+from safebunny.cli.render import print_rows, wants_json
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from safebunny.cli import access, exits
 from safebunny.cli.exits import CliError
-from safebunny.cli.output import print_rows
+from safebunny.cli.render import print_rows
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.exits import NOT_FOUND
-from safebunny.cli.output import print_rows
+from safebunny.cli.render import print_rows
 from safebunny.ids import correlation_id_for
 
 if TYPE_CHECKING:

@@ -21,6 +21,7 @@ from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 from safebunny.session import session_or_raise
+from safebunny.streams.client import as_text
 
 __all__ = ["latest_per_id"]
 
@@ -87,7 +88,7 @@ def _entries(config: SagaConfig, node: str, message_type: str) -> list[tuple[Any
 
 def _parked_at(props: Any) -> str | None:
     """When a copy was parked: our header, else the message's timestamp (older copies), else None."""
-    stamp = _text((props.headers or {}).get(PARKED_AT))
+    stamp = as_text((props.headers or {}).get(PARKED_AT))
     if stamp:
         return stamp
     return dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
@@ -120,10 +121,10 @@ def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = Fa
             continue
         discarded = state == "discarded"
         parked.append(Parked(str(h.get(STEP, f"{node}.{message_type}")), offset, props.message_id,
-                             props.correlation_id, props.type, _text(h.get(REASON) or h.get(ERROR)),
-                             _text(h.get(ERROR_TYPE)), int(h.get(ATTEMPT, 0) or 0), _text(h.get(FIRST_FAILURE)),
+                             props.correlation_id, props.type, as_text(h.get(REASON) or h.get(ERROR)),
+                             as_text(h.get(ERROR_TYPE)), int(h.get(ATTEMPT, 0) or 0), as_text(h.get(FIRST_FAILURE)),
                              at, body.decode("utf-8", "replace"), state,
-                             {str(k): _text(v) or "" for k, v in h.items() if k != "x-stream-offset"},
+                             {str(k): as_text(v) or "" for k, v in h.items() if k != "x-stream-offset"},
                              entry.get("reason") if discarded else None, entry.get("by") if discarded else None))
     return parked
 
@@ -144,7 +145,7 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
     recorded = ledger.read()
     chosen = [(props, body) for props, body, _ in _entries(config, node, message_type)
               if (wanted is None or props.message_id in wanted)
-              and (error_type is None or _text((props.headers or {}).get(ERROR_TYPE)) == error_type)
+              and (error_type is None or as_text((props.headers or {}).get(ERROR_TYPE)) == error_type)
               and state_of(recorded.get(str(props.message_id)), _parked_at(props), False) != "discarded"]
     if chosen and step.fails_as and not force:
         sample = ", ".join(str(p.message_id) for p, _ in chosen[:5]) + (", ..." if len(chosen) > 5 else "")
@@ -194,9 +195,3 @@ def parked_frame(rows: list[Parked], spark: Any = None) -> Any:
               "errorType string, attempts int, firstFailure string, parkedAt string, body string, "
               "state string, headers map<string,string>, discardReason string, discardedBy string")
     return session.createDataFrame([p.to_dict() for p in rows], schema)
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
-from safebunny.amqp.publisher import PublishCounts
-from safebunny.amqp.publisher_pool import release
-from safebunny.amqp.sending import acquire_for
+from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.sending import confirmed
 from safebunny.ids import message_id
 from safebunny.options.sink import parse_sink_options
+from safebunny.streams.client import as_text
 
 __all__ = ["COPY_ID", "copy_id"]
 
@@ -59,27 +59,17 @@ def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
         return PublishCounts()
     opts = parse_sink_options({"uri": uri})
     builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
-    publisher = acquire_for(opts)
-    healthy = False
-    try:
+
+    def send(publisher: ConfirmingPublisher) -> None:
         stamp = int(time.time())
         for c in copies:
             headers: Mapping[str, Any] = c.headers
             cause = headers.get(CAUSATION_HEADER)
             msg = builder.build(c.body, timestamp=stamp, message_id_=c.message_id, correlation_id=c.correlation_id,
-                                causation_id=_text(cause), headers={k: v for k, v in headers.items()
+                                causation_id=as_text(cause) or None, headers={k: v for k, v in headers.items()
                                                                      if k != CAUSATION_HEADER},
                                 content_type=c.content_type, message_type=c.message_type, exchange=c.exchange,
                                 routing_key=c.routing_key)
             publisher.publish(msg.exchange, msg.routing_key, msg.body, msg.properties, msg.message_id)
-        counts = publisher.flush()
-        healthy = True
-    finally:
-        release(publisher, healthy)
-    return counts
 
-
-def _text(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return confirmed(opts, send)

@@ -2,8 +2,8 @@
 
 - :mod:`~safebunny.source.consumer`: the consumer on its own I/O thread (reconnects, byte-budget flow
   control, acks on commit), with :mod:`~safebunny.source.delivery` (one taken message),
-  :mod:`~safebunny.source.take_policy` (when a take waits, pure) and :mod:`~safebunny.source.byte_budget`
-  (prefetch and room to grow, pure);
+  :mod:`~safebunny.source.take_policy` (when a take waits, pure) and :mod:`~safebunny.source.consumer_budget`
+  (byte-budget flow control: prefetch and room to grow);
 - :mod:`~safebunny.source.offset`: the source's offset in Spark's offset log, typed;
 - :mod:`~safebunny.source.rows`: deliveries to the source's Arrow rows, and journaled rows back;
 - :mod:`~safebunny.source.admission`, :mod:`~safebunny.source.available_now`,

@@ -15,10 +15,6 @@ aligned to the wall clock, and Spark never warns "falling behind" for an idle po
 interval to fall behind. A saga paces its entry steps only; a step fed by other steps runs unpaced and takes
 each upstream output as it arrives.
 
-An earlier second rule, a poll window for processing-time triggers (option ``triggerIntervalMs``), is gone:
-a query under such a trigger keeps its idle polls inside the interval with ``pollTimeoutMs`` below it, or
-runs with a zero trigger and ``minBatchIntervalMs`` (docs/performance.md).
-
 Pure logic on a clock passed in, so it is testable without Spark or a broker.
 """
 

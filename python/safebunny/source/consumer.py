@@ -11,8 +11,8 @@ Delivery tags are channel-scoped: every delivery carries the *generation* of the
 that delivered it, and an ack for an older generation is dropped (the broker has already
 requeued those messages; they come back flagged ``redelivered``).
 
-Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.byte_budget` (the rules)
-and :mod:`safebunny.source.consumer_budget` (its ``budget``: pausing and resuming the consumer by them).
+Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.consumer_budget` (its
+``budget``: pausing and resuming the consumer by it).
 """
 
 from __future__ import annotations

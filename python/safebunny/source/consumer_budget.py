@@ -1,9 +1,17 @@
-"""The consumer's flow control by its byte budget: cancel the consumer when the buffer holds
-``max_buffered_bytes`` of bodies, consume again at half of it with the prefetch the budget holds at the
-average body size, and tell the take policy whether the broker may still send more. :class:`ByteBudgetFlow`
-is owned by a :class:`~safebunny.source.consumer.QueueConsumer` (its ``budget``), which hands it the current
-channel and the call that consumes again; the counters and flags of the budget are its own (the rules
-themselves are pure, in :mod:`safebunny.source.byte_budget`)."""
+"""The consumer's flow control by its byte budget.
+
+Memory is bounded twice: the prefetch bounds the unacked deliveries in messages, and
+``max_buffered_bytes`` bounds the bodies waiting in the buffer. With a byte budget the consumer
+starts with a prefetch of 1; the first delivery tells the body size, and the consumer is
+restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget
+holds at the average body size seen: at most ``prefetch`` and at most ``max_buffered_bytes /
+average size``. Should the buffer still reach the budget (bodies grew), the consumer is
+cancelled the same way until the take has drained the buffer to half the budget. Deliveries
+that arrive between a cancel and its cancel-ok are kept (they are ours, unacked): nothing is
+rejected or requeued, so no delivery attempt is counted on a quorum queue.
+
+:class:`ByteBudgetFlow` is owned by a :class:`~safebunny.source.consumer.QueueConsumer` (its ``budget``),
+which hands it the current channel and the call that consumes again."""
 
 from __future__ import annotations
 
@@ -14,7 +22,6 @@ from typing import Any
 
 from pika import spec
 
-from safebunny.source.byte_budget import can_grow, desired_prefetch, may_resume
 from safebunny.source.consumer_acks import ConsumerAcks
 
 __all__: list[str] = []
@@ -51,7 +58,12 @@ class ByteBudgetFlow:
 
     def desired_prefetch(self) -> int:
         """The next consumer's prefetch: ``prefetch``, or what the byte budget holds at the average body size."""
-        return desired_prefetch(self.prefetch, self.limit, self.in_count, self.in_bytes)
+        if self.limit is None:
+            return self.prefetch
+        if not self.in_count:
+            return 1  # to learn the body size
+        average = max(1.0, self.in_bytes / self.in_count)
+        return max(1, min(self.prefetch or 65535, int(self.limit // average)))
 
     def buffered_bytes(self) -> int:
         """Body bytes delivered and not yet taken."""
@@ -87,7 +99,7 @@ class ByteBudgetFlow:
         if not self.paused or self.cancelling or self.limit is None:
             return
         channel = self.channel()
-        if channel is None or not channel.is_open or not may_resume(self.buffered_bytes(), self.limit):
+        if channel is None or not channel.is_open or not self._may_resume():
             return
         self.effective_prefetch = self.desired_prefetch()
         # before paused goes False: take() must never see the consumer neither paused nor restarting while consume()
@@ -99,10 +111,18 @@ class ByteBudgetFlow:
             self.cond.notify_all()
         log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
 
+    def _may_resume(self) -> bool:
+        """A cancelled consumer consumes again once its buffer is down to half the byte budget."""
+        return self.buffered_bytes() <= (self.limit or 0) // 2
+
     def can_grow(self, last_tag: int, generation: int) -> bool:
-        """Whether the broker may send more soon (:func:`~safebunny.source.byte_budget.can_grow`), after
-        delivery ``last_tag`` of channel ``generation``. An ack ``acks.ack_through`` has asked for counts as sent:
-        the I/O thread writes it in a moment, and what it frees arrives after (a commit followed at once by the
-        next batch's take must not end that batch at what is buffered)."""
-        return can_grow(paused=self.paused, buffered_bytes=self.buffered_bytes(), budget=self.limit,
-                        prefetch=self.effective_prefetch, last_tag=last_tag, acked_tag=self.acks.acked(generation))
+        """Whether the broker may send more soon, after delivery ``last_tag`` of channel ``generation``: the
+        prefetch is not used up by deliveries buffered or taken and not yet acked, and a paused consumer is
+        about to consume again (when it cannot, waiting for more is pointless). An ack ``acks.ack_through`` has
+        asked for counts as sent: the I/O thread writes it in a moment, and what it frees arrives after (a
+        commit followed at once by the next batch's take must not end that batch at what is buffered)."""
+        if self.paused:
+            return self._may_resume()
+        if not self.effective_prefetch:
+            return True
+        return last_tag - self.acks.acked(generation) < self.effective_prefetch

@@ -43,7 +43,6 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -282,9 +281,4 @@ class JournalOwner:
             return False
         self._replace(OwnerRecord(owner.lease.renew()))
         return True
-
-    @staticmethod
-    def id_of(offset: dict[str, Any]) -> str | None:
-        value = offset.get(OFFSET_KEY)
-        return str(value) if value else None
 

@@ -40,6 +40,16 @@ class _Consumption:
         self.delivered += 1
 
 
+def _offsets(deliveries: list[tuple[Any, Any, bytes]]) -> list[tuple[int, int]]:
+    """``(offset, body length)`` of the deliveries that carry an ``x-stream-offset``."""
+    out = []
+    for _method, props, body in deliveries:
+        offset = (props.headers or {}).get("x-stream-offset")
+        if isinstance(offset, int):
+            out.append((int(offset), len(body)))
+    return out
+
+
 class AmqpStreamClient(StreamQueueClient):
     """Stream queues over AMQP 0-9-1 (``x-stream-offset``); slower, works without the plugin.
 
@@ -84,6 +94,20 @@ class AmqpStreamClient(StreamQueueClient):
         except Exception as exc:
             raise broker_error(exc, self.endpoint, "read a stream queue") from None
 
+    def _await_first(self, state: _Consumption, wait_s: float) -> None:
+        """Drain until a first delivery arrives or ``wait_s`` passed."""
+        deadline = time.monotonic() + wait_s
+        while not state.pending and time.monotonic() < deadline:
+            self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def _ack(self, channel: Any, state: _Consumption, batch: list[tuple[Any, Any, bytes]], stream: str) -> None:
+        """Ack ``batch`` (the oldest pending deliveries) in one multiple ack."""
+        try:
+            channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
+        except Exception as exc:
+            raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) from None
+        state.acked += len(batch)
+
     def _release(self, channel: Any, state: _Consumption, prefetch: int, budget_s: float = 2.0) -> None:
         """Close ``channel`` once no delivery can still be in flight (window full, or idle)."""
         try:
@@ -102,9 +126,7 @@ class AmqpStreamClient(StreamQueueClient):
         """``(offset, body length)`` of the first deliveries from ``spec`` (until idle or budget)."""
         channel, state = self._consume(stream, spec, prefetch=max_messages)
         try:
-            deadline = time.monotonic() + wait_s
-            while not state.pending and time.monotonic() < deadline:
-                self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+            self._await_first(state, wait_s)
             stop = time.monotonic() + budget_s
             while state.pending and len(state.pending) < max_messages and time.monotonic() < stop:
                 before = len(state.pending)
@@ -113,12 +135,7 @@ class AmqpStreamClient(StreamQueueClient):
                     break
         finally:
             self._release(channel, state, max_messages)
-        seen = []
-        for _, props, body in state.pending:
-            offset = (props.headers or {}).get("x-stream-offset")
-            if isinstance(offset, int):
-                seen.append((int(offset), len(body)))
-        return seen
+        return _offsets(state.pending)
 
     def _read_to_end(self, stream: str, wait_s: float, idle_s: float = TAIL_IDLE_S,
                      budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
@@ -132,26 +149,16 @@ class AmqpStreamClient(StreamQueueClient):
         channel, state = self._consume(stream, "last", self.PREFETCH)
         seen: list[tuple[int, int]] = []
         try:
-            deadline = time.monotonic() + wait_s
-            while not state.pending and time.monotonic() < deadline:
-                self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
+            self._await_first(state, wait_s)
             stop = time.monotonic() + budget_s
             quiet_since = time.monotonic()
             while time.monotonic() - quiet_since < idle_s:
                 if state.pending:
                     batch, state.pending = state.pending, []
-                    for _method, props, body in batch:
-                        offset = (props.headers or {}).get("x-stream-offset")
-                        if isinstance(offset, int):
-                            seen.append((int(offset), len(body)))
+                    seen += _offsets(batch)
                     if time.monotonic() >= stop:
                         break  # stop acking: the window fills, deliveries stop, _release can close
-                    try:
-                        channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
-                    except Exception as exc:
-                        raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) \
-                            from None
-                    state.acked += len(batch)
+                    self._ack(channel, state, batch, stream)
                     del seen[:-self.PREFETCH]
                     quiet_since = time.monotonic()
                 self._drain(0.02)
@@ -183,11 +190,7 @@ class AmqpStreamClient(StreamQueueClient):
                     at = (props.headers or {}).get("x-stream-offset")
                     if isinstance(at, int) and at >= offset:
                         return int(at), body
-                try:
-                    channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
-                except Exception as exc:
-                    raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) from None
-                state.acked += len(batch)
+                self._ack(channel, state, batch, stream)
             return None
         finally:
             self._release(channel, state, prefetch)
@@ -242,12 +245,7 @@ class AmqpStreamClient(StreamQueueClient):
                                    headers=headers)
                     pos = offset + 1
                 if pos < end:  # after the range, stop acking: the window fills and deliveries stop
-                    try:
-                        channel.basic_ack(batch[-1][0].delivery_tag, multiple=True)
-                    except Exception as exc:
-                        raise broker_error(exc, self.endpoint, f"ack deliveries of stream {stream!r}", stream) \
-                            from None
-                    state.acked += len(batch)
+                    self._ack(channel, state, batch, stream)
                 if len(columns) >= batch_rows:
                     yield columns.to_batch(queue_name)
                     columns = AmqpColumns(include_headers)

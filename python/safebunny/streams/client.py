@@ -103,6 +103,7 @@ def columns_to_batch(columns: dict[str, list[Any]], queue_name: str, include_hea
 
 
 def as_text(value: Any) -> str | None:
+    """An AMQP field or header value as text (bytes decoded as UTF-8, bad bytes replaced); None stays None."""
     if value is None:
         return None
     if isinstance(value, (bytes, bytearray, memoryview)):

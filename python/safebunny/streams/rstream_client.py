@@ -261,7 +261,6 @@ class RStreamClient(StreamQueueClient):
         first = self._first_chunk(stream, OffsetType.FIRST, None, READ_IDLE_TIMEOUT_S)
         first_offset = first.chunk_first_offset if first is not None else last.chunk_first_offset
         avg = last.data_length / max(1, last.num_records)
-        self.last_chunk_timestamp_ms = last.timestamp
         return StreamBounds(min(first_offset, tail), tail, avg)
 
     def _first_offset(self, stream: str, delivered: Any) -> int:
