@@ -49,39 +49,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                else 0)
 
 
-def _say(session: pytest.Session, line: str) -> None:
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller prints it at the end
-        session.config.workeroutput.setdefault("safebunny_brokers", []).append(line)
-    elif reporter is not None:
-        reporter.write_line(line, bold=True)
-    else:
-        print(line)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     global _BROKER, _JVM_ARCHIVE
     if any(item.get_closest_marker("integration") for item in session.items):
         _BROKER = acquire_broker()
-        _say(session, f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"safebunny tests use {_BROKER.origin}: {_BROKER.uri.replace('guest:guest', 'guest:***')}"
+        if hasattr(session.config, "workeroutput"):  # an xdist worker: the controller prints it at the end
+            session.config.workeroutput["safebunny_brokers"] = [line]
+        elif reporter is not None:
+            reporter.write_line(line, bold=True)
+        else:
+            print(line)
     if (any(item.get_closest_marker("e2e") for item in session.items)
             and "SharedArchiveFile" not in os.environ["SPARK_SUBMIT_OPTS"]
             and os.environ.get("SAFEBUNNY_TEST_JVM_ARCHIVE", "1") != "0"):
         _JVM_ARCHIVE = ArchiveRun(os.environ["SPARK_SUBMIT_OPTS"])  # tests/jvm_archive.py: drivers start faster
 
 
-_ARCHIVE_SAID: list[str] = []
+_ARCHIVE_LINE: str | None = None  # what became of the archive, once the first Spark test waited for it
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before the first Spark test (and its fixtures): the run's JVM archive, once its driver has made it."""
-    if _JVM_ARCHIVE is None or _ARCHIVE_SAID or not item.get_closest_marker("e2e"):
+    global _ARCHIVE_LINE
+    if _JVM_ARCHIVE is None or _ARCHIVE_LINE is not None or not item.get_closest_marker("e2e"):
         return
     path, said = _JVM_ARCHIVE.wait()
     if path is not None:
         os.environ["SPARK_SUBMIT_OPTS"] += f" {archive_options(path)}"
-    _ARCHIVE_SAID.append(f"safebunny tests: {said}")
+    _ARCHIVE_LINE = f"safebunny tests: {said}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -129,8 +127,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for line in _ARCHIVE_SAID:
-        terminalreporter.write_line(line, bold=True)
+    if _ARCHIVE_LINE is not None:
+        terminalreporter.write_line(_ARCHIVE_LINE, bold=True)
     for line in _WORKER_LINES:
         terminalreporter.write_line(line, bold=True)
     if _STREAM_BROKER is not None:
