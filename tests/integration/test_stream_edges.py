@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -177,6 +180,59 @@ def test_amqp_tail_with_a_newest_chunk_bigger_than_the_prefetch(amqp_uri, stream
     assert newest.num_records > AmqpStreamClient.PREFETCH, "the test needs a newest chunk bigger than the prefetch"
     with AmqpStreamClient(endpoint).connect() as amqp:
         assert [amqp.bounds(queue, 1.0).tail for _ in range(2)] == [3000, 3000]
+
+
+class _StallingProxy:
+    """A TCP proxy to ``target`` that, on each connection, stops passing the broker's bytes on for ``stall_s``
+    once ``after_bytes`` went through: a broker that pauses in the middle of a chunk (CPU or disk starved),
+    made repeatable."""
+
+    def __init__(self, target: tuple[str, int], after_bytes: int, stall_s: float) -> None:
+        self.target, self.after_bytes, self.stall_s = target, after_bytes, stall_s
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, upstream, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, self.after_bytes), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, stall_after: int | None) -> None:
+        passed = 0
+        try:
+            while data := src.recv(4096):
+                if stall_after is not None and passed < stall_after <= passed + len(data):
+                    time.sleep(self.stall_s)
+                dst.sendall(data)
+                passed += len(data)
+        except OSError:
+            pass
+        for end in (src, dst):
+            end.close()
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_amqp_tail_does_not_depend_on_how_fast_deliveries_arrive(amqp_uri, stream_port, make_queue):
+    """CI once saw a tail of 71 for a 3000-record chunk: the tail was where deliveries paused for 0.2 s (the
+    machine was busy). Here the broker's bytes stop for 1 s in the middle of the chunk; the tail is still exact."""
+    queue = make_queue("stream")
+    _send_one_chunk(amqp_uri, stream_port, queue, 3000)
+    parts = urlsplit(amqp_uri)
+    proxy = _StallingProxy((parts.hostname, parts.port), after_bytes=30_000, stall_s=1.0)
+    try:
+        stalling = amqp_uri.replace(f":{parts.port}/", f":{proxy.port}/")
+        with AmqpStreamClient(StreamEndpoint.from_uri(stalling, stream_port)).connect() as amqp:
+            assert amqp.bounds(queue, 5.0).tail == 3000
+    finally:
+        proxy.close()
 
 
 def test_available_now_over_amqp_reads_a_quiet_stream_to_its_end(amqp_uri, stream_port, make_queue):

@@ -18,7 +18,6 @@ from safebunny.streams.client import (
     BATCH_ROWS,
     READ_IDLE_TIMEOUT_S,
     TAIL_BUDGET_S,
-    TAIL_IDLE_S,
     StreamQueueClient,
     close_quietly,
 )
@@ -137,34 +136,43 @@ class AmqpStreamClient(StreamQueueClient):
             self._release(channel, state, max_messages)
         return _offsets(state.pending)
 
-    def _read_to_end(self, stream: str, wait_s: float, idle_s: float = TAIL_IDLE_S,
-                     budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
-        """``(offset, body length)`` of every delivery from the newest chunk on, until the stream is quiet.
+    def _read_to_end(self, stream: str, wait_s: float, budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
+        """``(offset, body length)`` of every delivery from the newest chunk on, up to the committed end.
 
         The newest chunk can hold more messages than one prefetch window (a batch publisher, sub-entry
-        batching, a fast AMQP publisher), so the deliveries are acked and read until nothing arrives for
-        ``idle_s`` (or ``budget_s`` passed: then a stream still being written gives a lower tail, and the
-        next look-up finds the rest). Only the last ``PREFETCH`` deliveries are kept.
+        batching, a fast AMQP publisher). The end is found without a timing guess: the broker reads the
+        log for a stream consumer inside the channel when an ack gives credit back, so after acking
+        everything received, a synchronous ``basic.qos`` round trip on the same channel returns behind
+        every delivery that ack caused. Nothing new before its reply means the reader stood at the
+        committed end with a full window. ``budget_s`` bounds a stream written faster than it is read:
+        then the tail is lower and the next look-up finds the rest. Only the last ``PREFETCH``
+        deliveries are kept.
         """
         channel, state = self._consume(stream, "last", self.PREFETCH)
         seen: list[tuple[int, int]] = []
         try:
             self._await_first(state, wait_s)
             stop = time.monotonic() + budget_s
-            quiet_since = time.monotonic()
-            while time.monotonic() - quiet_since < idle_s:
-                if state.pending:
-                    batch, state.pending = state.pending, []
-                    seen += _offsets(batch)
-                    if time.monotonic() >= stop:
-                        break  # stop acking: the window fills, deliveries stop, _release can close
-                    self._ack(channel, state, batch, stream)
-                    del seen[:-self.PREFETCH]
-                    quiet_since = time.monotonic()
-                self._drain(0.02)
+            while state.pending:
+                batch, state.pending = state.pending, []
+                seen += _offsets(batch)
+                del seen[:-self.PREFETCH]
+                if time.monotonic() >= stop:
+                    break  # stop acking: the window fills, deliveries stop, _release can close
+                self._ack(channel, state, batch, stream)
+                self._barrier(channel, stream)
         finally:
             self._release(channel, state, self.PREFETCH)
         return seen
+
+    def _barrier(self, channel: Any, stream: str) -> None:
+        """A synchronous round trip on ``channel``; every delivery the broker sent before its reply is then
+        in ``state.pending`` (pika queues deliveries that arrive during the wait and dispatches them here)."""
+        try:
+            channel.basic_qos(prefetch_count=self.PREFETCH)
+            self._conn.process_data_events(time_limit=0)
+        except Exception as exc:
+            raise broker_error(exc, self.endpoint, f"read the tail of stream {stream!r}", stream) from None
 
     def bounds(self, stream: str, empty_wait_s: float) -> StreamBounds:
         last = self._read_to_end(stream, empty_wait_s)

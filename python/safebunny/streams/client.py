@@ -31,9 +31,8 @@ BATCH_ROWS = 10_000
 READ_IDLE_TIMEOUT_S = 60.0
 #: Any single stream-protocol request (subscribe, metadata, close) that takes longer fails.
 REQUEST_TIMEOUT_S = 30.0
-#: Over AMQP 0-9-1 the tail is where deliveries from the newest chunk stop for this long...
-TAIL_IDLE_S = 0.2
-#: ... or what was delivered within this long (a stream written faster than it is read).
+#: Over AMQP 0-9-1 the tail is what the newest chunk on delivered within this long at most (a stream written
+#: faster than it is read gives a lower tail; the next look-up finds the rest).
 TAIL_BUDGET_S = 10.0
 #: Subscription ids are one byte in the stream protocol.
 SUBSCRIPTION_IDS = 256
