@@ -7,12 +7,14 @@ from the folder, so a test cannot forget its tier.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,9 +46,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif "e2e" in parts:
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
-    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the JVM archive's driver)
-    items.sort(key=lambda item: 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration")
-               else 0)
+    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the JVM archive's driver). The e2e
+    # files whose tests run Spark drivers as processes of their own (crash, takeover, log and cluster tests) are one
+    # xdist group (``pytestmark``); under ``make test``'s two workers it goes first, on one worker: those tests
+    # spend their time starting JVMs and waiting on their children, beside the other worker's in-process Spark.
+    drivers_first = -1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+
+    def tier(item: pytest.Item) -> int:
+        if item.get_closest_marker("xdist_group"):
+            return drivers_first
+        return 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration") else 0
+
+    items.sort(key=tier)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -288,13 +299,25 @@ def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float
     from concurrent.futures import ThreadPoolExecutor
 
     if at_once is None:
-        at_once = 1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+        at_once = 2
 
     def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
 
     with ThreadPoolExecutor(max(1, at_once)) as pool:
         return [f.result() for f in [pool.submit(run, argv, env) for argv, env in commands]]
+
+
+def restart_in_one_driver(driver: Path, uri: str, scenarios: list[dict]) -> Any:
+    """One process of the driver script ``driver`` that restarts every scenario (each killed in a driver of its
+    own before: :func:`run_drivers`) one after another, from ``SAFEBUNNY_TEST_SCENARIOS``: one Spark session
+    start for all of a kill matrix's restarts. Its ``CompletedProcess``."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(scenarios)
+    return subprocess.run([sys.executable, str(driver), uri], env=env, capture_output=True, text=True,
+                          timeout=120 + 120 * len(scenarios), start_new_session=True)
 
 
 def publish_numbered(uri: str, queue: str, n: int, start: int = 0, body=None, **props) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,9 @@ first).
 Python UDF, and a streaming query over a Python data source into ``foreachBatch`` (the classes every test
 loads), then the JVM writes ARCHIVE as it exits (``-XX:ArchiveClassesAtExit``). A JVM given the archive with a
 classpath it does not match (another PySpark) runs without it, as Java documents; ``-Xlog:cds=off`` keeps that
-warning off the drivers' stderr, which some tests read. ``SAFEBUNNY_TEST_JVM_ARCHIVE=0`` turns it off.
+warning off the drivers' stderr, which some tests read. ``SAFEBUNNY_TEST_JVM_ARCHIVE=0`` turns it off. A pytest
+killed with SIGKILL cannot clean up: its archiving process ends itself when its parent is gone, and the next run
+removes the folder (it names its owner's pid).
 """
 
 from __future__ import annotations
@@ -29,6 +31,41 @@ from pathlib import Path
 __all__ = ["ArchiveRun", "archive_options"]
 
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+_PREFIX = "safebunny-jvm-"
+_OWNER = "owner.pid"  # the pytest process of the run that made the folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_orphans() -> None:
+    """Archives of runs whose pytest is gone (killed with SIGKILL, so it could not remove its own: 164 MB each)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        try:
+            owner = int((folder / _OWNER).read_text())
+        except (OSError, ValueError):
+            continue  # not ours, or another run still writing its owner file
+        if not _alive(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _end_with_parent(parent: int) -> None:
+    """In the archiving process: when the pytest that started it is gone, end it and its JVM (their own session)."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 class ArchiveRun:
@@ -36,12 +73,14 @@ class ArchiveRun:
     it: they start no JVM), waited for by the first test that needs Spark."""
 
     def __init__(self, jvm_options: str, timeout: float = 240.0) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="safebunny-jvm-"))
+        _remove_orphans()
+        self.folder = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        (self.folder / _OWNER).write_text(str(os.getpid()))
         self.path = self.folder / "spark.jsa"
         self.timeout = timeout
         self._started = time.monotonic()
         env = dict(os.environ, SPARK_SUBMIT_OPTS=f"{jvm_options} -XX:ArchiveClassesAtExit={self.path} {_QUIET}")
-        self._process = subprocess.Popen([sys.executable, __file__, str(self.path)], env=env,
+        self._process = subprocess.Popen([sys.executable, __file__, str(self.path), str(os.getpid())], env=env,
                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                          start_new_session=True)
 
@@ -75,7 +114,8 @@ def archive_options(path: Path) -> str:
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
 
-def _archiving_run() -> None:
+def _archiving_run(parent: int) -> None:
+    _end_with_parent(parent)
     sys.path.insert(0, str(Path(__file__).parent / "e2e"))
     from driver_session import driver_session
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
@@ -123,4 +163,4 @@ def _archiving_run() -> None:
 
 
 if __name__ == "__main__":
-    _archiving_run()
+    _archiving_run(int(sys.argv[2]))

@@ -11,9 +11,13 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga.drain import waiting
+
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 MASTER = "local-cluster[2,1,1024]"

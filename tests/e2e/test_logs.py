@@ -5,7 +5,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import run_drivers
+
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 
 DRIVER = r'''
 import sys

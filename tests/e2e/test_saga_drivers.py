@@ -23,6 +23,8 @@ from conftest import wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga import topology
 
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402

@@ -3,14 +3,15 @@
 import json
 import os
 import signal
-import subprocess
 import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from conftest import Admin, publish_numbered, queue_totals, run_drivers, wait_until
+from conftest import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
+
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 1000
@@ -74,12 +75,8 @@ def kill_points(broker, amqp_uri, tmp_path_factory):
         results = run_drivers([_command(amqp_uri, q, w, crash_at) for crash_at, (q, w) in places.items()], 400)
         for (crash_at, (queue, workdir)), crashed in zip(places.items(), results, strict=True):
             runs[crash_at] = (queue, workdir, crashed, _batches(workdir))
-        env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
         restarts = [{"queue": q, "workdir": str(w)} for at, (q, w, _, _) in runs.items() if at != DATA_LOSS]
-        env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(restarts)
-        finished = subprocess.run([sys.executable, str(DRIVER), amqp_uri], env=env, capture_output=True, text=True,
-                                  timeout=120 + 120 * len(runs), start_new_session=True)
-        yield runs, finished
+        yield runs, restart_in_one_driver(DRIVER, amqp_uri, restarts)
     finally:
         for queue, _, _, _ in runs.values():
             admin.delete_queue(queue)

@@ -14,8 +14,10 @@ import random_kills
 
 import safebunny
 from brokers import ThrowawayBroker
-from conftest import Admin, publish_numbered, queue_totals, run_drivers, wait_until
+from conftest import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
+
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50
@@ -38,15 +40,6 @@ def _command(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=N
 
 def _run(*args, **kwargs):
     return run_drivers([_command(*args, **kwargs)], timeout=400)[0]
-
-
-def _restart_all(uri, scenarios):
-    """One driver process that restarts every scenario (each killed in its own driver before), one after
-    another: a new process for each crash, one Spark session start for all of their restarts."""
-    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
-    env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(scenarios)
-    return subprocess.run([sys.executable, str(DRIVER), uri], env=env, capture_output=True, text=True,
-                          timeout=120 + 120 * len(scenarios), start_new_session=True)
 
 
 def _done(finished, workdir):
@@ -84,7 +77,7 @@ def _kill_matrices(uri, tmp_path_factory, matrices):
                 scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
         for key, crashed in zip(list(runs), run_drivers(commands, 400), strict=True):
             runs[key] = (*runs[key][:3], crashed)
-        yield runs, _restart_all(uri, scenarios)
+        yield runs, restart_in_one_driver(DRIVER, uri, scenarios)
     finally:
         for queue, out, _, _ in runs.values():
             admin.delete_queue(queue)
