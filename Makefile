@@ -66,7 +66,7 @@ test-compat: install-compat
 		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
 
 test: install
-	$(PY) -m pytest tests -q -p no:cacheprovider --durations=60
+	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60
 
 test-unit: install
 	$(PY) -m pytest tests/unit -q

@@ -289,17 +289,14 @@ def wait_until(condition, timeout: float = 60.0, what: str = "condition", every:
     raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
 
 
-def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float, at_once: int | None = None) -> list:
+def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float, at_once: int = 2) -> list:
     """Run each ``(argv, env)`` as a process of its own (a new session, so a kill point's ``kill -9`` ends only
     it), at most ``at_once`` at a time; their ``CompletedProcess`` results in the order given. A kill matrix's
     drivers are independent (own queues, folders and checkpoints), and a crash driver spends much of its life
-    starting a JVM and waiting on the broker: by default two at a time in a plain pytest run, one at a time
-    under ``make test``'s xdist workers (the other worker's Spark tests already share the 2 cores)."""
+    starting a JVM and waiting on the broker: two at a time by default."""
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
-    if at_once is None:
-        at_once = 2
 
     def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
