@@ -14,7 +14,7 @@ from conftest import publish_numbered, queue_reader
 def test_a_paced_reader_spaces_its_batches_by_the_interval(amqp_uri, make_queue, tmp_path: Path):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 3)
-    reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="3000", minBatchIntervalMs="800")
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="6000", minBatchIntervalMs="3000")
     try:
         start = reader.initialOffset()
         began = time.monotonic()
@@ -26,8 +26,9 @@ def test_a_paced_reader_spaces_its_batches_by_the_interval(amqp_uri, make_queue,
         second = reader.latestOffset(first, reader.getDefaultReadLimit())
         held = time.monotonic() - began
         assert second["seq"] == 5
-        assert took_first < 0.6, f"the first batch waits for nothing ({took_first:.2f} s)"
-        assert held >= 0.75, f"the second batch came {held:.2f} s after the first was taken, inside the 0.8 s interval"
+        # bounds far from each other, so a loaded machine (two test workers) cannot blur them
+        assert took_first < 2.0, f"the first batch waits for nothing, not the 3 s interval ({took_first:.2f} s)"
+        assert held >= 2.9, f"the second batch came {held:.2f} s after the first was taken, inside the 3 s interval"
     finally:
         reader.stop()
 
@@ -35,7 +36,7 @@ def test_a_paced_reader_spaces_its_batches_by_the_interval(amqp_uri, make_queue,
 def test_an_idle_paced_reader_takes_a_message_as_it_arrives(amqp_uri, make_queue, tmp_path: Path):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 1)
-    reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="5000", minBatchIntervalMs="500")
+    reader = queue_reader(amqp_uri, queue, str(tmp_path / "journal"), pollTimeoutMs="10000", minBatchIntervalMs="500")
     try:
         first = reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
         reader.commit(first)
@@ -53,7 +54,7 @@ def test_an_idle_paced_reader_takes_a_message_as_it_arrives(amqp_uri, make_queue
         returned = time.monotonic()
         thread.join()
         assert second["seq"] == 2
-        assert returned - sent["at"] < 1.5, "the message was taken when it arrived, not at the poll's 5 s timeout"
+        assert returned - sent["at"] < 4.0, "the message was taken when it arrived, not at the poll's 10 s timeout"
     finally:
         reader.stop()
 
