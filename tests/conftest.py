@@ -297,7 +297,6 @@ def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float
     import subprocess
     from concurrent.futures import ThreadPoolExecutor
 
-
     def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
 

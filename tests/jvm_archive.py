@@ -28,31 +28,24 @@ import tempfile
 import time
 from pathlib import Path
 
+from safebunny.storage.lease import _process_alive, _process_start
+
 __all__ = ["ArchiveRun", "archive_options"]
 
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _PREFIX = "safebunny-jvm-"
-_OWNER = "owner.pid"  # the pytest process of the run that made the folder
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+_OWNER = "owner.pid"  # the pytest process of the run that made the folder: its pid and start time
 
 
 def _remove_orphans() -> None:
     """Archives of runs whose pytest is gone (killed with SIGKILL, so it could not remove its own: 164 MB each)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
         try:
-            owner = int((folder / _OWNER).read_text())
+            pid, start = (folder / _OWNER).read_text().split()
+            owner = int(pid)
         except (OSError, ValueError):
             continue  # not ours, or another run still writing its owner file
-        if not _alive(owner):
+        if not _process_alive(owner, start):  # the library's liveness test: the pid, and not a reused one
             shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -75,7 +68,7 @@ class ArchiveRun:
     def __init__(self, jvm_options: str, timeout: float = 240.0) -> None:
         _remove_orphans()
         self.folder = Path(tempfile.mkdtemp(prefix=_PREFIX))
-        (self.folder / _OWNER).write_text(str(os.getpid()))
+        (self.folder / _OWNER).write_text(f"{os.getpid()} {_process_start(os.getpid())}")
         self.path = self.folder / "spark.jsa"
         self.timeout = timeout
         self._started = time.monotonic()
