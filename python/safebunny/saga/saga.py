@@ -172,7 +172,7 @@ class Saga:
             self._failures[label] = FailureRouter(self, step)
             self._runtimes[label] = Step(step.node, config.layout.inbox, config.uri, config.password,
                                          on_failed=self._failures[label], router=topology.router(self, step.node),
-                                         checkpoint=self.checkpoint_of(step),
+                                         checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else step.body.prepare)

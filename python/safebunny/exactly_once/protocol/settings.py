@@ -44,6 +44,7 @@ class StepSettings:
     router: Router | None = None
     epoch: str | None = None
     checkpoint: str | None = None
+    journal: str | None = None
     prepare: Prepare | None = None
     publish: PublishSettings = field(default_factory=PublishSettings)
 

@@ -34,6 +34,7 @@ from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
+from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
 from safebunny.exactly_once.context import StepContext
@@ -63,6 +64,7 @@ class _Run:
     rows: bool
     seen: Collection[str] = ()
     replayed: bool = False
+    spark_read: SparkRead | None = None
 
 
 class Step:
@@ -91,6 +93,9 @@ class Step:
       :mod:`~safebunny.exactly_once.emits.executor_publish`;
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
       query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.protocol.epoch`);
+    - ``journal``: the source's ``journalLocation`` (a classic or quorum queue); with ``checkpoint``, each batch
+      is read from its journal file on the driver and Spark's own read of it runs beside the step instead of
+      before it (:mod:`~safebunny.exactly_once.collect.journal_read`; a saga passes both);
     - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
       handler's input on the driver (a :class:`~safebunny.exactly_once.collect.batch.Prepared`: one row per
       message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
@@ -103,18 +108,19 @@ class Step:
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
                  checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
-                 executor_publish_rows: int | str | None = AUTO,
+                 journal: str | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         publish = PublishSettings(uri, password, dict(publish_options or {}), publish_retry_seconds,
                                   executor_publish_rows, executor_partition_rows)
         self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
-                                     on_failed, router, epoch, checkpoint, prepare, publish)
+                                     on_failed, router, epoch, checkpoint, journal, prepare, publish)
         self.node = node
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
         self._claimed = BatchClaims(node, self.inbox)
         self._rows = RowRun(self._claimed, row_retries)
         self._publisher = EmitPublisher(node, publish)  # one per step: it reads the session's "auto" threshold once
         self.reports: deque[BatchReport] = deque(maxlen=200)
+        self._journal = JournalRead(journal, checkpoint) if journal and checkpoint else None
 
     def foreach_batch(self, handler: Handler, rows: bool = False) -> Callable[[Any, int], None]:
         """The function for ``writeStream.foreachBatch``. ``rows=True``: ``handler(message_dict, ctx)``
@@ -131,11 +137,12 @@ class Step:
     def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
         """Run one batch through the protocol (the module's numbered steps; what ``foreach_batch`` calls).
 
-        The batch is collected to the driver once (one Spark job; its size is bounded by the source's
-        ``maxMessagesPerTrigger``/``maxBytesPerTrigger``); the handler gets the new messages as a local
-        DataFrame, so its effects and emits are cheap to compute and a failing row is isolated without
-        reading the source again; emits are published with confirms from the driver, or from the executors
-        when the batch has more than ``executor_publish_rows`` of them (``BatchReport.published_from``).
+        The batch is collected to the driver once (one Spark job, or its journal file read here while that job
+        runs beside the step; its size is bounded by the source's ``maxMessagesPerTrigger``/``maxBytesPerTrigger``);
+        the handler gets the new messages as a local DataFrame, so its effects and emits are cheap to compute and
+        a failing row is isolated without reading the source again; emits are published with confirms from the
+        driver, or from the executors when the batch has more than ``executor_publish_rows`` of them
+        (``BatchReport.published_from``).
         """
         run = self._read(batch_df, batch_id, rows)
         new = self._dedupe(run)  # 1-2
@@ -155,10 +162,15 @@ class Step:
         spark = activate(batch_df.sparkSession)
         settings = self.settings
         epoch = step_epoch(spark, batch_df, batch_id, settings.checkpoint, settings.epoch, self.node)
-        batch = Batch.collect(batch_df, scope=f"{epoch}/{batch_id}")
+        scope = f"{epoch}/{batch_id}"
+        journaled = None if self._journal is None else self._journal.read(spark, batch_df, epoch, batch_id)
+        if journaled is None:
+            batch, spark_read = Batch.collect(batch_df, scope), None
+        else:
+            batch, spark_read = Batch.of(journaled[0], batch_df.schema, scope), journaled[1]
         clock.lap("read")
         crash_point("step.after_consume")
-        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows)
+        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows, spark_read=spark_read)
 
     def _dedupe(self, run: _Run) -> NewMessages:
         """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows); the ids that
@@ -238,10 +250,15 @@ class Step:
         """6. Unless (E, N) is recorded, or empty: new(N) appended to the inbox as the batch's marker, then the
         claim removed (and the orphaned claims whose ids are all done). An empty batch commits nothing."""
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
+        if run.spark_read is not None:  # Spark's read of the batch (its progress counts the rows), beside the marker
+            run.spark_read.start()
         if not run.replayed and run.batch.received:
             self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
             self._claimed.release(epoch, batch_id, claimed)
             run.clock.lap("inbox")
+        if run.spark_read is not None:
+            run.spark_read.wait()
+            run.clock.lap("spark_read")
         crash_point("step.after_inbox")
         if run.rows:
             self._rows.outcomes.forget_before(epoch, batch_id)
