@@ -45,7 +45,9 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
 
     run_dir = workdir / f"step-{uuid.uuid4().hex[:8]}"  # a fresh inbox and effect table per run
     effects, inbox = str(run_dir / "orders"), str(run_dir / "inbox")
-    step = safebunny.Step(node="bench", inbox=inbox, uri=uri,
+    journal, checkpoint = str(run_dir / "journal"), str(run_dir / "checkpoint")
+    # told its source's journal and its checkpoint, as a saga's steps are: it reads each batch on the driver
+    step = safebunny.Step(node="bench", inbox=inbox, uri=uri, journal=journal, checkpoint=checkpoint,
                           executor_publish_rows=max(1, batch // 2) if executors else None)
 
     def handle(orders: Any, ctx: Any) -> Any:
@@ -56,10 +58,9 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
                                  emits=[safebunny.emit(rows.select("messageId", "orderId"), type="OrderSeen",
                                                        exchange="", routing_key=out)])
 
-    df = conn._reader(spark, uri, queue, "classic", batch, 1, workdir)
+    df = conn._reader(spark, uri, queue, "classic", batch, 1, workdir, {"journalLocation": journal})
     t0 = time.time()
-    query = (df.writeStream.foreachBatch(step.foreach_batch(handle))
-             .option("checkpointLocation", str(workdir / f"ck-{uuid.uuid4().hex[:8]}"))
+    query = (df.writeStream.foreachBatch(step.foreach_batch(handle)).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     run = conn._drained(query, n, timeout_s, "step", f"the step query on {queue!r}", queue)
     wall = time.time() - t0

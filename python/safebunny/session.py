@@ -31,10 +31,21 @@ def activate(spark: Any) -> Any:
     jvm = getattr(spark, "_jvm", None)
     jsession = getattr(spark, "_jsparkSession", None)
     if jvm is not None and jsession is not None:
-        jvm.org.apache.spark.sql.SparkSession.setActiveSession(jsession)
-        jvm.org.apache.spark.sql.SparkSession.setDefaultSession(jsession) if _no_default(jvm) else None
+        session_class = _session_class(jvm)
+        session_class.setActiveSession(jsession)
+        if not session_class.getDefaultSession().isDefined():
+            session_class.setDefaultSession(jsession)
     SparkSession._activeSession = spark  # the Python side's notion of the active session
     return spark
+
+
+def _session_class(jvm: Any) -> Any:
+    """The JVM's ``SparkSession`` class, looked up once per gateway (each lookup is several py4j round trips, and a
+    step activates its session every batch)."""
+    found = jvm.__dict__.get("_safebunny_session_class")  # not getattr: a JVM view answers any name with a package
+    if found is None:
+        found = jvm.__dict__["_safebunny_session_class"] = jvm.org.apache.spark.sql.SparkSession
+    return found
 
 
 def session_or_raise(spark: Any, what: str, without: str) -> Any:
@@ -46,10 +57,6 @@ def session_or_raise(spark: Any, what: str, without: str) -> Any:
         raise SafeBunnyOptionError(f"{what} needs a SparkSession: pass spark=..., or use {without} without Spark.",
                                    "spark")
     return session
-
-
-def _no_default(jvm: Any) -> bool:
-    return not jvm.org.apache.spark.sql.SparkSession.getDefaultSession().isDefined()
 
 
 def publish(df: Any, **options: Any) -> None:

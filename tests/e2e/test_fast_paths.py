@@ -114,6 +114,10 @@ def test_a_kept_table_handle_sees_new_commits_and_a_recreated_table(tmp_path) ->
     assert delta.handle().version() == 1 and delta.versions({"app": 2})["app"] == 2
     assert sorted(delta.read().column("messageId").to_pylist()) == ["a", "b"]
     assert not delta.append(pa.table({"messageId": ["b"]}), "app", 2)         # the replay is still refused
+    kept = delta.handle()
+    for n in range(3):                                 # kept, not loaded again, through commits of other writers
+        DeltaRsTarget(path).append(pa.table({"messageId": [f"x{n}"]}), "app", 3 + n)
+        assert delta.handle() is kept and kept.version() == 2 + n
 
     shutil.rmtree(path)                                                        # deleted, then created again
     assert delta.handle() is None

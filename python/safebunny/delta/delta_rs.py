@@ -64,22 +64,30 @@ class DeltaRsTarget(DeltaTarget):
 
         cached = _handles().get(self.path)
         if cached is not None:
-            handle, stamp = cached
-            if self._commit_stamp(handle.version()) == stamp:
+            handle, version, stamp = cached  # a write through the handle moves its version: compare the one stamped
+            if self._commit_stamp(version) == stamp:
                 try:
                     handle.update_incremental()
-                    return handle
                 except Exception:  # noqa: BLE001 - a handle that cannot catch up is loaded again
                     pass
+                else:
+                    if self._keep(handle):
+                        return handle
             _handles().pop(self.path, None)
         try:
             handle = DeltaTable(self.path)
         except TableNotFoundError:
             return None
-        stamp = self._commit_stamp(handle.version())
-        if stamp is not None:
-            _handles()[self.path] = (handle, stamp)
+        self._keep(handle)
         return handle
+
+    def _keep(self, handle: Any) -> bool:
+        """Keep ``handle`` for this thread with the stamp of its version's commit file (not kept when there is none)."""
+        version = handle.version()
+        stamp = self._commit_stamp(version)
+        if stamp is not None:
+            _handles()[self.path] = (handle, version, stamp)
+        return stamp is not None
 
     def filesystem(self) -> pafs.FileSystem:
         """A pyarrow filesystem rooted at the table (paths in the Delta log are relative to it)."""
@@ -193,7 +201,7 @@ def sweep_staging_files(path: str, now: float | None = None) -> int:
 _local = threading.local()
 
 
-def _handles() -> dict[str, tuple[Any, tuple[int, int]]]:
+def _handles() -> dict[str, tuple[Any, int, tuple[int, int]]]:
     """This thread's table handles by path (a handle is never shared between threads)."""
     if not hasattr(_local, "handles"):
         _local.handles = {}
