@@ -7,11 +7,11 @@ its start (batch 0 starts at 0). Reading that file here gives the rows ``df.toAr
 "A saga hop against a plain hop").
 
 Spark's read still runs (:class:`SparkRead`, one stage that counts the rows), so the batch's
-``numInputRows`` and Spark's progress stay true (``drain`` reads them). The step starts it once its emits
-are confirmed, in a thread beside the inbox marker's write, so that it neither delays the emits nor competes
-with them for the cores, and waits for it before the batch returns; a count that differs from the journal's
-rows fails the batch (its replay is harmless: the marker is in). An empty range runs no job: Spark plans no
-partition for it either.
+``numInputRows`` and Spark's progress stay true (``drain`` reads them). The step starts it once the handler
+has run, in a thread beside the effects, the publish and the inbox marker (started with the batch, it competed
+with the handler for the cores and made the hop slower), and waits for it before the batch returns; a count that
+differs from the journal's rows fails the batch, which is then replayed. An empty range runs no job: Spark plans
+no partition for it either.
 
 :meth:`JournalRead.read` returns None, and the step collects the batch with Spark as before, whenever the range
 cannot be read here: an offset log entry Spark purged, another source's offsets, or no journal file.

@@ -215,6 +215,8 @@ class Step:
 
     def _claim_and_apply(self, run: _Run, new: NewMessages, handled: Materialized, result: Materialized) -> Claimed:
         """4. Unless (E, N) is recorded: its claim, then each Delta effect with app transaction (E, N)."""
+        if run.spark_read is not None:  # Spark's read of the batch (its progress counts the rows), beside 4-6
+            run.spark_read.start()
         if run.replayed:
             return False, []
         claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
@@ -250,8 +252,6 @@ class Step:
         """6. Unless (E, N) is recorded, or empty: new(N) appended to the inbox as the batch's marker, then the
         claim removed (and the orphaned claims whose ids are all done). An empty batch commits nothing."""
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
-        if run.spark_read is not None:  # Spark's read of the batch (its progress counts the rows), beside the marker
-            run.spark_read.start()
         if not run.replayed and run.batch.received:
             self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
             self._claimed.release(epoch, batch_id, claimed)
