@@ -1,24 +1,8 @@
 """The JVM shim: safebunny's deterministic ids as Spark SQL functions, built and attached on demand.
 
-The id rule of :mod:`safebunny.ids` also exists in Scala (``safebunny/scala/*.scala``) so that
-SQL and Scala cells derive the same message ids as Python, at JVM speed (no Python worker):
-
-* ``safebunny_message_id(causation_id, node, type, index)``
-* ``safebunny_correlation_id(business_key)``
-
-A null argument gives null; an empty string or a negative index fails the query, as the Python
-functions raise.
-
-Typical use from Python, on a session that is already running::
-
-    import safebunny.shim
-    safebunny.shim.register(spark)
-    spark.sql("SELECT safebunny_message_id(id, 'billing', 'InvoiceRequested', 0) FROM orders")
-
-:func:`jar_path` compiles the Scala sources with the Scala 2.13 compiler that ships in pyspark's
-``jars/`` folder (no Maven, no sbt, only ``java``), runs a self-test against known vectors, and
-caches the jar in ``~/.cache/safebunny/`` (or ``$SAFEBUNNY_CACHE_DIR``) under a name keyed by a
-hash of the sources and the pyspark version; a file lock keeps concurrent builds apart.
+``safebunny_message_id(causation_id, node, type, index)`` and ``safebunny_correlation_id(business_key)``,
+the rule of :mod:`safebunny.ids` in Scala (``safebunny/scala/*.scala``). :func:`jar_path` builds and caches
+the jar, :func:`register` attaches it; usage, nulls and the build: docs/sql-shim.md.
 """
 
 from __future__ import annotations
