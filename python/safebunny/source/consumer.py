@@ -1,18 +1,11 @@
 """A queue consumer whose connection lives on its own I/O thread.
 
-The driver-side reader of a classic or quorum queue holds deliveries unacked across
-micro-batches: from the moment a batch is planned until Spark commits it. Between Spark's
-calls nothing would service a :class:`pika.BlockingConnection`, and the broker would close
-it after the heartbeat timeout, requeueing everything. So the connection is owned by one
-thread that keeps calling ``process_data_events``; the Spark-facing thread only takes
-deliveries from a buffer and asks for acks through ``add_callback_threadsafe``.
-
-Delivery tags are channel-scoped: every delivery carries the *generation* of the channel
-that delivered it, and an ack for an older generation is dropped (the broker has already
-requeued those messages; they come back flagged ``redelivered``).
-
-Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.consumer_budget` (its
-``budget``: pausing and resuming the consumer by it).
+One thread owns the connection and keeps calling ``process_data_events`` (so heartbeats flow between
+Spark's calls, docs/source.md); the Spark-facing thread only takes deliveries from a buffer and asks for
+acks through ``add_callback_threadsafe``. Every delivery carries the *generation* of the channel that
+delivered it, and an ack for an older generation is dropped (the broker has already requeued those
+messages; they come back flagged ``redelivered``). Memory is bounded by the prefetch and by a byte budget:
+:mod:`safebunny.source.consumer_budget`.
 """
 
 from __future__ import annotations

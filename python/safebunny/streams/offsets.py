@@ -1,14 +1,9 @@
 """Stream-queue offsets: the pure arithmetic of the stream-queue source (no I/O).
 
-A stream queue numbers its messages 0, 1, 2, ...; retention may remove a prefix. The
-source's Spark offset is ``{"offset": n}``: the next stream offset to read, so a batch
-between Spark offsets ``a`` and ``b`` reads stream offsets ``[a, b)`` (end exclusive). The
-"tail" of a stream is its last committed offset + 1, and 0 for a stream never written to.
-
-Offsets can have gaps: the broker gives offsets to its own tracking records (at the start of
-each segment, for stored consumer offsets) and never delivers them. So a range ``[a, b)``
-holds at most ``b - a`` messages, and a delivery after the requested start is only data loss
-when the stream's oldest stored message is after that start.
+The source's Spark offset is ``{"offset": n}``, the next stream offset to read, so a batch between Spark
+offsets ``a`` and ``b`` reads ``[a, b)``; the "tail" is the last committed offset + 1, and 0 for a stream
+never written to. Offsets can have gaps (docs/source.md, "Stream queues"), so a delivery after the requested
+start is only data loss when the stream's oldest stored message is after that start.
 """
 
 from __future__ import annotations
