@@ -164,16 +164,19 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     return min(end, first_available)
 
 
+#: what both errors for a stream replaced under a checkpoint go on to say
+_REPLACED = ("stream was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot "
+             "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
+             "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
+             "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset.")
+
+
 def reset_message(stream: str, checkpoint_offset: int, bounds: StreamBounds) -> str:
     """The words of the error (or warning) for a checkpoint offset beyond the stream's tail."""
     return (
         f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the stream now "
         f"ends at offset {bounds.tail} (oldest stored offset {bounds.first}). Offsets never go backwards, so the "
-        "stream was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot "
-        "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
-        "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
-        "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
-    )
+        + _REPLACED)
 
 
 def make_anchor(offset: int, value: bytes | None) -> str:
@@ -196,12 +199,8 @@ def replaced_message(stream: str, checkpoint_offset: int, anchor_at: int) -> str
     """The words of the error (or warning) for a checkpoint whose last message is not there any more."""
     return (
         f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the message the "
-        f"query read at offset {anchor_at} is not the one stored there now (another body, or none). The stream "
-        "was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot tell "
-        "which of the new stream's messages it has read: resuming at the old offset would skip every new message "
-        "below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the new stream "
-        "from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
-    )
+        f"query read at offset {anchor_at} is not the one stored there now (another body, or none). The "
+        + _REPLACED)
 
 
 def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> int:
