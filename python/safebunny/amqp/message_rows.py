@@ -111,7 +111,7 @@ def _normalise(value: Any) -> Any:
 
 
 def render_header_value(value: Any) -> str | None:
-    """One header value as text (rules in the module docstring)."""
+    """One header value as text (rules: docs/source.md, the Columns of stream queues)."""
     if value is None:
         return None
     if isinstance(value, str):

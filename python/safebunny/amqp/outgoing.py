@@ -139,7 +139,7 @@ def _header_items(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None)
 def content_id(scope: str, body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]],
                content_type: str | None, message_type: str | None, exchange: str, routing_key: str,
                occurrence: int) -> str:
-    """The content id of rule 3 (see the module docstring)."""
+    """The content id of rule 3 (docs/sink.md)."""
     return _uuid5(encode_name(
         _CONTENT_TAG, scope,
         _digest(body, correlation_id, headers, content_type, message_type, exchange, routing_key),
@@ -149,7 +149,7 @@ def content_id(scope: str, body: bytes, correlation_id: str | None, headers: lis
 def caused_id(causation_id: str, node: str, message_type: str, body: bytes, correlation_id: str | None,
               headers: list[tuple[str, Any]], content_type: str | None, row_type: str | None, exchange: str,
               routing_key: str) -> str:
-    """The id of rule 2b (see the module docstring): the cause, the slot and the row's content.
+    """The id of rule 2b (docs/sink.md): the cause, the slot and the row's content.
 
     ``message_type`` is the type slot (``DEFAULT_TYPE`` when the row has none); ``row_type`` is
     the row's ``type`` property (None when it has none), which is part of the content.
@@ -177,7 +177,7 @@ class MessageBuilder:
     """Turns one task's rows into :class:`OutgoingMessage` s, applying the id rule.
 
     One builder per task (Spark partition): the occurrence counters of rules 2 and 3 live
-    here. ``scope`` identifies the task's slot in the query (see the module docstring).
+    here. ``scope`` identifies the task's slot in the query (docs/sink.md).
     """
 
     def __init__(self, plan: SinkPlan, scope: str) -> None:

@@ -27,7 +27,7 @@ __all__: list[str] = []
 
 
 def session(remote: str | None, master: str | None) -> Any:
-    """The Spark session a run uses (see the module docstring)."""
+    """The Spark session a run uses (docs/operations.md)."""
     from pyspark.sql import SparkSession
 
     if remote:
@@ -44,7 +44,7 @@ def _parked(saga: Saga) -> int:
 
 
 def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
-    """Drain ``saga`` once; the exit code (see the module docstring)."""
+    """Drain ``saga`` once; the exit code (docs/operations.md)."""
     from safebunny.spark_errors import message_of
 
     parked_before = _parked(saga)
@@ -67,7 +67,7 @@ def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
 
 def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                check_every: float = 1.0) -> int:
-    """Run ``saga`` in availableNow rounds until interrupted; the exit code (see the module docstring)."""
+    """Run ``saga`` in availableNow rounds until interrupted; the exit code (docs/operations.md)."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 

@@ -309,15 +309,9 @@ class QueueConsumer:
         self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05,
         fill_wait: float = 0.0,
     ) -> list[Delivery]:
-        """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies).
-
-        Waits up to ``first_wait`` seconds for the first one, then up to ``linger`` seconds
-        more while the buffer is short of ``max_messages``. When the broker's last count says
-        enough messages wait in the queue to fill it (a backlog: fuller batches spread Spark's
-        fixed cost per batch, and latency is the backlog's anyway), it waits up to ``fill_wait``
-        seconds instead, for as long as deliveries keep arriving: ``linger`` seconds without one
-        end the wait (the count may be stale, or the rest held elsewhere). Never blocks the I/O
-        thread.
+        """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies), waiting as
+        :class:`~safebunny.source.take_policy.TakeWaits` says (``first_wait``, ``linger``, ``fill_wait``:
+        docs/source.md, "How long a take waits"). Never blocks the I/O thread.
         """
         self._check()
         waits = TakeWaits(max_messages, max_bytes, first_wait, linger, fill_wait, time.monotonic())
