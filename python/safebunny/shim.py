@@ -175,13 +175,9 @@ def _vectors_tsv(vectors_json: Path, out: Path) -> Path:
 
 def build_jar(out: Path | str, sources: Sequence[Path] | None = None, vectors: Path | str | None = None,
               timeout: float = 600.0) -> Path:
-    """Compile the shim offline into the jar ``out`` and self-test it; returns ``out``.
-
-    Uses ``java -cp scala-compiler:scala-library:scala-reflect scala.tools.nsc.Main`` from
-    pyspark's ``jars/`` folder against every jar there, then runs ``safebunny.spark.SelfTest``
-    on the compiled classes: built-in vectors, plus every vector of ``vectors``
-    (``tests/vectors/message_ids.json``) when given. The jar is written to a temporary name and
-    renamed, so a reader never sees half a jar.
+    """Compile the shim offline with the Scala compiler in pyspark's ``jars/`` (docs/sql-shim.md) into the jar
+    ``out`` and run ``safebunny.spark.SelfTest`` on it (built-in vectors, plus every vector of ``vectors`` when
+    given); returns ``out``. The jar is written to a temporary name and renamed, so a reader never sees half a jar.
     """
     out = Path(out)
     sources = list(sources) if sources is not None else scala_sources()

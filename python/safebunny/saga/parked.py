@@ -131,14 +131,8 @@ def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = Fa
 
 def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, force: bool = False,
             error_type: str | None = None) -> int:
-    """Republish parked messages (all, those with the given ids, or those that failed with ``error_type``) to
-    the step's queue with their attempt count reset; the inbox drops any that succeeded meanwhile. A
-    discarded message is never redriven. Returns how many were republished; each is recorded as
-    ``redriven`` in the step's poison ledger.
-
-    A step with ``fails_as`` published a failure message when it parked each of these, and compensation
-    may have undone the instance's earlier steps: redriving would then complete a compensated instance.
-    That is refused unless ``force`` is true."""
+    """:meth:`Saga.redrive <safebunny.saga.saga.Saga.redrive>` (which says what is redriven and when it is
+    refused), with each message's attempt count reset and each recorded as ``redriven`` in the poison ledger."""
     node, message_type = step.node, step.consumes
     wanted = set(ids) if ids is not None else None
     ledger = PoisonLedger(config.layout.poison_ledger(step.label))
