@@ -245,7 +245,6 @@ class QueueConsumer:
         self._connection = None
 
     def _reconnect_after_loss(self) -> None:
-        # Deliveries of the old channel can no longer be acked; the broker requeued them.
         self._clear_buffer()
         self._connect()
         log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
