@@ -1,9 +1,7 @@
 """Reading, redriving and discarding the messages parked in a step's poison queue (a stream queue).
 
-A message can be parked more than once: a batch replayed after a crash republishes its failed rows,
-and a copy left in a retry tier by such a replay fails again. The listing keeps one entry per
-message id, the latest copy, with its state from the step's poison ledger
-(:mod:`safebunny.saga.poison_ledger`): resolved and discarded entries are left out unless asked for.
+A message can be parked more than once (a replayed batch republishes its failed rows); the listing keeps one
+entry per message id, the latest copy (docs/sagas.md), with its state from :mod:`safebunny.saga.poison_ledger`.
 """
 
 from __future__ import annotations

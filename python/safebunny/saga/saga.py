@@ -92,12 +92,9 @@ class Saga:
         """Decorator: ``handler`` runs for messages of type ``consumes`` that ``from_node`` sends to ``node``.
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
         ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
-        ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
-        ``"abc"`` for a number) goes to poison naming the field; ``False`` coerces them (:mod:`~.bodies`).
-        ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
-        own query with a single active consumer; one instance's messages, and every duplicate of one, always
-        reach the same shard, and several drivers (``Saga(driver=...)``) share the shards
-        (docs/sagas.md, "Sharded steps and several drivers")."""
+        ``strict_schema=False`` coerces body fields to the schema's types instead of parking the message
+        (docs/sagas.md, "Step schemas are strict"). ``shards``: split the step's input into this many queues
+        (1 to 64) by saga instance (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
                                   fails_as, batch_size or self.config.batch_size, strict_schema, shards)
@@ -195,13 +192,11 @@ class Saga:
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
-        """Start every step as its own streaming query; returns a handle with ``stop()``. ``trigger``: a
-        processing-time interval (``"1 second"``), or ``"availableNow"`` for rounds of availableNow queries, each
-        step's next round started as its last one ends (Databricks serverless refuses processing-time triggers;
-        :class:`~safebunny.saga.runner.RunningSaga`). Among several drivers
-        (``driver=``), ``balance`` keeps a lease under the root and hands shards to the other live drivers until
-        each holds its share (docs/sagas.md, "Sharded steps and several drivers"); ``False`` leaves every shard
-        with the first driver to attach."""
+        """Start every step as its own streaming query; returns a handle with ``stop()``
+        (:class:`~safebunny.saga.runner.RunningSaga`). ``trigger``: a processing-time interval (``"1 second"``), or
+        ``"availableNow"`` for rounds of availableNow queries (Databricks serverless). Among several drivers,
+        ``balance=False`` leaves every shard with the first driver to attach (docs/sagas.md, "Sharded steps and
+        several drivers")."""
         from safebunny.saga.runner import RunningSaga
 
         self.declare()
