@@ -104,13 +104,8 @@ def register(spark: Any) -> None:
 
 
 def hide_uri_in_plans(spark: Any) -> None:
-    """Make ``spark`` redact the ``uri`` option in query plans too.
-
-    Spark prints data source options in ``explain()`` and redacts only keys matching
-    ``spark.sql.redaction.options.regex`` (default ``(?i)url``) or ``spark.redaction.regex``
-    (``password``, ``secret``, ...). This adds ``uri`` to the first. Alternatively keep the
-    password out of ``uri`` and pass it with the ``password`` option, which Spark redacts.
-    """
+    """Make ``spark`` redact the ``uri`` option in query plans too, by adding it to
+    ``spark.sql.redaction.options.regex`` (docs/source.md, "Passwords")."""
     key = "spark.sql.redaction.options.regex"
     current = spark.conf.get(key, "(?i)url")
     if "uri" not in current:

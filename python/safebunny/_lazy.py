@@ -1,11 +1,9 @@
 """Names a package re-exports, imported on first use (PEP 562).
 
-``import safebunny.source.consumer`` runs ``safebunny/__init__.py`` first. Were that to import the whole
-public API eagerly, every process that needs one module (Spark's source runner, each Python worker) would
-load pandas and pyarrow.dataset for the inbox, a cost paid at every process start (docs/performance.md).
-A package lists its
-re-exports in ``_LAZY`` (name -> defining module) instead; ``tests/unit/test_layout.py`` checks those
-modules against the dependency rules as if they were imports.
+A package lists its re-exports in ``_LAZY`` (name -> defining module) instead of importing its whole public
+API, so a process that needs one module (Spark's source runner, each Python worker) does not load the
+inbox's pandas and pyarrow.dataset (docs/design.md, Layout; docs/performance.md).
+``tests/unit/test_layout.py`` checks those modules against the dependency rules as if they were imports.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The first streaming query of a driver starts alone, until Spark has created its sources.
 
-Spark finds safebunny's data source by itself (a ``pyspark_*`` module) and keeps one Python function for it
-per JVM (``PythonUtils.createPythonFunction``): its ``envVars`` is a Scala ``mutable.HashMap``, which is not
-thread-safe. Every query and every task of ``format("safebunny")`` holds that same map. When a streaming
-query creates its source, Spark's ``PythonStreamingSourceRunner.init`` (on that query's thread) ``put``s
-four keys into the shared map where a copy would do. The first query of a JVM adds them; later ones only
-overwrite equal values. So in a driver that just started, two queries that start at once add the keys from
-two threads at the same time, and the map can lose an entry while counting it; or a job of the format
-(``saga.start``'s publish) has its tasks serialised while a first query adds the keys. Java serialisation of
-the map then fails with ``Task serialization failed: java.lang.IllegalStateException: Illegal size N of
-collection, expected M``, and a map left with a size that does not match its entries fails every later task
-of the format in that JVM: restarting the query does not help, only a new driver does.
-
-:func:`start` starts a query: the first one of the process holds a lock until Spark has created its
-sources (its status leaves "Initializing sources"), so the map changes size with nothing else touching
-it; every later start goes straight through. A batch job of the format (``safebunny.publish``) runs in
-:func:`guarded`: until then it holds the same lock, so its tasks are not serialised while the map grows.
-Registering the source on a session (``safebunny.register``) gives it a new function with a new map (a Java
-``HashMap``, no safer), which the next start grows again: :func:`new_map` makes that start wait again. Over
-Spark Connect the map lives in the server's JVM, out of reach: starts go straight through there.
+Spark keeps one Python function per JVM for the data source, whose ``envVars`` map (not thread-safe) a
+query's ``PythonStreamingSourceRunner.init`` grows; two first starts at once, or a job of the format
+serialised meanwhile, fail with ``Illegal size N of collection`` (docs/operations.md, the race and its
+reproductions). :func:`start` makes the process's first query hold a lock until its status leaves
+"Initializing sources"; a batch job of the format (``safebunny.publish``) runs in :func:`guarded` under the
+same lock; :func:`new_map` makes the next start wait again after ``safebunny.register``. Over Spark
+Connect the map is in the server's JVM: starts go straight through.
 """
 
 from __future__ import annotations

@@ -2,21 +2,9 @@
 
 An outgoing message's id is a name-based UUID (RFC 9562 version 5, SHA-1) computed from
 what caused it, so that a retried task or a replayed batch republishes the same id and
-the inbox of the next step can drop the copy.
-
-The rule, which the Scala shim implements byte for byte:
-
-* ``NAMESPACE`` is the fixed UUID ``3f0c3a4e-5b1d-5c6e-9a7f-2b8e4d1c6a90``.
-* The *name* hashed under it is the UTF-8 encoding of a tag followed by each field
-  length-prefixed: ``"<tag>" + "|" + "<len>:<field>"`` for each field, where ``<len>`` is
-  the field's length in UTF-8 bytes written in decimal. Length prefixes make the encoding
-  unambiguous whatever characters the fields contain.
-* :func:`message_id` uses the tag ``safebunny.msg.v1`` and the fields
-  ``(causation_id, node, message_type, str(index))``.
-* :func:`correlation_id_for` uses the tag ``safebunny.corr.v1`` and the field
-  ``business_key``.
-
-Ids are rendered in the canonical lower-case hyphenated form.
+the inbox of the next step can drop the copy. The exact encoding, which the Scala shim
+implements byte for byte (``NAMESPACE``, the tags and length-prefixed fields of
+:func:`message_id` and :func:`correlation_id_for`): docs/sql-shim.md ("The id rule").
 """
 
 from __future__ import annotations
@@ -43,7 +31,7 @@ _CORR_TAG = "safebunny.corr.v1"
 
 
 def encode_name(tag: str, *fields: str) -> str:
-    """Encode ``fields`` unambiguously under ``tag`` (see the module docstring)."""
+    """Encode ``fields`` unambiguously under ``tag`` (docs/sql-shim.md, "The id rule")."""
     parts = [tag]
     for field in fields:
         if not isinstance(field, str):

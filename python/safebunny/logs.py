@@ -1,15 +1,9 @@
 """Making the library's logs visible in every process it runs in, with no setup.
 
-safebunny runs in processes users never configure: Spark's data source reader process and its
-Python workers. Python's fallback prints a bare message there, without time, logger or level, and
-nothing below WARNING. :func:`install` (run when ``safebunny`` is imported) gives the ``safebunny``
-logger a stderr handler that speaks only while the application has configured no handler of its own
-(checked at each record, so configuring logging later takes over). ``SAFEBUNNY_LOG_LEVEL`` sets its
-level (default ``WARNING``; ``INFO`` shows every batch summary of the source, the sink and the steps).
-In local mode those processes write to the driver's stderr; on a cluster, to the executors' stderr
-logs: there the level comes with the source's and sink's ``logLevel`` option, which ``read_stream``,
-``publish``, steps and sagas fill in from the driver's ``SAFEBUNNY_LOG_LEVEL`` (no ``spark.executorEnv.*``
-needed, which Databricks' standard access refuses).
+:func:`install` (run when ``safebunny`` is imported) gives the ``safebunny`` logger a stderr handler that
+speaks only while the application has configured no handler of its own (checked at each record, so
+configuring logging later takes over); ``SAFEBUNNY_LOG_LEVEL`` sets its level (default ``WARNING``). How
+the level reaches the reader process and the executors: docs/operations.md ("Where the logs go").
 """
 
 from __future__ import annotations

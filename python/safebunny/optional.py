@@ -1,11 +1,9 @@
 """Imports of packages a feature needs but the core can run without, with a clear error.
 
-``require("rstream", "read stream queues over the stream protocol")`` returns the module, or
-raises :class:`~safebunny.errors.SafeBunnyMissingDependencyError` (an ``ImportError``) that
-names the package, what needed it, and the ``pip install`` line that fixes it.
-:func:`available` answers without raising, for code that has a fallback. Error paths never
-import an optional package: they use :func:`optional_classes`, which is empty when the
-package is missing (no exception of a missing package can be raised anyway).
+``require("rstream", "read stream queues over the stream protocol")`` returns the module, or raises
+:class:`~safebunny.errors.SafeBunnyMissingDependencyError` naming the package, what needed it and the
+``pip install`` line (docs/operations.md); :func:`available` answers without raising. Error paths never
+import an optional package: they use :func:`optional_classes`, empty when the package is missing.
 """
 
 from __future__ import annotations

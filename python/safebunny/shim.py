@@ -1,24 +1,8 @@
 """The JVM shim: safebunny's deterministic ids as Spark SQL functions, built and attached on demand.
 
-The id rule of :mod:`safebunny.ids` also exists in Scala (``safebunny/scala/*.scala``) so that
-SQL and Scala cells derive the same message ids as Python, at JVM speed (no Python worker):
-
-* ``safebunny_message_id(causation_id, node, type, index)``
-* ``safebunny_correlation_id(business_key)``
-
-A null argument gives null; an empty string or a negative index fails the query, as the Python
-functions raise.
-
-Typical use from Python, on a session that is already running::
-
-    import safebunny.shim
-    safebunny.shim.register(spark)
-    spark.sql("SELECT safebunny_message_id(id, 'billing', 'InvoiceRequested', 0) FROM orders")
-
-:func:`jar_path` compiles the Scala sources with the Scala 2.13 compiler that ships in pyspark's
-``jars/`` folder (no Maven, no sbt, only ``java``), runs a self-test against known vectors, and
-caches the jar in ``~/.cache/safebunny/`` (or ``$SAFEBUNNY_CACHE_DIR``) under a name keyed by a
-hash of the sources and the pyspark version; a file lock keeps concurrent builds apart.
+``safebunny_message_id(causation_id, node, type, index)`` and ``safebunny_correlation_id(business_key)``,
+the rule of :mod:`safebunny.ids` in Scala (``safebunny/scala/*.scala``). :func:`jar_path` builds and caches
+the jar, :func:`register` attaches it; usage, nulls and the build: docs/sql-shim.md.
 """
 
 from __future__ import annotations
@@ -94,12 +78,8 @@ def _source_candidates() -> list[Path]:
 
 
 def scala_sources() -> list[Path]:
-    """The Scala source files of the shim, sorted by name.
-
-    Looked up in this order: ``$SAFEBUNNY_SCALA_SOURCES``; ``safebunny/scala/`` inside the
-    installed package; ``python/safebunny/scala`` of the directory pip installed safebunny from;
-    ``python/safebunny/scala`` under the current directory or one of its parents (a checkout).
-    """
+    """The Scala source files of the shim, sorted by name, from the first of :func:`_source_candidates` that
+    holds them (the order: docs/sql-shim.md)."""
     candidates = _source_candidates()
     for directory in candidates:
         if _is_source_dir(directory):
@@ -195,13 +175,9 @@ def _vectors_tsv(vectors_json: Path, out: Path) -> Path:
 
 def build_jar(out: Path | str, sources: Sequence[Path] | None = None, vectors: Path | str | None = None,
               timeout: float = 600.0) -> Path:
-    """Compile the shim offline into the jar ``out`` and self-test it; returns ``out``.
-
-    Uses ``java -cp scala-compiler:scala-library:scala-reflect scala.tools.nsc.Main`` from
-    pyspark's ``jars/`` folder against every jar there, then runs ``safebunny.spark.SelfTest``
-    on the compiled classes: built-in vectors, plus every vector of ``vectors``
-    (``tests/vectors/message_ids.json``) when given. The jar is written to a temporary name and
-    renamed, so a reader never sees half a jar.
+    """Compile the shim offline with the Scala compiler in pyspark's ``jars/`` (docs/sql-shim.md) into the jar
+    ``out`` and run ``safebunny.spark.SelfTest`` on it (built-in vectors, plus every vector of ``vectors`` when
+    given); returns ``out``. The jar is written to a temporary name and renamed, so a reader never sees half a jar.
     """
     out = Path(out)
     sources = list(sources) if sources is not None else scala_sources()
@@ -260,12 +236,8 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
 
 
 def jar_path(rebuild: bool = False) -> str:
-    """The path of the shim jar for this pyspark, building it into :func:`cache_dir` if missing.
-
-    The jar's name carries a hash of the Scala sources and the pyspark version, so an upgrade of
-    either builds a new jar; a build takes 10–30 s and happens once per machine. ``rebuild``
-    forces a new build.
-    """
+    """The path of the shim jar for this pyspark, building it into :func:`cache_dir` if missing (named by a
+    hash of the sources and the pyspark version: docs/sql-shim.md); ``rebuild`` forces a new build."""
     sources = scala_sources()
     jars, version = _pyspark_jars()
     key = _source_key(sources, version, _one(jars, "scala-compiler-2.13.*.jar"))
@@ -314,16 +286,11 @@ def register(spark: Any, jar: str | None = None, implementation: str = "auto") -
     implementation serves them: ``"jar"`` (the Scala shim, JVM speed) or ``"python"`` (Python UDFs over
     :mod:`safebunny.ids`, the same ids, a Python worker per task).
 
-    On a classic session the shim's classes are used: if they are not loadable yet (the session was not
-    started with :func:`spark_conf`, and no cluster library provides them), the jar (``jar``, else
-    :func:`jar_path`) is added with ``ADD JAR``, which ships it to the executors and to the session's
-    class loader, and the functions are registered from the JVM. On a Spark Connect session (Databricks
-    serverless and standard access) the jar is uploaded with ``addArtifacts`` and its Java UDF classes
-    registered with ``registerJavaFunction``; where that is refused (serverless compute takes no jars)
-    or no jar can be built here (no ``java``, or ``pyspark-client`` without Spark's jars), the functions
-    are registered as Python UDFs instead, with a warning. ``implementation="python"`` or ``"jar"``
-    chooses (``"jar"`` fails instead of falling back). The functions are temporary: register once per
-    session (SQL, Scala and Python cells of one notebook share it). Calling it again is harmless.
+    On a classic session the jar (``jar``, else :func:`jar_path`) is added with ``ADD JAR`` unless its classes
+    are loadable already; over Spark Connect it is uploaded with ``addArtifacts``, and where that is refused or
+    no jar can be built the functions are Python UDFs, with a warning (docs/databricks.md, docs/sql-shim.md).
+    ``implementation="python"`` or ``"jar"`` chooses (``"jar"`` fails instead of falling back). The functions
+    are temporary: register once per session. Calling it again is harmless.
     """
     if implementation not in ("auto", "jar", "python"):
         raise SafeBunnyError(f"safebunny: implementation must be 'auto', 'jar' or 'python', not {implementation!r}")

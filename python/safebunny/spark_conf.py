@@ -1,23 +1,10 @@
 """Spark session settings for streaming queries whose checkpoints are on a local disk.
 
-Spark's default checkpoint file manager (``FileContextBasedCheckpointFileManager``) writes each
-offset-log and commit-log file through Hadoop's ``FileContext`` on ``ChecksumFs`` over
-``RawLocalFileSystem``. Without Hadoop's native library (a pip-installed PySpark has none) that
-stack starts a process for each ``chmod`` and each ``readlink`` it makes, several per checkpoint file
-(its offset file and its commit file; counts in docs/performance.md). Spark's own
-``FileSystemBasedCheckpointFileManager`` writes the same files through Hadoop's ``FileSystem`` API: a
-temporary file in the same folder, then ``rename(2)`` onto the batch's name after checking that name is
-free, as the default does. It starts processes only for the ``chmod`` of the temporary file and its ``.crc``.
-
-:func:`local_checkpoint_conf` returns that setting; :func:`use_local_checkpoints` applies it to a
-``SparkSession.builder`` or to a running session. safebunny's data source never changes a
-session's settings by itself: call one of these where you build the session.
-
-Do not use it when checkpoints live on a cloud or distributed file system (S3, ABFS, GCS, DBFS,
-HDFS): there keep Spark's default, which relies on ``FileContext``'s rename semantics, or the
-manager the platform provides (Databricks manages its own; leave its sessions alone). The setting is
-read per query when the query starts, so it applies to every checkpoint that query writes (offset
-and commit logs, source metadata and state stores).
+:func:`local_checkpoint_conf` sets Spark's own ``FileSystemBasedCheckpointFileManager``, which starts fewer
+processes per checkpoint file than the default without Hadoop's native library; :func:`use_local_checkpoints`
+applies it to a ``SparkSession.builder`` or to a running session. safebunny's data source never changes a
+session's settings by itself. Not for checkpoints on a cloud or distributed file system (S3, ABFS, GCS, DBFS,
+HDFS, Databricks). Why and the counts: docs/performance.md ("Local checkpoints") and docs/source.md.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """safebunny's own error inside a Spark exception.
 
-An error raised in Spark's Python workers (the source's reader process, a task, a ``foreachBatch``
-handler called back from the JVM) reaches the driver as a ``StreamingQueryException``,
-``AnalysisException``, ``PythonException`` or ``Py4JJavaError`` whose message holds the worker's
-traceback as text, followed by Spark's own lines. :func:`error_of` finds the last
-``safebunny...<Class>: <message>`` line there and rebuilds that error, class and message, so that
-``except SafeBunnyError`` works and the message is the last line a user sees.
-:func:`raised_in_python` finds the Python exception (class and message) a worker's traceback ends with, and
-:func:`is_plan_error` says whether a failure is a plan error (Spark's ``AnalysisException``: an unknown column,
-a type mismatch), which fails again on every restart, and :func:`is_worker_start_timeout` whether Spark's own
-Python process for a query failed to start in time (its fixed 10 s to connect back, missed on a loaded machine).
+An error raised in Spark's Python workers reaches the driver as Spark's exception, whose message holds the
+worker's traceback as text: :func:`error_of` rebuilds the last ``safebunny...<Class>: <message>`` there, class
+and message (docs/operations.md, "Errors"). :func:`raised_in_python` finds the Python exception a worker's
+traceback ends with, :func:`is_plan_error` whether a failure is a plan error (an ``AnalysisException``, which
+fails again on every restart), and :func:`is_worker_start_timeout` whether Spark's own Python process for a
+query failed to start in time (its fixed 10 s to connect back, missed on a loaded machine).
 """
 
 from __future__ import annotations
@@ -42,15 +38,7 @@ def _error_class(module: str, name: str) -> type[SafeBunnyError] | None:
 
 def error_of(exc: BaseException | None) -> SafeBunnyError | None:
     """The :class:`SafeBunnyError` that ``exc`` carries (itself, a cause, or parsed from a Spark exception's
-    message: same class, same message), or ``None`` when it carries none.
-
-    Use it where a query's error surfaces::
-
-        try:
-            query.awaitTermination()
-        except Exception as exc:
-            raise (safebunny.error_of(exc) or exc) from exc
-    """
+    message: same class, same message), or ``None`` when it carries none (use: docs/operations.md, "Errors")."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

@@ -1,19 +1,9 @@
 """Spark's own log lines that repeat what safebunny already says once, turned down in the driver's JVM.
 
-- While a step runs its handler's jobs, a row that makes the handler fail is expected: the step
-  isolates it (a sub-job per half of the failing set) and says so once per batch. Spark's executor and
-  task-set loggers would print the Python worker's whole traceback for every failed sub-job (hundreds
-  of lines for one poison row), so :func:`quiet_task_failures` turns them off for that time, and for
-  :data:`QUIET_GRACE_S` after: when a job fails, its other tasks are killed or fail a moment later, and the
-  scheduler logs them (``WARN TaskSetManager: Lost task ...``) after the driver has the job's error.
-- Spark notes "spark.sql.adaptive.enabled is not supported in streaming" at every query start; a saga
-  starts one query per step and round. :func:`note_streaming_started` lets the first note through and
-  turns that logger down after it.
-
-- A handler's plan error (an unknown column) makes PySpark log the error with its whole JVM trace as one
-  JSON line (``DataFrameQueryContextLogger``) when the exception is made; the step raises it again as one
-  ``SafeBunnyPlanError`` line, so :func:`quiet_query_context` drops that record in the step's thread.
-
+:func:`quiet_task_failures` turns Spark's executor and task-set loggers off while a step isolates failing rows
+(and for :data:`QUIET_GRACE_S` after); :func:`note_streaming_started` lets Spark's adaptive-execution note
+through once; :func:`quiet_query_context` drops PySpark's JSON record of a handler's plan error in the step's
+thread. What is turned down and why: docs/operations.md ("Spark's own lines are kept short").
 ``SAFEBUNNY_LOG_LEVEL=INFO`` (or ``DEBUG``) leaves every Spark logger as it is. On a session without a
 JVM in this process (Spark Connect) nothing is changed.
 """

@@ -1,14 +1,10 @@
 """The PySpark versions safebunny runs on, checked where Spark first meets it.
 
-The wheel does not require ``pyspark`` (a Databricks runtime, or any cluster, brings its own; a second
-PySpark installed over it breaks the environment): ``pip install safebunny[spark]`` adds it for a local
-install. So the running PySpark is checked instead, by :func:`require_supported` when Spark builds the
-data source (``format("safebunny")``, on whatever Python runs it) and when ``safebunny.register(spark)``
-is called: older than :data:`MINIMUM` (the streaming reader's admission control, ``latestOffset(start,
-limit)``, and the other Python data source APIs safebunny uses), or missing, fails with
-:class:`~safebunny.errors.SafeBunnySparkVersionError` naming the version found and what to do. A version
-string that cannot be read (a vendor's build) is let through with a warning: the check is there to
-explain a failure, not to refuse a Spark that works.
+The wheel does not require ``pyspark`` (a cluster brings its own), so :func:`require_supported` checks the
+running one when Spark builds the data source and in ``safebunny.register(spark)``: older than :data:`MINIMUM`
+(``latestOffset(start, limit)`` and the other Python data source APIs safebunny uses), or missing, fails
+with :class:`~safebunny.errors.SafeBunnySparkVersionError`; a version string that cannot be read is let
+through with a warning (docs/databricks.md, "The check").
 """
 
 from __future__ import annotations

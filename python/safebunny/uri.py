@@ -131,11 +131,8 @@ def describe(uri: str) -> str:
 
 
 def with_password(uri: str, password: str | None) -> str:
-    """``uri`` with its password replaced by ``password`` (URL-quoted); unchanged when None.
-
-    The ``password`` option exists because Spark prints data source options in query plans
-    and redacts only keys that look secret (``password``, ``url``, ...), not ``uri``.
-    """
+    """``uri`` with its password replaced by ``password`` (URL-quoted); unchanged when None. Why the
+    ``password`` option exists: docs/source.md, Passwords."""
     from urllib.parse import quote, urlsplit, urlunsplit
 
     if password is None:
@@ -150,10 +147,8 @@ def with_password(uri: str, password: str | None) -> str:
 
 
 def split_password(uri: str) -> tuple[str, str | None]:
-    """``uri`` without its password, and the password (decoded; ``None`` when the URI has none).
-
-    Spark redacts a data source option named ``password`` in query plans, not a password inside
-    ``uri``, so code that builds options from a user's URI passes the two apart.
+    """``uri`` without its password, and the password (decoded; ``None`` when the URI has none), to be passed
+    apart as the ``password`` option, which Spark redacts in plans (docs/source.md, Passwords).
 
     >>> split_password("amqp://app:s%2Fx@host:5672/%2F")
     ('amqp://app@host:5672/%2F', 's/x')

@@ -1,10 +1,6 @@
 """AMQP 0-9-1 client pieces, usable without Spark.
 
-- :mod:`.connection`: opening connections, translating broker errors;
-- :mod:`.consumer`: the manual-ack queue consumer behind the queue source;
-- :mod:`.publisher`: the confirming publisher behind the sink;
-- :mod:`.message_rows`: deliveries to Arrow columns (the source's row schema);
-- :mod:`.outgoing`: rows to outgoing messages (ids, properties, routing) for the sink.
+The modules: docs/design.md ("Layout" and "Module map").
 """
 
 __all__: list[str] = []

@@ -83,11 +83,8 @@ def _rstream_errors() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, .
 
 def broker_error(exc: BaseException, endpoint: StreamEndpoint, action: str, queue: str | None = None,
                  stream_protocol: bool = False) -> SafeBunnyBrokerError:
-    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`.
-
-    Imports nothing optional (see :func:`_rstream_errors`), so a wrong password or a missing
-    queue reads the same with or without rstream installed.
-    """
+    """Translate a pika/rstream/socket error into a clear :class:`SafeBunnyBrokerError`, the same with or
+    without rstream installed (:func:`_rstream_errors`)."""
     import pika.exceptions as pe
 
     if isinstance(exc, SafeBunnyBrokerError):

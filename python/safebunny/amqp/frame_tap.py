@@ -1,18 +1,11 @@
 """Deliveries decoded from pika's incoming bytes before pika's own frame machinery sees them.
 
-:class:`FrameTap` replaces one pika connection's ``_on_data_available`` (the method pika's transport
-calls with every chunk read from the socket). For each chunk it walks the frames: a ``basic.deliver``
-on the tapped channel followed directly by its content header and body frames is decoded by
-:func:`safebunny.amqp.frames.parse_delivery` and handed to ``on_delivery``; every other frame
-(heartbeats, replies, a channel close, a broker's cancel, a delivery whose frames are interleaved with
-others) goes to pika exactly as pika would have processed it, one frame at a time and in order. The
-connection's byte and frame counters advance as pika's would, so its heartbeat checker sees the traffic.
-
-This relies on pika 1.x internals (``_on_data_available``, ``_frame_buffer``, ``_process_frame``,
-``bytes_received``, ``frames_received``; ``setup.py`` pins ``pika<2``). :func:`install` checks they are
-there and leaves the connection alone when they are not, and ``SAFEBUNNY_PIKA_DECODE=1`` in the
-environment turns the tap off (pika decodes everything, at a higher CPU cost per message:
-docs/performance.md).
+:class:`FrameTap` replaces one pika connection's ``_on_data_available``: a ``basic.deliver`` on the tapped
+channel followed directly by its header and body frames is decoded by
+:func:`safebunny.amqp.frames.parse_delivery` and handed to ``on_delivery``; every other frame goes to pika
+in order, and the connection's byte and frame counters advance as pika's would (for its heartbeat checker).
+It relies on pika 1.x internals (docs/source.md); :func:`install` leaves the connection alone when they are
+missing, and ``SAFEBUNNY_PIKA_DECODE=1`` in the environment turns the tap off.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Decoding a delivery (``basic.deliver``, its content header and body frames) straight from AMQP 0-9-1 bytes.
 
-The queue reader spends most of its CPU in pika's generic frame machinery: three frame objects, a
-method object, a :class:`pika.spec.BasicProperties` and a callback dispatch per message (its
-profile: docs/performance.md). A consumer only needs one shape fast, so :func:`parse_delivery` reads
-exactly that one with :mod:`struct` and leaves every other frame to pika (see
-:mod:`safebunny.amqp.frame_tap`). The values are pika's, bit for bit: short strings are UTF-8
-decoded, or left as ``bytes`` when they are not valid UTF-8; header tables go through
-what :func:`pika.data.decode_table` makes of them; the timestamp is an ``int`` of seconds.
-
-Pure logic, no I/O: tested against frames marshalled by pika itself (``tests/unit/test_frames.py``).
+:func:`parse_delivery` reads that one shape with :mod:`struct`, cheaper than pika's generic frame machinery
+(docs/performance.md), and leaves every other frame to pika (:mod:`safebunny.amqp.frame_tap`). The values
+are pika's, bit for bit: short strings are UTF-8 decoded, or left as ``bytes`` when they are not valid
+UTF-8; header tables go through what :func:`pika.data.decode_table` makes of them; the timestamp is an
+``int`` of seconds. Pure logic, no I/O: tested against frames marshalled by pika itself.
 """
 
 from __future__ import annotations

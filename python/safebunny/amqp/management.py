@@ -1,10 +1,7 @@
 """Queue counts from RabbitMQ's management HTTP API (``rabbitmq_management``), which AMQP cannot give.
 
-A passive declare over AMQP tells the ready messages and consumers of a queue, not the messages
-delivered and not yet acknowledged. The management API does (``messages_unacknowledged``), when the
-plugin is on: ``rabbitmq-plugins enable rabbitmq_management``. Its numbers are sampled by the broker
-(every 5 s by default, ``collect_statistics_interval``), so they lag by up to that much.
-
+A passive declare tells a queue's ready messages and consumers, not ``messages_unacknowledged``; the
+management API does, sampled by the broker (docs/operations.md: the plugin, the URL, the sampling lag).
 :func:`queue_counts` never raises for an unreachable or refusing API: it returns no counts and a note
 saying why, with the URL but never the password. Standard library only (``urllib``).
 """

@@ -4,16 +4,8 @@ Shared by every reader (classic/quorum journal reader, stream-queue reader). The
 and their order are those of ``pyspark_safebunny.schema.schema_for(include_headers,
 include_offset=True)``; :func:`arrow_schema` is the exact Arrow schema Spark expects for it
 (``to_arrow_schema(schema, timezone="UTC")``: Spark rejects a batch whose schema differs,
-nullability included). This module does not import pyspark.
-
-Header rendering (``headers`` column, ``map<string,string>``), see :func:`render_header_value`:
-
-* ``str`` as is; ``bytes`` decoded as UTF-8, or standard base64 when they are not valid UTF-8;
-* ``bool`` -> ``true``/``false``; ``int``/``float`` -> their JSON text; ``Decimal`` -> ``str``;
-* ``datetime`` -> ISO 8601 in UTC (naive values, as pika decodes them, are taken as UTC);
-* ``None`` -> a null map value;
-* nested tables and arrays -> compact JSON with sorted keys (orjson ``OPT_SORT_KEYS``), with
-  the same rules for nested bytes, decimals and datetimes, so equal headers render equally.
+nullability included). This module does not import pyspark. Header values are rendered by
+:func:`render_header_value` (the rules: docs/source.md, "Columns" of stream queues).
 """
 
 from __future__ import annotations
@@ -119,7 +111,7 @@ def _normalise(value: Any) -> Any:
 
 
 def render_header_value(value: Any) -> str | None:
-    """One header value as text (rules in the module docstring)."""
+    """One header value as text (rules: docs/source.md, the Columns of stream queues)."""
     if value is None:
         return None
     if isinstance(value, str):

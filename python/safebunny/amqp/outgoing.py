@@ -1,27 +1,10 @@
 """What the sink publishes for a row: column checks, the message-id rule, AMQP properties.
 
 Pure logic (no broker, no Spark), so that every rule here is unit-tested. The columns
-(:data:`ACCEPTED_COLUMNS`) and the id rules are documented for users in docs/sink.md; the exact
-encodings are these. The message id is the first that applies:
-
-1. the row's ``messageId``;
-2. with a ``causationId`` (``node``: the ``node`` option, else the row's routing key, else its
-   exchange; ``type``: the row's, else the ``type`` option, else :data:`DEFAULT_TYPE`): with an
-   ``outputIndex``, :func:`safebunny.ids.message_id` of ``(causationId, node, type, outputIndex)``;
-   without one, :func:`caused_id` (tag ``safebunny.caused.v1``, the cause, node, type and the
-   SHA-256 of the row's content as in rule 3). Either way the id comes from the row, never from its
-   task or its order in it (a shuffle or a retry moves and reorders a cause's outputs), so two
-   *identical* outputs of one cause without an ``outputIndex`` are one message; two different
-   outputs with one ``outputIndex`` in a task fail it;
-3. otherwise :func:`content_id`: a UUIDv5 (under :data:`safebunny.ids.NAMESPACE`) of the tag
-   ``safebunny.content.v1``, the *scope* (streaming batch id and Spark partition id; just the
-   partition id for a batch ``df.write``), the SHA-256 of the row's content (body, correlation id,
-   headers, content type, type, exchange, routing key) and the number of earlier rows in the task
-   with that content. A retried task or replayed micro-batch sees the same rows in the same
-   partitions, so it gets the same ids in any order; two rows of one batch never share an id.
-
-The correlation id is the ``correlationId`` column, else the ``causationId`` (the cause names the
-conversation), else the message's own id. The causation id travels in :data:`CAUSATION_HEADER`.
+(:data:`ACCEPTED_COLUMNS`) and the id rules (the row's ``messageId``, else from its ``causationId``:
+:func:`safebunny.ids.message_id` or :func:`caused_id`, else :func:`content_id`) are documented in
+docs/sink.md; the exact encodings are these. The correlation id is the ``correlationId`` column, else the
+``causationId``, else the message's own id. The causation id travels in :data:`CAUSATION_HEADER`.
 """
 
 from __future__ import annotations
@@ -156,7 +139,7 @@ def _header_items(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None)
 def content_id(scope: str, body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]],
                content_type: str | None, message_type: str | None, exchange: str, routing_key: str,
                occurrence: int) -> str:
-    """The content id of rule 3 (see the module docstring)."""
+    """The content id of rule 3 (docs/sink.md)."""
     return _uuid5(encode_name(
         _CONTENT_TAG, scope,
         _digest(body, correlation_id, headers, content_type, message_type, exchange, routing_key),
@@ -166,7 +149,7 @@ def content_id(scope: str, body: bytes, correlation_id: str | None, headers: lis
 def caused_id(causation_id: str, node: str, message_type: str, body: bytes, correlation_id: str | None,
               headers: list[tuple[str, Any]], content_type: str | None, row_type: str | None, exchange: str,
               routing_key: str) -> str:
-    """The id of rule 2b (see the module docstring): the cause, the slot and the row's content.
+    """The id of rule 2b (docs/sink.md): the cause, the slot and the row's content.
 
     ``message_type`` is the type slot (``DEFAULT_TYPE`` when the row has none); ``row_type`` is
     the row's ``type`` property (None when it has none), which is part of the content.
@@ -194,7 +177,7 @@ class MessageBuilder:
     """Turns one task's rows into :class:`OutgoingMessage` s, applying the id rule.
 
     One builder per task (Spark partition): the occurrence counters of rules 2 and 3 live
-    here. ``scope`` identifies the task's slot in the query (see the module docstring).
+    here. ``scope`` identifies the task's slot in the query (docs/sink.md).
     """
 
     def __init__(self, plan: SinkPlan, scope: str) -> None:

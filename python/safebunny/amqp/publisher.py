@@ -1,21 +1,10 @@
 """``ConfirmingPublisher``: publish with confirms, ``mandatory`` and an in-flight window.
 
-Nothing counts as written until the broker has confirmed it and has not returned it. The
-publisher drives pika's ``SelectConnection`` from the calling thread (no I/O thread):
-``publish`` sends without waiting, and waits only when ``max_in_flight`` messages are
-unconfirmed; :meth:`ConfirmingPublisher.flush` waits for the rest. A ``basic.nack``, a
-``basic.return`` (unroutable), a channel or connection closed by the broker (a missing
-exchange), or a message unconfirmed for longer than ``confirm_timeout`` raises
-:class:`~safebunny.errors.SafeBunnyPublishError` naming the exchange and routing key, and
-leaves the publisher closed. Without Spark::
-
-    with ConfirmingPublisher("amqp://guest:guest@localhost:5672/%2F") as pub:
-        pub.publish("", "my-queue", b"hello", pika.BasicProperties(message_id="m-1", delivery_mode=2))
-        pub.flush()  # raises unless every message was confirmed and routed
-        print(pub.counts)
-
-:mod:`safebunny.amqp.publisher_pool` keeps one open publisher per URI and settings in the process, so
-the tasks that a reused Spark Python worker runs share a connection.
+Nothing counts as written until the broker has confirmed it and has not returned it. ``publish`` sends
+without waiting (up to ``max_in_flight`` unconfirmed), :meth:`ConfirmingPublisher.flush` waits for the rest;
+a nack, a return, a broker's close or a confirm timeout raises :class:`~safebunny.errors.SafeBunnyPublishError`
+and leaves the publisher closed (docs/sink.md, with an example). :mod:`safebunny.amqp.publisher_pool` keeps
+one open publisher per URI and settings in the process, so the tasks of a reused Python worker share it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Publishing Arrow rows as messages, confirmed: the sink's task loop, also used by a step's emits.
 
 :func:`publish_batches` is the per-row loop the Spark sink runs in each task (rows to
-:class:`~safebunny.amqp.outgoing.OutgoingMessage` with the id rules, then
-:meth:`~safebunny.amqp.publisher.ConfirmingPublisher.publish`). :func:`publish_table` runs the same
-loop in the calling process, without Spark: a step publishes its emits from the driver this way,
-saving a Spark job per batch (a batch over its executor threshold goes through the sink instead). Both
-fail on any nack, return or confirm timeout.
+:class:`~safebunny.amqp.outgoing.OutgoingMessage`, then :meth:`~safebunny.amqp.publisher.ConfirmingPublisher.publish`);
+:func:`publish_table` runs it in the calling process, as a step publishes its emits from the driver
+(docs/exactly-once.md, "Where the emits are published"). Both fail on any nack, return or confirm timeout.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Which broker a command talks to, and with which password.
 
-The URI comes from ``--uri``, else the ``SAFEBUNNY_URI`` environment variable, else the saga's own.
-The password comes from ``SAFEBUNNY_PASSWORD``, else the URI, else (when the URI names a user but
-no password) a prompt that does not echo. The password is never printed or logged: every message
-goes through :func:`safebunny.uri.redact`.
+``--uri``, else ``SAFEBUNNY_URI``, else the saga's own; the password from ``SAFEBUNNY_PASSWORD``, else the
+URI, else a prompt that does not echo (docs/operations.md, "Command line"). The password is never printed
+or logged: every message goes through :func:`safebunny.uri.redact`.
 """
 
 from __future__ import annotations

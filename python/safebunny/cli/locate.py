@@ -1,14 +1,8 @@
 """Finding the saga a command works on.
 
-A saga is named in one of three ways:
-
-* ``package.module:attribute``: import the module (from ``sys.path`` and the current directory)
-  and take the attribute;
-* ``path/to/file.py:attribute``: run the file as a module and take the attribute;
-* ``package.module`` or ``path/to/file.py``: the one :class:`safebunny.Saga` the module defines at
-  top level (an error lists them when there are several).
-
-The attribute is a ``Saga``, or a function taking no arguments that returns one.
+``package.module:attribute``, ``path/to/file.py:attribute``, or a module or file that defines exactly one
+:class:`safebunny.Saga` at top level (an error lists them when there are several); the attribute may be a
+function without arguments that returns the saga (docs/operations.md, "Command line").
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
 """The ``safebunny`` command line.
 
-Commands (``safebunny <command> --help`` for each)::
-
-    safebunny topology declare|show|delete <saga>
-    safebunny status <saga> [--shards] [--watch [SECONDS]]
-    safebunny poison list|show|redrive <saga> [--step NODE[.TYPE]] [--id ID ...|--all]
-    safebunny trace <saga> <correlation id or business key>
-    safebunny run <saga> --once|--continuous [--remote URL|--master MASTER] [--metrics-port PORT]
-    safebunny instances <saga> [--state running|retrying|parked|discarded|compensated|completed] [--limit N|--all]
-    safebunny message-id <causation id> <node> <type> [index]
-    safebunny correlation-id <business key>
-
-``<saga>`` is ``package.module:attribute`` or ``path/to/file.py[:attribute]`` (see
-:mod:`safebunny.cli.locate`). The broker is ``--uri``, else ``SAFEBUNNY_URI``, else the saga's own URI;
-the password ``SAFEBUNNY_PASSWORD``, else the URI's, else a prompt (see :mod:`safebunny.cli.connect`).
-``--json`` prints JSON instead of tables. Exit codes: :mod:`safebunny.cli.exits`.
+The commands (``safebunny <command> --help`` for each), how ``<saga>``, the broker and the password are
+found, and the exit codes (:mod:`safebunny.cli.exits`): docs/operations.md ("Command line") and
+:data:`_EPILOG`. ``--json`` prints JSON instead of tables.
 """
 
 from __future__ import annotations

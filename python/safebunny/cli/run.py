@@ -1,17 +1,10 @@
 """``safebunny run <saga> --once|--continuous``: run a saga's steps, for a job task (Databricks serverless too).
 
-``--once`` drains the saga (``saga.drain``: availableNow rounds until nothing moves) and exits; its code says
-what is left (:mod:`safebunny.cli.exits`): 0 drained, nothing newly parked; 6 messages still wait (the
-``--timeout`` ended first: run it again); 7 drained, but messages were parked during the run; 5 a step failed.
-A continuous Databricks job restarts such a task as it ends.
-
-``--continuous`` runs ``saga.run(spark, trigger="availableNow")``: each step in rounds of availableNow queries
-until the process is interrupted (Ctrl-C, or SIGTERM as a job's cancel sends), then stops the queries
-between batches and exits 0; it exits 5 when a step stops for good (a plan error). ``--metrics-port``
-serves the saga's Prometheus metrics meanwhile (:class:`~safebunny.saga.metrics.SagaMetrics`).
-
-The Spark session: ``--remote sc://...`` (Spark Connect), else ``--master`` (a new local session), else
-whatever ``SparkSession.builder.getOrCreate()`` gives (the job's session on Databricks; ``SPARK_REMOTE``).
+``--once`` drains the saga (``saga.drain``) and exits with a code that says what is left
+(:mod:`safebunny.cli.exits`); ``--continuous`` runs ``saga.run(spark, trigger="availableNow")`` until
+Ctrl-C or SIGTERM; ``--metrics-port`` serves :class:`~safebunny.saga.metrics.SagaMetrics` meanwhile. The
+exit codes and the session's choice (``--remote``, ``--master``, else ``getOrCreate()``): docs/operations.md
+("Running a saga as a job task").
 """
 
 from __future__ import annotations
@@ -34,7 +27,7 @@ __all__: list[str] = []
 
 
 def session(remote: str | None, master: str | None) -> Any:
-    """The Spark session a run uses (see the module docstring)."""
+    """The Spark session a run uses (docs/operations.md)."""
     from pyspark.sql import SparkSession
 
     if remote:
@@ -51,7 +44,7 @@ def _parked(saga: Saga) -> int:
 
 
 def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
-    """Drain ``saga`` once; the exit code (see the module docstring)."""
+    """Drain ``saga`` once; the exit code (docs/operations.md)."""
     from safebunny.spark_errors import message_of
 
     parked_before = _parked(saga)
@@ -74,7 +67,7 @@ def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
 
 def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
                check_every: float = 1.0) -> int:
-    """Run ``saga`` in availableNow rounds until interrupted; the exit code (see the module docstring)."""
+    """Run ``saga`` in availableNow rounds until interrupted; the exit code (docs/operations.md)."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 

@@ -5,9 +5,8 @@ commits twice), so every write here reads the table's transaction version first 
 when it is below the batch's version. Reads pass a pyarrow filesystem for local paths: reading on
 the default filesystem makes the process abort at exit (delta-rs#2184).
 
-Maintenance runs serially from one job: vacuum with a zero retention breaks readers of older snapshots and
-``full=True`` can delete a concurrent writer's uncommitted file, so the default retention is kept; staging files
-a SIGKILLed writer left on local disk are swept (no vacuum removes them).
+Maintenance (docs/exactly-once.md) keeps vacuum's default retention (zero breaks readers of older snapshots,
+``full=True`` can delete a concurrent writer's file) and sweeps the staging files a SIGKILLed writer left.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """One source row per merge key (pure pyarrow): a merge whose source holds two rows for one key fails in
 Delta ("matched a target row with multiple source rows") or, for a new key, inserts both.
 
-The rule, the same for every backend: the row of the message last in the source's order wins (an upsert
-stream applied one message after the other); among rows of one message, the handler's last row. Rows
-with a null key are all kept (a null matches nothing, so each is inserted, as the merge itself does).
+The rule, the same for every backend: the row of the message last in the source's order wins, then the
+handler's last row; rows with a null key are all kept (docs/exactly-once.md, "Two messages for one key").
 """
 
 from __future__ import annotations

@@ -4,13 +4,9 @@
 Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itself, for appends via
 writer options and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` /
 ``txnVersion`` (session-wide, so they are set and cleared around the one statement). The SQL is
-built by pure functions (tested without Delta) and takes values as named parameters.
-
-Every commit also carries ``userMetadata`` naming its app transaction (:func:`commit_tag`), so
-whether an orphaned batch applied an effect is read through Spark from the table's history
-(``DESCRIBE HISTORY``), which Unity Catalog allows on managed tables whose storage the driver cannot
-read (:meth:`SparkDeltaTarget.versions`). A history that cannot be read is "unknown": the batch fails loudly,
-never counts the effect as not applied.
+built by pure functions (tested without Delta) and takes values as named parameters. Every commit carries
+``userMetadata`` naming its app transaction (:func:`commit_tag`), read back from ``DESCRIBE HISTORY``
+(:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name").
 
 A merge's source keeps one row per key (:mod:`.merge_rows`' rule): its rows are numbered in the order the
 step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the highest per key.

@@ -1,9 +1,8 @@
 """One Delta table written exactly once: the interface both backends keep, and the one place that picks one.
 
-A table given by path is read and written with delta-rs (:class:`~safebunny.delta.delta_rs.DeltaRsTarget`,
-fenceable: docs/exactly-once.md, the fence); a table given by name through the session's Spark Delta
-(:class:`~safebunny.delta.spark_delta.SparkDeltaTarget`), which an inbox given by path may also choose.
-:func:`delta_target` makes that choice; the inbox, a step's effects and their takeover call the target.
+:func:`delta_target` picks delta-rs for a path (:class:`~safebunny.delta.delta_rs.DeltaRsTarget`, fenceable)
+and Spark Delta for a name (:class:`~safebunny.delta.spark_delta.SparkDeltaTarget`, which an inbox given by
+path may also choose); why once: docs/design.md.
 """
 
 from __future__ import annotations

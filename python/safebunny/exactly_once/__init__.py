@@ -1,11 +1,7 @@
 """Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes.
 
-- :mod:`.protocol`: :class:`Step`, the per-batch protocol run inside ``foreachBatch``, and :class:`BatchReport`;
-- :mod:`.outcome`: what a handler returns (:class:`Outcome`, :func:`append`, :func:`merge`, :func:`emit`);
-- :mod:`.context`: :class:`StepContext`, what a handler is told;
-- the protocol's parts by concern: :mod:`.collect` (the batch and the handler's outputs to the driver),
-  :mod:`.handlers` (frames and rows), :mod:`.claims`, :mod:`.emits`, :mod:`.inbox` (the inbox table and the
-  step's other records; the Delta tables themselves: :mod:`safebunny.delta`).
+The sub-packages by concern (protocol, collect, handlers, claims, emits, inbox) and the handler's
+:mod:`.outcome` and :mod:`.context`: docs/design.md ("Layout").
 """
 
 from typing import TYPE_CHECKING

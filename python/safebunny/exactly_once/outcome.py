@@ -1,10 +1,9 @@
 """What a step's handler returns: :class:`Outcome`, made of effects (:func:`append`, :func:`merge`)
 and emits (:func:`emit`).
 
-The same three functions serve both kinds of handler: a DataFrame handler passes Spark DataFrames,
-a row handler (``rows=True``) passes plain dicts (or lists of dicts) for the message it was given.
-Every effect and emit row carries the ``messageId`` of the input message that caused it; a row
-handler may leave it out and the step fills in the current message's id.
+The same three functions serve a DataFrame handler (Spark DataFrames) and a row handler (``rows=True``:
+plain dicts, or lists of dicts, for its message, whose ``messageId`` the step fills in when left out); every
+effect and emit row carries the ``messageId`` of the input message that caused it (docs/exactly-once.md).
 """
 
 from __future__ import annotations
@@ -46,8 +45,7 @@ class Emit:
     """Messages to publish after the batch's effects, with ids derived from their causes.
 
     ``type`` is the message type (the AMQP ``type`` property and the type slot of the derived id);
-    ``exchange``/``routing_key`` route it (a saga routes by node and type instead). The body is the
-    ``value`` column if there is one, else the row's other columns as a JSON object.
+    ``exchange``/``routing_key`` route it (a saga routes by node and type instead). The body: docs/exactly-once.md.
     """
 
     data: Any

@@ -1,17 +1,11 @@
 """Balancing a sharded saga's shards between its live drivers (the I/O around :mod:`safebunny.saga.leases`).
 
 :class:`RunningSaga <safebunny.saga.runner.RunningSaga>` of a saga with ``driver=`` calls :meth:`Balancer.tick`
-from its supervisor about once a second: it says which shard queries run and gets the shards to hand over; the
-runner restarts its query for each, and the broker's single active consumer moves the shard to the next waiting
-driver. The lease is written in one place, :meth:`Balancer.renew`, from a renewer thread of its own
-(:meth:`Balancer.start`) every :data:`~safebunny.saga.leases.RENEW_S` seconds, so it stays renewed while the
-supervisor waits (a query starting or stopping): it rewrites this driver's lease (its shard queries and the
-shards it holds), reads the others' and finds the shards to hand over.
-
-Which shards this driver holds comes from its batches: a shard's stored reports name the driver of its last
-batch with messages (:mod:`safebunny.saga.reports`), so this driver holds a shard when that is its own
-batch, finished after its query for the shard last (re)started and within :data:`HOLD_S`. An idle holder is
-not known until its shard has messages again; moving an idle shard would gain nothing anyway.
+from its supervisor about once a second and restarts the query of each shard it gets back; the lease is
+written only by :meth:`Balancer.renew`, from a renewer thread (:meth:`Balancer.start`) every
+:data:`~safebunny.saga.leases.RENEW_S` seconds. This driver holds a shard when the shard's stored reports
+(:mod:`safebunny.saga.reports`) name its own last batch with messages, finished after its query for the shard
+last (re)started and within :data:`HOLD_S`. The rules: docs/sagas.md ("Balance between live drivers").
 """
 
 from __future__ import annotations

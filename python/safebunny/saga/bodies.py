@@ -2,20 +2,12 @@
 them with, parsed when the step is declared.
 
 :class:`Body` reads the DDL itself: PySpark has no DDL parser without Spark (``StructType.fromDDL`` asks the
-JVM of the active SparkContext, or the Spark Connect server, in 4.2 and 4.3 alike), and a step is declared
-before any session exists, where a typo must fail naming the step. The grammar is the part of Spark's a JSON
-body can use (``name type`` or ``name: type``, backquotes, ``NOT NULL``, ``COMMENT``, the types of
-:func:`_types`, ``array<>``, ``map<string,>``, ``struct<>``); anything else is refused at declaration.
-
-:meth:`Body.read` is the only rule for what a body is: a JSON object (RFC 8259 as ``orjson`` reads it)
-whose fields have the schema's JSON types, with no coercion (docs/sagas.md has the table); anything else is
-a :class:`MalformedMessage` whose text is the reason poison keeps. Values become the schema's types:
-ISO 8601 strings dates and timestamps (without an offset: in the session's time zone, as Spark reads them),
-base64 strings bytes, numbers exact decimals rounded half up to the scale; a value out of its type's range
-is malformed. ``strict=False`` rejects no field: a value of another JSON type becomes its JSON text in a
-string field (``17`` becomes ``"17"``, as Spark's reader does) and null elsewhere. A row handler's message
-(:meth:`Body.message`) and a DataFrame handler's input (:meth:`Body.prepare`, on the driver from the batch's
-Arrow rows, before any Spark job) come from the same reader, so both reject the same bodies, same reasons.
+JVM of the active SparkContext, or the Spark Connect server), and a step is declared before any session
+exists, where a typo must fail naming the step. :meth:`Body.read` is the only rule for what a body is; a body
+that breaks it is a :class:`MalformedMessage` whose text is the reason poison keeps. The grammar, the JSON
+types accepted per schema type and ``strict=False``: docs/sagas.md ("Step schemas are strict"). A row
+handler's message (:meth:`Body.message`) and a DataFrame handler's input (:meth:`Body.prepare`, on the driver
+from the batch's Arrow rows) come from the same reader, so both reject the same bodies, same reasons.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Checks of a saga's definition: routes no step feeds, and emits a step did not declare.
 
-Pure logic over :class:`~safebunny.saga.definition.SagaStep`\\ s. A message that no queue is bound for
-goes to ``<saga>.unrouted`` (the exchange's alternate exchange), so these mistakes are silent at run
-time: a step that waits for a type its upstream never sends, or a handler that emits a type its step
-does not list in ``produces``. :func:`report` logs them as warnings, or raises them with
-``Saga(strict=True)``.
+Pure logic over :class:`~safebunny.saga.definition.SagaStep`\\ s. Such mistakes are silent at run time (the
+message goes to ``<saga>.unrouted``); :func:`report` logs them as warnings, or raises them with
+``Saga(strict=True)`` (docs/sagas.md, "Definition checks").
 """
 
 from __future__ import annotations

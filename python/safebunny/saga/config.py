@@ -1,9 +1,8 @@
 """A saga's settings and storage layout as frozen values, and what the saga modules read of a saga.
 
-- :class:`SagaLayout`: the saga's root and every path under it, each named once here;
-- :class:`SagaConfig`: the name, the broker, the retry tiers, the queue and publishing settings, the layout;
-- :class:`SagaShape`: a saga's config and steps (the topology, status, balancing);
-  :class:`SagaRunner`: what running a step needs besides (its exactly-once Step and failure router).
+:class:`SagaLayout` (every path under the root, each named once here), :class:`SagaConfig` (the settings and
+the layout), and the protocols :class:`SagaShape` and :class:`SagaRunner` that the saga modules read instead
+of a whole saga.
 """
 
 from __future__ import annotations

@@ -29,14 +29,10 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
     """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
     in a step queue or a retry tier. Returns the number of rounds.
 
-    A step whose query fails is started again in the next round, from its checkpoint (the same batch, the
-    same message ids: its inbox drops what it already applied), as :class:`RunningSaga`'s supervisor does:
-    a failure of the moment (a broker restart) does not end the drain. After ``restarts`` such restarts of
-    one step in a row, its error is raised: safebunny's own error when the query carried one
-    (:func:`safebunny.error_of`), with Spark's exception as its cause. A query whose Python process Spark could
-    not start in time (a loaded machine) is not one of those restarts: it never ran, and it is started again, up
-    to :data:`WORKER_START_TRIES` times in a row. ``start`` starts one step's query (:func:`start_query`; a
-    parameter for tests of this loop)."""
+    A failed step starts again from its checkpoint in the next round, and its error is raised after
+    ``restarts`` failures in a row (docs/sagas.md, "Running"). A query whose Python process Spark could not
+    start in time never ran: it is started again, up to :data:`WORKER_START_TRIES` times in a row. ``start``
+    starts one step's query (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s

@@ -1,21 +1,9 @@
 """The state of each saga instance, derived from the steps' inbox rows, the parked messages and the started
 records (pure functions; :mod:`safebunny.saga.instances` reads those and builds the DataFrame).
 
-An instance is the set of messages with one correlation id. Its messages are **open** when:
-
-- a step emitted them to a step of this saga and no step has processed them yet (in a queue, or in a batch);
-- they failed and were not processed since: **parked** when the poison queue holds them, else **waiting in
-  retry** (in a retry tier, or back in the step's queue);
-- the instance was started (``saga.start``) and its first message is not processed yet.
-
-A **terminal step** is one whose ``produces`` no step of the saga consumes (a step that produces nothing is
-one): its emits, if any, leave the saga. An instance is **completed** when nothing of it is open (every path
-reached a terminal step, or a step that processed its message with nothing to emit) and no compensation step
-ran; **compensated** when nothing is open and a compensation step (``compensates=...``) processed one of its
-messages. A message parked at a step with ``fails_as`` counts as compensated once a compensation step ran.
-An instance whose parked messages were all given up on (``saga.discard``) and that has nothing else open is
-**discarded**, with the reason given. States by precedence: ``parked``, ``retrying``, ``running``,
-``discarded``, ``compensated``, ``completed``.
+An instance is the set of messages with one correlation id. States by precedence: ``parked``, ``retrying``,
+``running``, ``discarded``, ``compensated``, ``completed``; what each means and what a terminal step is:
+docs/operations.md ("Saga instances").
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Saga instances as a table: ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
 
-Derived from what is durable: the steps' inbox rows (within the inbox's dedupe window, 7 days by
-default), the messages in the poison queues (read only for the steps whose poison queue holds any), and
-the started records ``saga.start`` appends to ``<root>/started`` (a Delta table: businessKey,
-correlationId, node, type, startedAt), which give each instance its business key and make an instance
-visible before its first step runs. States and "completed": :mod:`safebunny.saga.instance_state`.
+Derived from what is durable (docs/operations.md, "Saga instances"): the steps' inbox rows within the dedupe
+window, the poison queues (only those that hold messages), and the started records ``saga.start`` appends
+to ``<root>/started`` (a Delta table: businessKey, correlationId, node, type, startedAt), which make an
+instance visible before its first step runs. States: :mod:`safebunny.saga.instance_state`.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Driver leases: which processes run a saga now, which shards each holds, and who should hold which.
 
-The broker decides who holds a shard: each shard queue has a single active consumer, and when the
-holder's connection dies the broker hands the shard (and its unacknowledged messages) to a standby. What
-the broker cannot decide is balance: the first driver to attach holds every shard, and a driver that
-starts later stays a standby for all of them. Leases decide only that.
-
-Each driver of a saga (``Saga(driver=...)`` under ``saga.run``) rewrites its lease,
-``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lease` held by the driver's name),
-every few seconds from a renewer thread: which shard queries it runs (and since when), and which shards it
-holds as far as its batches tell (the time of its last batch with messages on that shard). From the live
-leases every driver computes the same assignment of shards to drivers (:func:`assign`); a driver hands a
-shard it holds to the driver the assignment names by restarting its own query for that shard: its consumer
-leaves, the broker activates the next waiting one, and the restarted query waits behind it as a standby
-(:func:`handovers`).
-
-Correctness never rests on a lease: the inbox and the batch claim make every effect exactly once whoever
-holds a shard, and a handover is a takeover without a death. A stale or missing lease only makes the
-balance worse. A driver lives while its lease was renewed within :data:`TTL_S`, on any host (a driver whose
-process runs but no longer renews is gone too); the renewal time is the writer's clock, compared with the
-reader's, so clocks must agree to within a few seconds of it.
+The broker decides who holds a shard (single active consumer); leases decide only the balance. Each driver
+rewrites ``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lease`) from a renewer thread;
+from the live leases every driver computes the same assignment (:func:`assign`) and hands a shard on by
+restarting its query for it (:func:`handovers`). Correctness never rests on a lease (docs/sagas.md,
+``drivers/_leases/``). A driver lives while its lease was renewed within :data:`TTL_S` by the writer's
+clock, so clocks must agree to within a few seconds of it.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files.
 """

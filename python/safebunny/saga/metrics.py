@@ -1,27 +1,9 @@
 """Prometheus metrics of a saga's steps: ``SagaMetrics(saga).start(spark)`` serves ``/metrics`` on a port.
 
-Two sources, joined per step (label ``step="node.type"``, plus ``saga``):
-
-- a ``StreamingQueryListener`` (PySpark's Python listener) keeps each step query's last progress: input
-  and processed rows per second, the last batch's rows, duration and id, and whether the query is active.
-  Over Spark Connect, PySpark 4's listener runs in this process too (the client receives the server's
-  events). Where the listener cannot reach this process (it could not be added, ``listener=False``, or the
-  step's query ran in another process), the last batch's rows, duration, id and processed rows per second
-  come from the step's durable batch reports (:mod:`safebunny.saga.reports`), and ``active`` from
-  the session's active queries;
-- at each scrape, what ``saga.status()`` reads from durable places: the step's counters since the saga
-  root was created (batches, received, processed, duplicates, failed, retried, parked), the backlog and
-  retry-tier depths (AMQP passive declares) and unacked messages (when the management API answers).
-  The poison queues are not read at each scrape (a stream read per step); ``parked_total`` counts them.
-
-Standard library HTTP server (``http.server``), in a daemon thread; no dependency beyond safebunny's.
-Scrape it with::
-
-    scrape_configs:
-      - job_name: safebunny
-        scrape_interval: 15s
-        static_configs:
-          - targets: ["driver-host:9108"]
+Per step, a ``StreamingQueryListener``'s last progress (or, where it cannot reach this process, the step's
+batch reports, :mod:`safebunny.saga.reports`) joined with what ``saga.status()`` reads at each scrape.
+Standard library HTTP server (``http.server``) in a daemon thread. The metrics and a scrape config:
+docs/operations.md.
 """
 
 from __future__ import annotations

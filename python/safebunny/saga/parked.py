@@ -1,9 +1,7 @@
 """Reading, redriving and discarding the messages parked in a step's poison queue (a stream queue).
 
-A message can be parked more than once: a batch replayed after a crash republishes its failed rows,
-and a copy left in a retry tier by such a replay fails again. The listing keeps one entry per
-message id, the latest copy, with its state from the step's poison ledger
-(:mod:`safebunny.saga.poison_ledger`): resolved and discarded entries are left out unless asked for.
+A message can be parked more than once (a replayed batch republishes its failed rows); the listing keeps one
+entry per message id, the latest copy (docs/sagas.md), with its state from :mod:`safebunny.saga.poison_ledger`.
 """
 
 from __future__ import annotations
@@ -131,14 +129,8 @@ def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = Fa
 
 def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, force: bool = False,
             error_type: str | None = None) -> int:
-    """Republish parked messages (all, those with the given ids, or those that failed with ``error_type``) to
-    the step's queue with their attempt count reset; the inbox drops any that succeeded meanwhile. A
-    discarded message is never redriven. Returns how many were republished; each is recorded as
-    ``redriven`` in the step's poison ledger.
-
-    A step with ``fails_as`` published a failure message when it parked each of these, and compensation
-    may have undone the instance's earlier steps: redriving would then complete a compensated instance.
-    That is refused unless ``force`` is true."""
+    """:meth:`Saga.redrive <safebunny.saga.saga.Saga.redrive>` (which says what is redriven and when it is
+    refused), with each message's attempt count reset and each recorded as ``redriven`` in the poison ledger."""
     node, message_type = step.node, step.consumes
     wanted = set(ids) if ids is not None else None
     ledger = PoisonLedger(config.layout.poison_ledger(step.label))

@@ -1,15 +1,10 @@
 """The ids a step has parked, so that a fresh copy of a parked message counts as a duplicate.
 
-``saga.start`` derives a message's id from the business key: starting an order twice publishes the same id
-twice. The step's inbox drops the second copy when the first succeeded; when the first was parked, the copy
-would run through the retry tiers and poison again (and count as failed, retried and parked twice). The
-instance is parked: a copy that arrives fresh (no ``x-safebunny-attempt`` header from a retry tier, no
-``x-safebunny-redriven`` header from ``redrive``) is dropped and counted as a duplicate; ``redrive`` is the
-way to run it again.
-
-The ids live in ``<root>/poison/<unit label>.parked.json`` (a JSON list written whole), written after the
-poison copy was confirmed, so an id found there is in the poison stream. One file per query (a shard has its
-own): a copy of an instance goes to the same shard as its first.
+A copy that arrives fresh (no ``x-safebunny-attempt`` or ``x-safebunny-redriven`` header) of a parked
+message is dropped and counted as a duplicate; ``redrive`` is the way to run it again (docs/sagas.md,
+"Starting"). The ids live in ``<root>/poison/<unit label>.parked.json`` (a JSON list written whole), written
+after the poison copy was confirmed, so an id found there is in the poison stream. One file per query (a
+shard has its own): a copy of an instance goes to the same shard as its first.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """What operators did with a step's parked messages: redriven or discarded, by whom, when and why.
 
-The poison queue is a stream: entries cannot be removed from it one by one. The ledger, a small JSON file
-``<root>/poison/<node>.<type>.json`` written whole (:func:`safebunny.storage.writes.write_atomically`), records
-per message id the last action taken. :func:`state_of` combines it with the entry itself and the inbox:
-
-- ``parked``: in the poison queue, nothing done yet (or parked again after its last redrive);
-- ``redriven``: sent back to the step, not processed yet;
-- ``resolved``: redriven, then processed by the step (the inbox has it ``done``);
-- ``discarded``: given up on purpose, with the reason recorded; never redriven.
-
-Listings hide ``resolved`` and ``discarded`` unless asked for all. Two operators writing at the same
-instant may lose one record (the last write wins); the message itself is never lost.
+A small JSON file ``<root>/poison/<node>.<type>.json`` written whole
+(:func:`safebunny.storage.writes.write_atomically`) records per message id the last action taken;
+:func:`state_of` combines it with the entry itself and the inbox into ``parked``, ``redriven``, ``resolved``
+or ``discarded`` (docs/operations.md, "The poison ledger"). Two operators writing at the same instant may
+lose one record (the last write wins); the message itself is never lost.
 """
 
 from __future__ import annotations

@@ -55,8 +55,7 @@ def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | Non
                "pauseFile": layout.pause_file(step.node, step.consumes)}
     interval = None if trigger is None else interval_ms(trigger)
     if interval is not None and is_entry(saga, step):
-        # the source keeps the interval; the query runs with a zero trigger (start_query). A step fed by other
-        # steps is not paced: it takes each upstream output as it arrives (safebunny.source.admission)
+        # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
         options["minBatchIntervalMs"] = str(max(1, int(interval)))
     if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
         options["singleActiveConsumer"] = "true"
@@ -80,8 +79,7 @@ def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | Non
     if trigger is None:
         writer = writer.trigger(availableNow=True)
     else:
-        # a processing-time trigger starts every step at the same multiples of its interval, so each hop waited a
-        # whole interval for the next one; the source paces the batches instead (safebunny.source.admission)
+        # the source paces the batches instead (see source_frame): interval triggers put the hops in lockstep
         writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
     query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
     note_streaming_started(spark)

@@ -2,17 +2,11 @@
 balancer read, in any process (over Spark Connect the batches run in a server process; they write here too).
 
 One small JSON file per query (a step, or one shard of it), ``<root>/status/<unit label>.json``, rewritten
-whole (write, then rename; on an object store one PUT) after each batch that carried messages. It holds the
-step's totals since the saga root was created (:data:`COUNTERS`), the last batch id counted in each epoch (a
-batch whose id is not above it, a replay after a crash, is not counted again), the newest :data:`KEEP`
-:class:`~safebunny.exactly_once.protocol.report.BatchReport`\\ s (for the rate, the last batch and ``saga.reports_of``)
-and the saga driver that ran the last one. A plain file, not a Delta table: it costs a small fraction of a
-Delta append with its transaction check (docs/performance.md).
-
-A crash of the driver loses nothing: the file is renamed into place in one step, and a batch replayed after a
-crash is counted once (by its epoch and batch id). A power loss between the write and the next flush of the
-page cache may lose the last batches' counts (never messages). A file of an older safebunny (totals without
-reports) is read for its totals; its rate and last batch are unknown until the next batch.
+whole (write, then rename) after each batch that carried messages: the totals (:data:`COUNTERS`), the last
+batch id counted per epoch (a replay is not counted again), the newest :data:`KEEP`
+:class:`~safebunny.exactly_once.protocol.report.BatchReport`\\ s and the driver of the last one
+(docs/operations.md, "Status from any process"). A file of an older safebunny (totals without reports) is
+read for its totals.
 
 :func:`add_report` and :func:`summary` are pure: they work on the record as a dict.
 """

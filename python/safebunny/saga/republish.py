@@ -2,14 +2,9 @@
 ``fails_as`` failure messages) through the sink's confirming publisher.
 
 Every copy goes through :class:`~safebunny.amqp.outgoing.MessageBuilder` and
-:class:`~safebunny.amqp.publisher.ConfirmingPublisher`, as the sink and a step's emits do: the same
-causation header, the AMQP timestamp, confirms with ``mandatory``, and one error type
-(:class:`~safebunny.errors.SafeBunnyPublishError`) for a nack, a return or a timeout.
-
-A copy keeps the message's own id (the inbox of the step dedupes by it) and carries a derived
-:data:`COPY_ID` header: :func:`copy_id` of the message id, the queue it goes to and its attempt. A
-batch replayed after a crash republishes the same copies with the same copy ids, and readers of a
-poison queue keep one entry per message.
+:class:`~safebunny.amqp.publisher.ConfirmingPublisher`, as the sink and a step's emits do, keeps the
+message's own id and carries a derived :data:`COPY_ID` header (:func:`copy_id`), so a replayed batch
+republishes the same copies (docs/sagas.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Retry tiers and the poison decision, as pure functions over headers of our own.
 
-A failed message goes to retry tier ``i`` (a queue whose TTL is ``delays[i]``, dead-lettering back to
-the consumer queue) with its attempt count in ``x-safebunny-attempt``; after the last tier, or at
-once for an error type listed in ``poison_on``, it goes to the poison queue. ``x-death`` is dropped
-when republishing: its counts are unreliable across broker versions.
+A failed message goes to the next retry tier (a queue whose TTL is ``delays[i]``) with its attempt count in
+``x-safebunny-attempt``, then to poison; ``x-death`` is dropped when republishing, its counts being
+unreliable across broker versions (docs/sagas.md, "Failures").
 """
 
 from __future__ import annotations

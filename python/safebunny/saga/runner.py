@@ -39,11 +39,9 @@ class RunningSaga:
     again from one second once a restarted query has run for :attr:`HEALTHY_S` without failing (or an
     availableNow round ended well), so a step that failed a few times last week restarts at once today.
 
-    With ``trigger="availableNow"`` (:data:`AVAILABLE_NOW`, the only trigger Databricks serverless allows) each
-    step runs in rounds: its query reads what its queue holds when it starts, ends by itself, and the supervisor
-    starts the next round at its next tick (every second), or :data:`IDLE_ROUND_S` later when the round read
-    nothing. A failed round is restarted with backoff as a failed query is. ``rounds`` counts each step's ended
-    rounds."""
+    With ``trigger="availableNow"`` (:data:`AVAILABLE_NOW`) each step runs in rounds, the next one started at the
+    supervisor's next tick or :data:`IDLE_ROUND_S` later after an empty round (docs/databricks.md, "Run modes");
+    ``rounds`` counts each step's ended rounds."""
 
     #: a restarted query that has run this long without failing resets its step's backoff
     HEALTHY_S = 60.0

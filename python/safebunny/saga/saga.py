@@ -29,26 +29,13 @@ __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
-    under ``root``. ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
-    ``delivery_limit`` unless ``quorum=False``. A password inside ``uri`` is kept apart from it (as
-    ``password``), so the queries' plans never show it. ``strict=True`` turns the definition checks'
-    warnings (a route no step feeds, an emit outside a step's ``produces``) into errors.
-    ``management_url``: the management HTTP API for ``status``'s unacked counts (default: the broker's
-    host, port 15672). ``poison_max_age``: how long the poison streams keep parked messages (RabbitMQ's
-    ``x-max-age``: a number and a unit of ``Y``, ``M``, ``D``, ``h``, ``m``, ``s``; default ``"30D"``;
-    ``None`` keeps them for ever); set when a poison stream is created. ``unrouted_max_age``: the same for
-    the stream ``<saga>.unrouted``, which keeps the messages no step consumes (default ``"7D"``).
-    ``driver``: this process's name when several drivers run the saga together (each with its own name, the
-    same ``name`` and ``root``): its checkpoints and journals then live under ``root/drivers/<driver>``, and
-    every step must be sharded (``shards=``) so that one driver at a time holds each shard.
-    ``executor_publish_rows``: a step's
-    batch with more emitted messages than this publishes them from the executors instead of the driver
-    (default ``"auto"``: 5,000 on a cluster, always the driver on a ``local[...]`` session; 0 or None: always
-    the driver), about ``executor_partition_rows`` (default 2,500) per task; see
-    :class:`~safebunny.exactly_once.protocol.step.Step`. ``checkpoints``: where the steps' Spark checkpoints go
-    (default ``<root>/checkpoints``, or ``<root>/drivers/<driver>/checkpoints``), for a root on an object store
-    that the session's Hadoop filesystems cannot open; each step's and shard's checkpoint is a folder under it.
-    Every setting is kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`)."""
+    under ``root``; every setting is kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`).
+    ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit ``delivery_limit`` unless
+    ``quorum=False``. A password inside ``uri`` is kept apart from it (as ``password``), so the queries' plans
+    never show it. ``strict=True`` turns the definition checks' warnings into errors. The other settings and
+    their defaults: ``management_url`` and ``poison_max_age`` in docs/operations.md; ``unrouted_max_age``,
+    ``driver`` and ``executor_publish_rows``/``executor_partition_rows`` in docs/sagas.md; ``checkpoints`` in
+    docs/databricks.md."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
                  quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
@@ -105,12 +92,9 @@ class Saga:
         """Decorator: ``handler`` runs for messages of type ``consumes`` that ``from_node`` sends to ``node``.
         ``schema`` (DDL text or a ``StructType``) is parsed here: a typo fails at once, naming the step.
         ``fails_as``: publish a message of this type when a message is poisoned (for compensation steps).
-        ``strict_schema``: a body whose fields do not have the schema's JSON types (``17`` for a string,
-        ``"abc"`` for a number) goes to poison naming the field; ``False`` coerces them (:mod:`~.bodies`).
-        ``shards``: split the step's input into this many queues (1 to 64) by saga instance, each read by its
-        own query with a single active consumer; one instance's messages, and every duplicate of one, always
-        reach the same shard, and several drivers (``Saga(driver=...)``) share the shards
-        (docs/sagas.md, "Sharded steps and several drivers")."""
+        ``strict_schema=False`` coerces body fields to the schema's types instead of parking the message
+        (docs/sagas.md, "Step schemas are strict"). ``shards``: split the step's input into this many queues
+        (1 to 64) by saga instance (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
                                   fails_as, batch_size or self.config.batch_size, strict_schema, shards)
@@ -208,13 +192,11 @@ class Saga:
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
-        """Start every step as its own streaming query; returns a handle with ``stop()``. ``trigger``: a
-        processing-time interval (``"1 second"``), or ``"availableNow"`` for rounds of availableNow queries, each
-        step's next round started as its last one ends (Databricks serverless refuses processing-time triggers;
-        :class:`~safebunny.saga.runner.RunningSaga`). Among several drivers
-        (``driver=``), ``balance`` keeps a lease under the root and hands shards to the other live drivers until
-        each holds its share (docs/sagas.md, "Sharded steps and several drivers"); ``False`` leaves every shard
-        with the first driver to attach."""
+        """Start every step as its own streaming query; returns a handle with ``stop()``
+        (:class:`~safebunny.saga.runner.RunningSaga`). ``trigger``: a processing-time interval (``"1 second"``), or
+        ``"availableNow"`` for rounds of availableNow queries (Databricks serverless). Among several drivers,
+        ``balance=False`` leaves every shard with the first driver to attach (docs/sagas.md, "Sharded steps and
+        several drivers")."""
         from safebunny.saga.runner import RunningSaga
 
         self.declare()

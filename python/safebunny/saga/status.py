@@ -97,11 +97,8 @@ def combined(counters: list[StepCounters]) -> StepCounters:
 
 @dataclass(frozen=True)
 class ShardStatus:
-    """One shard of a sharded step (``saga.shards()``): its queue's depth, whether a consumer holds it, which
-    driver ran its last batch and how long ago, and among several drivers the ``holder``: the driver whose
-    live lease says it holds the shard (:mod:`safebunny.saga.leases`; None while no live driver has run a batch
-    there lately) and ``lease_age_seconds``, the seconds since that driver (or else the last batch's driver)
-    renewed its lease: a driver gone stops renewing, so its age grows past the lease's 20 s."""
+    """One shard of a sharded step (``saga.shards()``); each field: docs/sagas.md, "Who holds what" (``holder``
+    from :mod:`safebunny.saga.leases`)."""
 
     step: str
     shard: int

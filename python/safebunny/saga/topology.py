@@ -1,28 +1,11 @@
 """A saga's RabbitMQ topology by node and message type, declared idempotently.
 
-For a saga named ``S`` (see docs/sagas.md):
-
-- one durable topic exchange ``S``; messages of type ``T`` sent by node ``N`` carry the routing key
-  ``N.T``; its alternate exchange ``S.unrouted`` (fanout) keeps what no step consumes in the stream
-  queue ``S.unrouted``, so a publish never fails for lack of a consumer;
-- per step (node ``C`` consuming ``T`` from node ``F``) the consumer queue ``S.C.T`` (quorum by
-  default, ``x-delivery-limit`` set explicitly, dead-lettering past it to the poison queue) bound
-  to ``F.T.#``; the routing key of a message of a type that a sharded step consumes ends in its saga
-  instance's bucket (``F.T.<b>``, ``b`` in 0..63 from a hash of its correlation id, :func:`bucket_of`), so
-  that
-- a step with ``shards=N`` has N consumer queues ``S.C.T.shard.<i>`` instead, each with a single active
-  consumer and bound to the buckets ``b`` with ``b % N == i``: one instance's messages, and every
-  duplicate of one of them, always reach the same shard;
-- per consumer queue a ladder of retry queues ``<consumer queue>.retry.<i>`` (one per delay, per-queue
-  TTL, dead-lettering back to its consumer queue through the default exchange, so no other node or
-  shard sees a copy);
-- per consumer queue a poison queue ``S.C.T.poison``, a stream queue (browsable by offset with
-  ``spark.read``).
-
-Before anything is created, every queue that already exists is checked against the arguments we
-would declare; a difference raises :class:`SafeBunnyTopologyError` naming the queue, the argument,
-both values and what to do. The naming and argument functions are pure. What this module needs of
-a saga is :class:`~safebunny.saga.config.SagaShape` (its config and steps); the names need only its name.
+The exchanges and queues (consumer, shard, retry, poison and ``unrouted`` queues, and the routing keys with
+their buckets, :func:`bucket_of`) are described in docs/sagas.md. Before anything is created, every queue
+that already exists is checked against the arguments we would declare; a difference raises
+:class:`SafeBunnyTopologyError` naming the queue, the argument, both values and what to do. The naming and
+argument functions are pure. What this module needs of a saga is :class:`~safebunny.saga.config.SagaShape`
+(its config and steps); the names need only its name.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """``saga.trace``: the path of one saga instance through the steps' inboxes, and where it stopped.
 
-Each inbox row is one delivery of a message to a step (a retry tier's copy is a new delivery and a new row).
-A message whose last delivery failed and that sits in the step's poison stream shows that: its last ``failed``
-entry reads ``parked`` (or ``discarded`` / ``redriven``, from the step's poison ledger), with ``delivery``
-counted as the poison record counts its attempts.
+Each inbox row is one delivery of a message to a step; a parked message's last ``failed`` entry reads
+``parked`` (or ``discarded`` / ``redriven``, from the poison ledger), its ``delivery`` counted as the poison
+record counts its attempts (docs/operations.md, ``safebunny trace``).
 """
 
 from __future__ import annotations

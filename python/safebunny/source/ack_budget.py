@@ -1,16 +1,11 @@
 """The consumer_timeout budget of the queue source.
 
-RabbitMQ closes a channel whose oldest unacked delivery is older than its ``consumer_timeout``
-(30 minutes by default), and requeues everything the channel held. The source acks a batch when
-Spark plans the next one, and it prefetches two batches, so a delivery waits in the buffer while
-the previous batch runs, then while its own batch runs: about two batch durations (docs/performance.md,
-``python -m bench.bench_ack_age``). Batches that take longer than half the timeout therefore lose
-their acks; each lost batch comes back redelivered and is read again, and a query whose batches
-stay that slow spins on the same messages forever.
-
-:class:`AckBudget` watches both sides: the duration between plans (a warning when two of them pass
-half the timeout), and the broker's verdict (the query fails with a clear error when the broker
-closed the channel for an overdue ack in two of the last five commits).
+RabbitMQ closes a channel whose oldest unacked delivery is older than its ``consumer_timeout`` and requeues
+what it held; a delivery waits about two batch durations before its ack (docs/performance.md, "The
+``consumer_timeout`` budget"), so batches slower than half the timeout lose their acks and spin on the same
+messages. :class:`AckBudget` warns when two intervals between plans pass half the timeout, and fails the
+query with a clear error when the broker closed the channel for an overdue ack in two of the last five
+commits.
 """
 
 from __future__ import annotations

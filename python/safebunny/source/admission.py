@@ -4,16 +4,9 @@ A poll waits up to ``pollTimeoutMs`` for a first message (the read limits, ``max
 ``maxBytesPerTrigger``, bound what it then takes). With ``minBatchIntervalMs`` the source also keeps the
 interval itself, for a query run with a zero trigger: a batch with data starts no sooner than ``interval``
 after the previous batch with data found its first message (when its poll began taking, or when a message
-arrived while it waited), and then as soon as a message is there.
-
-Why the source and not a processing-time trigger: Spark starts every query's trigger at the same multiples of
-its interval. In a chain of queries (a saga's steps) that makes the hops move in lockstep: at a slot's start
-each step is busy with what its upstream published during the previous slot, so what the upstream publishes
-now waits for the next slot, and every hop costs a whole interval (docs/performance.md). Paced here, batches
-are spaced as under a trigger (one per interval under a steady load, back to back under a backlog), not
-aligned to the wall clock, and Spark never warns "falling behind" for an idle poll: a zero trigger has no
-interval to fall behind. A saga paces its entry steps only; a step fed by other steps runs unpaced and takes
-each upstream output as it arrives.
+arrived while it waited), and then as soon as a message is there. Why the source paces and not a
+processing-time trigger (hops in lockstep), and why a saga paces its entry steps only: docs/performance.md
+(``minBatchIntervalMs``).
 
 Pure logic on a clock passed in, so it is testable without Spark or a broker.
 """

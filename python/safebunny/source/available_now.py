@@ -1,14 +1,9 @@
 """An ``availableNow`` run ends only when the messages counted at its start have been read.
 
-The reader counts the queue when the run starts and reads that many. A ``take`` that comes back empty
-before then does not mean the rest is gone: a large body can still be on its way (a 10 MB message under
-CPU load arrived after ``pollTimeoutMs``, and the run ended with half the queue unread). So the reader
-asks the broker: a passive declare on the consumer's channel is answered after every delivery the
-broker sent before it, so once it returns, a message still ready at the broker or waiting in the buffer
-is one this run must read, and it keeps taking. Only when the broker holds none ready and nothing is
-buffered has the count gone elsewhere (another consumer took those messages, they expired, the queue
-was purged), and the run may end. Messages that stay ready without reaching this consumer for
-``timeout`` seconds fail the run with a clear error instead of ending it as complete.
+A take that comes back empty before then does not end the run: a passive declare on the consumer's channel
+says whether a message is still ready at the broker or buffered, and only when none is may the run end;
+messages that stay ready without reaching this consumer for ``timeout`` seconds fail the run. Why:
+docs/source.md (the ``availableNow`` bullet).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """A queue consumer whose connection lives on its own I/O thread.
 
-The driver-side reader of a classic or quorum queue holds deliveries unacked across
-micro-batches: from the moment a batch is planned until Spark commits it. Between Spark's
-calls nothing would service a :class:`pika.BlockingConnection`, and the broker would close
-it after the heartbeat timeout, requeueing everything. So the connection is owned by one
-thread that keeps calling ``process_data_events``; the Spark-facing thread only takes
-deliveries from a buffer and asks for acks through ``add_callback_threadsafe``.
-
-Delivery tags are channel-scoped: every delivery carries the *generation* of the channel
-that delivered it, and an ack for an older generation is dropped (the broker has already
-requeued those messages; they come back flagged ``redelivered``).
-
-Memory is bounded twice, by the prefetch and by a byte budget: :mod:`safebunny.source.consumer_budget` (its
-``budget``: pausing and resuming the consumer by it).
+One thread owns the connection and keeps calling ``process_data_events`` (so heartbeats flow between
+Spark's calls, docs/source.md); the Spark-facing thread only takes deliveries from a buffer and asks for
+acks through ``add_callback_threadsafe``. Every delivery carries the *generation* of the channel that
+delivered it, and an ack for an older generation is dropped (the broker has already requeued those
+messages; they come back flagged ``redelivered``). Memory is bounded by the prefetch and by a byte budget:
+:mod:`safebunny.source.consumer_budget`.
 """
 
 from __future__ import annotations
@@ -252,7 +245,6 @@ class QueueConsumer:
         self._connection = None
 
     def _reconnect_after_loss(self) -> None:
-        # Deliveries of the old channel can no longer be acked; the broker requeued them.
         self._clear_buffer()
         self._connect()
         log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
@@ -316,15 +308,9 @@ class QueueConsumer:
         self, max_messages: int, max_bytes: int | None, first_wait: float, linger: float = 0.05,
         fill_wait: float = 0.0,
     ) -> list[Delivery]:
-        """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies).
-
-        Waits up to ``first_wait`` seconds for the first one, then up to ``linger`` seconds
-        more while the buffer is short of ``max_messages``. When the broker's last count says
-        enough messages wait in the queue to fill it (a backlog: fuller batches spread Spark's
-        fixed cost per batch, and latency is the backlog's anyway), it waits up to ``fill_wait``
-        seconds instead, for as long as deliveries keep arriving: ``linger`` seconds without one
-        end the wait (the count may be stale, or the rest held elsewhere). Never blocks the I/O
-        thread.
+        """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies), waiting as
+        :class:`~safebunny.source.take_policy.TakeWaits` says (``first_wait``, ``linger``, ``fill_wait``:
+        docs/source.md, "How long a take waits"). Never blocks the I/O thread.
         """
         self._check()
         waits = TakeWaits(max_messages, max_bytes, first_wait, linger, fill_wait, time.monotonic())

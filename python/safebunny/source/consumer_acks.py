@@ -117,9 +117,8 @@ class ConsumerAcks:
     def confirm_acks(self, timeout: float = 30.0) -> bool:
         """Wait until the broker has processed every ack sent so far: a round trip on the same channel, whose
         methods the broker handles in order. Returns True at once when no ack waits, False when the round trip
-        failed (the channel is gone: its unacked messages come back). Use it before the process may end:
-        an ack merely written to a socket is lost when the process exits with deliveries still unread on
-        that socket (the kernel resets the connection). The answer also refreshes :attr:`backlog`."""
+        failed (the channel is gone: its unacked messages come back). Use it before the process may end (why:
+        docs/source.md, on acks). The answer also refreshes :attr:`backlog`."""
 
         def round_trip() -> bool:
             if not self._unconfirmed:

@@ -1,17 +1,15 @@
 """The consumer's flow control by its byte budget.
 
-Memory is bounded twice: the prefetch bounds the unacked deliveries in messages, and
-``max_buffered_bytes`` bounds the bodies waiting in the buffer. With a byte budget the consumer
-starts with a prefetch of 1; the first delivery tells the body size, and the consumer is
-restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget
-holds at the average body size seen: at most ``prefetch`` and at most ``max_buffered_bytes /
-average size``. Should the buffer still reach the budget (bodies grew), the consumer is
-cancelled the same way until the take has drained the buffer to half the budget. Deliveries
-that arrive between a cancel and its cancel-ok are kept (they are ours, unacked): nothing is
-rejected or requeued, so no delivery attempt is counted on a quorum queue.
+With a byte budget the consumer starts with a prefetch of 1, learns the body size from the first delivery and
+is restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget holds: at
+most ``prefetch`` and at most ``max_buffered_bytes / average size``; should the buffer still reach the budget,
+it is cancelled the same way until the take has drained the buffer to half the budget (docs/source.md).
+Deliveries that arrive between a cancel and its cancel-ok are kept: nothing is rejected or requeued, so no
+delivery attempt is counted on a quorum queue.
 
 :class:`ByteBudgetFlow` is owned by a :class:`~safebunny.source.consumer.QueueConsumer` (its ``budget``),
-which hands it the current channel and the call that consumes again."""
+which hands it the current channel and the call that consumes again.
+"""
 
 from __future__ import annotations
 

@@ -1,38 +1,10 @@
 """One query per journal: the owner of a ``journalLocation`` and its id in the offsets.
 
-Two queries writing to one location would name their batches alike (each counts from 0), serve each
-other's messages and ack messages they never served, silently. So the first query that journals a
-batch in a location creates its owner file, ``journal-owner.json``, atomically, and every offset it
-returns from then on carries the owner's id (``{"seq": .., "tick": .., "journal": "<id>"}``). Spark
-keeps offsets in its offset log, so a restarted query learns its id from the ``start`` offset it is
-given (or, when it replays batch 0, from that batch's ``end``).
-
-What an offset says about a location:
-
-* An offset with id X: Spark logged a batch of X, so the location must be X's. Owned by another id:
-  refuse. No owner file (the location was emptied or moved): written again for X.
-* An offset without an id: the initial offset of a new checkpoint, or a checkpoint written before
-  journal ids existed (those keep working: their batch files have the same names). The location must
-  be unowned, or owned by a query that is *stale*: Spark never logged any of its batches (``logged``
-  is false) and it no longer runs. Such an owner is our own earlier process that died between
-  creating the owner file and Spark's offset-log write (Spark then starts again from the initial
-  offset and never asks for that batch), or a query that was abandoned before its first batch; its
-  journal serves nobody, and the query takes the location over with a new id. One still running is
-  another query: refuse. One whose batch Spark logged is another query too, except when it read the
-  same queue on this host and its process is gone: that is a query restarted with its checkpoint
-  deleted (its unacked messages went back to the queue when it died); the new query takes over and
-  drops the old batch files. The same holds for an owner on another host once its record is stale
-  (below): a driver that died on one host and was started again on another with a new checkpoint.
-
-The owner file is a lease (:mod:`safebunny.storage.lease`) held by the reader instance, its payload the
-journal id, the queue, the claim time and ``logged``. Whether an owner still runs is the lease's rule: in this
-process, while its reader has not stopped; on the same host, while its process runs; on another host, until
-:data:`LEASE_SECONDS` pass without a renewal (a live owner renews every :data:`RENEW_SECONDS` from a thread of
-its own). A record written before renewals existed carries none: such an owner on another host counts as running
-for :data:`LEASE_SECONDS` after its claim when unlogged, and is always refused when logged.
-
-Creation is :func:`~safebunny.storage.writes.write_if_absent`: atomic on local and FUSE-mounted paths
-(``/dbfs/``), best effort on object stores (``s3://``), which pyarrow gives no exclusive create.
+The first query that journals a batch in a location creates its owner file, ``journal-owner.json``
+(:func:`~safebunny.storage.writes.write_if_absent`), a lease (:mod:`safebunny.storage.lease`) that carries the
+journal id, the queue, the claim time and ``logged``; every offset it returns carries that id. Which offsets
+and owners are refused and when a stale owner's location is taken over: docs/source.md ("One query per
+``journalLocation``").
 """
 
 from __future__ import annotations

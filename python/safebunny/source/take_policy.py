@@ -1,21 +1,9 @@
 """When :meth:`~safebunny.source.consumer.QueueConsumer.take` keeps waiting for deliveries: pure rules over
 what the buffer and the consumer show, and a clock passed in.
 
-A take waits in up to four phases, each until ``first_wait`` after the take began unless it says otherwise:
-
-1. **first**: while nothing is buffered;
-2. **restart**: while something is buffered but the consumer is being restarted within its byte budget
-   (after learning the body size it consumes again in a moment: wait for that rather than hand out a
-   batch of one);
-3. **backlog**: when a restarted consumer has not delivered yet and the broker's last count says more
-   waits in the queue than is buffered: until one more delivery arrives (a quorum queue registers a
-   consumer through its log, which can take longer than the linger);
-4. **fill**: when something is buffered, short of ``max_messages``, and more can arrive: until a pause of
-   ``linger`` without a new delivery, or for up to ``fill_wait`` while deliveries keep coming when the
-   broker's count says a backlog can fill the batch (fuller batches spread Spark's fixed cost per batch).
-
-Every phase ends at once when the consumer has failed. :class:`TakeWaits` is asked after every wake-up;
-``want`` is the buffer length the taker waits for, so the I/O thread wakes it only when that is reached.
+A take waits in up to four phases (first, restart, backlog, fill; what each waits for: docs/source.md, "How
+long a take waits"). :class:`TakeWaits` is asked after every wake-up; ``want`` is the buffer length the
+taker waits for, so the I/O thread wakes it only when that is reached.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ before this module read back as leases: a driver lease of an older version has `
 owner record from before renewals has none (:attr:`Lease.renewed` is None; its user says what that means).
 
 A holder lives (:meth:`Lease.live`): in this process, while its :class:`Renewer` runs; in another process on this
-host, while that process runs; on another host, while it was renewed within a ``ttl``
-(:meth:`Lease.renewed_within`; clocks must agree to well within it), the one rule for a user to whom a process
-that stopped renewing is gone too.
+host, while that process runs; on another host, while it was renewed within a ``ttl`` (clocks must agree to well
+within it; docs/source.md and docs/sagas.md give each user's ``ttl``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """A pause file: the source option ``pauseFile`` and what writes it.
 
-The file holds the epoch time a pause ends. The queue source reads it in every ``latestOffset`` and takes
-nothing while the time is still ahead; whoever pauses (a saga's circuit breaker, an operator) writes it
-whole, so a reader never sees half a number. The pause ends by itself. The path is a local path or any URI
-pyarrow opens (``file://``, ``s3://``, ...), resolved as a journal's location is
-(:func:`safebunny.storage.location.resolve_location`), so a saga whose root is a URI keeps its pause files there.
+The file holds the epoch time a pause ends (docs/source.md, ``pauseFile``). Whoever pauses (a saga's circuit
+breaker, an operator) writes it whole, so a reader never sees half a number. The path is a local path or any
+URI pyarrow opens, resolved as a journal's location is (:func:`safebunny.storage.location.resolve_location`),
+so a saga whose root is a URI keeps its pause files there.
 """
 
 from __future__ import annotations

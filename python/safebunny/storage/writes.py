@@ -1,14 +1,10 @@
 """Writing a file whole or not at all, on any filesystem pyarrow knows.
 
-On a local (or mounted) filesystem the bytes go to a temporary name beside the target, are flushed to
-disk (``fsync``: a rename alone can survive a power cut that the data does not), and are renamed onto
-the target, so a reader sees the old file or the new one, never half of one. An object store has no
-atomic rename (pyarrow's ``move`` there is a copy and a delete), but a PUT is atomic by itself: the
-object appears whole when the upload completes (one request, or a multipart upload's completion), so
-there the bytes are written to the target directly.
-
-:func:`write_if_absent` creates a file only when none exists (a claim on a location): atomic on local and
-mounted filesystems, best effort on an object store, where pyarrow offers no conditional create.
+On a local (or mounted) filesystem the bytes go to a temporary name beside the target, are flushed to disk
+(``fsync``: a rename alone can survive a power cut that the data does not) and renamed onto the target. An
+object store has no atomic rename, but a PUT is atomic by itself, so there the bytes are written to the
+target directly (docs/databricks.md, "Plain files on a store"). :func:`write_if_absent` creates a file only
+when none exists: atomic on local and mounted filesystems, best effort on an object store.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Reading stream queues by offset: the client interface and what its two implementations share.
 
-Two clients with one interface (:class:`StreamQueueClient`):
-
-* :class:`~safebunny.streams.rstream_client.RStreamClient` speaks the stream protocol (plugin
-  ``rabbitmq_stream``, port 5552 by default), about ten times cheaper than AMQP 0-9-1 here;
-* :class:`~safebunny.streams.amqp091_client.AmqpStreamClient` consumes over AMQP 0-9-1 with
-  ``x-stream-offset``.
-
-:func:`safebunny.streams.protocol.open_stream_client` picks one. Both read ``[start, end)`` exactly: a stream
-chunk can start before the requested offset and those entries are dropped. Differences, documented in
-docs/source.md: over AMQP 0-9-1 the ``timestamp`` column is null for messages without a ``timestamp``
-property (the stream protocol uses the chunk's time then); a ``timestamp:`` start is resolved to whole
-seconds.
+:class:`StreamQueueClient` has two implementations: :class:`~safebunny.streams.rstream_client.RStreamClient`
+(the stream protocol, about ten times cheaper here) and :class:`~safebunny.streams.amqp091_client.AmqpStreamClient`
+(AMQP 0-9-1 with ``x-stream-offset``); :func:`safebunny.streams.protocol.open_stream_client` picks one. Both
+read ``[start, end)`` exactly (entries of a chunk before ``start`` are dropped); their differences are in
+docs/source.md ("Stream queues").
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Stream-queue offsets: the pure arithmetic of the stream-queue source (no I/O).
 
-A stream queue numbers its messages 0, 1, 2, ...; retention may remove a prefix. The
-source's Spark offset is ``{"offset": n}``: the next stream offset to read, so a batch
-between Spark offsets ``a`` and ``b`` reads stream offsets ``[a, b)`` (end exclusive). The
-"tail" of a stream is its last committed offset + 1, and 0 for a stream never written to.
-
-Offsets can have gaps: the broker gives offsets to its own tracking records (at the start of
-each segment, for stored consumer offsets) and never delivers them. So a range ``[a, b)``
-holds at most ``b - a`` messages, and a delivery after the requested start is only data loss
-when the stream's oldest stored message is after that start.
+The source's Spark offset is ``{"offset": n}``, the next stream offset to read, so a batch between Spark
+offsets ``a`` and ``b`` reads ``[a, b)``; the "tail" is the last committed offset + 1, and 0 for a stream
+never written to. Offsets can have gaps (docs/source.md, "Stream queues"), so a delivery after the requested
+start is only data loss when the stream's oldest stored message is after that start.
 """
 
 from __future__ import annotations
@@ -169,16 +164,19 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     return min(end, first_available)
 
 
+#: what both errors for a stream replaced under a checkpoint go on to say
+_REPLACED = ("stream was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot "
+             "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
+             "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
+             "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset.")
+
+
 def reset_message(stream: str, checkpoint_offset: int, bounds: StreamBounds) -> str:
     """The words of the error (or warning) for a checkpoint offset beyond the stream's tail."""
     return (
         f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the stream now "
         f"ends at offset {bounds.tail} (oldest stored offset {bounds.first}). Offsets never go backwards, so the "
-        "stream was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot "
-        "tell which of the new stream's messages it has read: resuming at the old offset would skip every new "
-        "message below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the "
-        "new stream from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
-    )
+        + _REPLACED)
 
 
 def make_anchor(offset: int, value: bytes | None) -> str:
@@ -201,12 +199,8 @@ def replaced_message(stream: str, checkpoint_offset: int, anchor_at: int) -> str
     """The words of the error (or warning) for a checkpoint whose last message is not there any more."""
     return (
         f"Stream queue {stream!r}: this query's checkpoint is at offset {checkpoint_offset}, but the message the "
-        f"query read at offset {anchor_at} is not the one stored there now (another body, or none). The stream "
-        "was deleted and re-created (or replaced) since the checkpoint was written, and the query cannot tell "
-        "which of the new stream's messages it has read: resuming at the old offset would skip every new message "
-        "below it. Restart the query from a new checkpoint (with startingOffsets=earliest to read the new stream "
-        "from its start), or set failOnDataLoss=false to go on from the new stream's oldest offset."
-    )
+        f"query read at offset {anchor_at} is not the one stored there now (another body, or none). The "
+        + _REPLACED)
 
 
 def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> int:

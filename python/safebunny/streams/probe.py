@@ -1,25 +1,11 @@
 """Which kind of queue is this? ``classic``, ``quorum`` or ``stream``, asked of the broker.
 
-AMQP 0-9-1 has no "describe queue" method, so the probe works like this:
-
-1. When the stream protocol port answers, its ``metadata`` command says whether the name is
-   a stream (one round trip). A stream is then known without touching AMQP at all. When the
-   stream port refuses the login (or the vhost), the AMQP probe runs instead, so a wrong password
-   is reported for the URI's AMQP port.
-2. Otherwise (or when it is not a stream), over AMQP 0-9-1: a *passive* declare tells whether
-   the queue exists (404 otherwise: :class:`QueueNotFoundError`). Then a declare with
-   ``x-queue-type`` set makes the broker compare arguments: it either succeeds (the type
-   matched) or fails with 406 naming the first argument that differs and its current value.
-   The probe adds that argument with the broker's value and tries again, until the broker
-   names ``x-queue-type`` (and with it the real type) or accepts. ``durable``,
-   ``auto_delete`` and ``exclusive`` mismatches mean a classic queue (quorum and stream
-   queues are always durable and never exclusive or auto-delete).
-
-Limits: the argument declare is an ordinary ``queue.declare``; were the queue deleted between
-the passive declare and it, the broker would create it (a window of one round trip). Values
-are parsed from the broker's 406 text, so an argument of an unusual type makes the probe
-give up with an error that says to set ``queueType``. Setting the ``queueType`` option
-explicitly skips the probe entirely.
+The stream protocol's ``metadata`` first (a refused login there falls back to AMQP, so a wrong password is
+reported for the AMQP port); otherwise a passive declare (404: :class:`QueueNotFoundError`), then declares
+with ``x-queue-type`` set, each 406 naming an argument that differs, which is added with the broker's value
+until the broker names ``x-queue-type`` or accepts (``durable``, ``auto_delete`` and ``exclusive``
+mismatches mean a classic queue). Limits (a queue deleted between the declares is re-created; values are
+parsed from the 406 text): docs/source.md ("Queue type"). Setting ``queueType`` skips the probe.
 """
 
 from __future__ import annotations

@@ -30,12 +30,8 @@ def stream_protocol_answers(host: str, port: int, timeout: float = 2.0) -> bool:
 
 
 def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None) -> StreamQueueClient:
-    """A connected client: the stream protocol when ``stream_port`` answers, else AMQP 0-9-1.
-
-    ``stream_port=0`` always uses AMQP 0-9-1. When the port does not answer, a warning says so
-    (enable the plugin with ``rabbitmq-plugins enable rabbitmq_stream``) and AMQP 0-9-1 is used;
-    a login refused on the stream port is an error, not a fallback.
-    """
+    """A connected client: the stream protocol when ``stream_port`` answers, else AMQP 0-9-1 (``stream_port=0``:
+    always; the warning and when a refusal is an error: docs/source.md, "Protocol")."""
     endpoint = StreamEndpoint.from_uri(uri, stream_port)
     if stream_port > 0:
         if stream_protocol_answers(endpoint.host, stream_port):

@@ -1,15 +1,12 @@
 """The driver side of the stream queue source, without Spark: offsets, bounds, and a stream replaced under a query.
 
-Offsets are stream offsets: the Spark offset ``{"offset": n}`` means "the next stream offset to read is n", so
-a micro-batch between ``{"offset": a}`` and ``{"offset": b}`` reads ``[a, b)``. No journal is needed: a replay
-reads the same offsets again, and the broker keeps them until retention removes them (then
-``failOnDataLoss`` decides). Nothing is acked: the checkpoint is the only record of progress.
-
-:class:`StreamSource` keeps one :class:`DriverConnection` between calls to find the stream's bounds (replaced
-when idle for long; never pickled). Each end offset carries an *anchor* (:data:`ANCHOR_KEY`: the offset and a
-hash of the message before it), so that a stream deleted and re-created under a checkpoint is seen as data
-loss, not read from a wrong place. :func:`read_partition` reads one ``[start, end)`` range (on executors, each
-with its own connection, opened inside it and closed at its end).
+A micro-batch between ``{"offset": a}`` and ``{"offset": b}`` reads ``[a, b)``; no journal and no ack: a
+replay reads the same offsets again, and the checkpoint is the only record of progress (docs/source.md,
+"Stream queues"). :class:`StreamSource` keeps one :class:`DriverConnection` between calls to find the
+stream's bounds (replaced when idle for long; never pickled). Each end offset carries an *anchor*
+(:data:`ANCHOR_KEY`), so that a stream deleted and re-created under a checkpoint is seen as data loss, not
+read from a wrong place. :func:`read_partition` reads one ``[start, end)`` range (on executors, each with
+its own connection, opened inside it and closed at its end).
 """
 
 from __future__ import annotations

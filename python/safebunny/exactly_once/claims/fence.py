@@ -1,27 +1,11 @@
 """Fences: a batch that takes over another batch's messages makes that batch unable to commit them.
 
-A claim (:mod:`~safebunny.exactly_once.claims.log`) is read as an *orphan* by any other batch that meets its
-ids, whether its batch is dead or still running: a driver whose batch failed and is replayed from its
-journal while the broker has given the same messages to a standby, a driver that lost the broker but not
-the storage, a query stopped mid-batch. Two batches could then each apply the same ids. The fence closes
-that, for every effect target given by path (delta-rs):
-
-- batch N of a claim writes its effect on a target with the app transaction ``(app, 2N + 1)``
-  (:func:`apply_version`); a batch that applies ids an unapplied orphan claimed writes, **in the same
-  commit**, the orphan's app transaction at ``2N`` (:func:`fence_version`);
-- delta-rs refuses a commit carrying an app id that another commit wrote after the committer's snapshot
-  ("Concurrent transaction failed", docs/exactly-once.md), so of two batches whose commits both
-  name an app id, exactly one lands; the other fails and its batch is replayed, re-planned against what
-  landed;
-- a target's version of an app id therefore says what happened to it (:func:`state_of`): below ``2N``
-  open, ``2N`` fenced (another batch applied what it took over, in that commit, and its claim or the inbox
-  says which ids), ``2N + 1`` or more applied;
-- before committing, a batch checks on the very snapshot it commits from that every app id it planned
-  with still has the version it read (:class:`TargetPlan.expect`); anything moved means another batch
-  committed meanwhile: the batch fails and is replayed (:class:`FenceMoved`).
-
-Claims of an older version (scheme 1: version N, no fences) and targets given by name (Spark Delta, whose
-writer takes one app transaction per commit) are read as before: applied or open, never fenced.
+Batch N of a claim applies with the app transaction ``(app, 2N + 1)`` (:func:`apply_version`); a batch that
+applies ids an unapplied orphan claimed writes the orphan's at ``2N`` in the same commit
+(:func:`fence_version`); :func:`state_of` reads a target's version as open, fenced or applied, and
+:class:`TargetPlan.expect` / :class:`FenceMoved` make a batch whose snapshot moved fail and replay. The
+reasoning: docs/exactly-once.md ("The fence: two batches on the same messages"). Claims of scheme 1 and
+targets given by name (Spark Delta) are read as applied or open, never fenced.
 
 Pure logic, tested without Delta; :mod:`~safebunny.exactly_once.claims.takeover` writes the commits.
 """

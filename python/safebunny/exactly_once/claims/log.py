@@ -1,28 +1,9 @@
 """Claims: what a batch is about to apply, written down before its first Delta effect.
 
-The inbox append is the marker "every effect of batch (E, N) is done". A driver that dies after
-some effects of (E, N) and before that marker leaves effects without a marker. Restarted from the
-same checkpoint, the replay of (E, N) is stopped by the effects' own app transactions (E, N). But
-with a new checkpoint (a new epoch E'), or on another driver, the broker redelivers those messages
-into a batch of E', whose app transactions know nothing of E: without more, the effects apply twice.
-
-So before its effects a batch writes a claim: its epoch, its batch id, and for each effect target the
-ids whose rows it is about to write there. A failed or rejected id has no row in any target, so it is
-never counted as applied: a later batch applies it normally once it succeeds. The claim is removed once
-the inbox marker is committed. A claim whose marker never came is an *orphan*; a later batch that meets
-its ids asks each target's table whether (E, N) was applied there (the app transaction of (node, E,
-target) is at N or beyond; the dead epoch writes no later version) and leaves only the ids the orphan
-recorded *for that target* out of it. Every id then ends applied once per target, and the later batch's
-own inbox marker covers it. Emits are published again with their derived ids; the next step's inbox
-drops the copies.
-
-A row handler's batch writes a claim too, effects or not, before it publishes or applies anything: it
-names the ids the batch *decided* (not failed), whose recorded decisions
-(:class:`~safebunny.exactly_once.inbox.outcome_log.OutcomeLog`) a later epoch reuses, so an instance never
-takes two branches (an emit-only step calling a service whose answer changed).
-
-An orphan's claim lives until every id it holds is done in the inbox (then nothing depends on it), never
-by age: its messages may stay queued for longer than any window (a paused step, a long outage).
+A claim holds the batch's epoch and id and, per effect target, the ids it is about to write there (for a row
+handler, the ids it decided); it is removed once the inbox marker is committed. A later batch that meets an
+orphan's ids leaves out, per target, only those the orphan applied there. Why and how: docs/exactly-once.md
+("Across epochs: the batch claim").
 
 Files: ``<state>/_claims/<node>/<epoch>@<batch>.json`` in the step's state location (by default the inbox's
 folder: :func:`~safebunny.exactly_once.inbox.table.state_location`), one per batch with effects or

@@ -1,13 +1,11 @@
 """Applying a batch's Delta effects beside other claims on its ids: leave out, fence, or apply.
 
-The batch's own claim is written first; then every other claim on file is listed, and for each target
-the batch writes, :func:`~safebunny.exactly_once.claims.fence.plan_target` decides from the target's app
-transactions which ids another batch applied there (left out) and which claims this commit fences. Then
-the inbox is asked again: ids another batch marked done since this batch's dedupe (it ran from start to
-end meanwhile, claim and all) are left out too. Of two batches on one id, either the later one to list
-sees the other's claim, or the other had finished and its marker is in. Each effect is then one commit
-carrying its own app transaction and its fences, refused when anything it planned against moved
-(:class:`~safebunny.exactly_once.claims.fence.FenceMoved`), after which the step plans again from what landed.
+The batch's own claim is written first; then the other claims are listed and, per target,
+:func:`~safebunny.exactly_once.claims.fence.plan_target` decides which ids another batch applied there (left
+out) and which claims this commit fences; the inbox is asked again for ids marked done meanwhile. Each effect
+is one commit carrying its app transaction and its fences, refused when anything it planned against moved
+(:class:`~safebunny.exactly_once.claims.fence.FenceMoved`). Why this is enough: docs/exactly-once.md ("The
+fence: two batches on the same messages").
 
 Each target is resolved once per batch (:func:`~safebunny.delta.target.delta_target`: a path on delta-rs,
 fenceable; a name on Spark Delta, read through its history) and written through it.

@@ -1,17 +1,11 @@
 """A queue batch read on the driver from its source's journal, with Spark's own read of it run beside the step.
 
 A classic or quorum queue batch *is* one immutable journal file, ``(start, end]`` in the source's sequence,
-and the query's offset log names the range: ``<checkpoint>/offsets/<N>`` holds batch N's end, ``offsets/<N-1>``
-its start (batch 0 starts at 0). Reading that file here gives the rows ``df.toArrow()`` gives, in the same order
-(the executors read the same file), without a Spark job in front of the step's work (docs/performance.md,
-"A saga hop against a plain hop").
-
-Spark's read still runs (:class:`SparkRead`, one stage that counts the rows), so the batch's
-``numInputRows`` and Spark's progress stay true (``drain`` reads them). The step starts it once the handler
-has run, in a thread beside the effects, the publish and the inbox marker (started with the batch, it competed
-with the handler for the cores and made the hop slower), and waits for it before the batch returns; a count that
-differs from the journal's rows fails the batch, which is then replayed. An empty range runs no job: Spark plans
-no partition for it either.
+and the query's offset log names the range (``offsets/<N>`` its end, ``offsets/<N-1>`` its start). Reading
+that file here gives the rows ``df.toArrow()`` gives, in the same order, without a Spark job in front of the
+step's work; Spark's own read still runs (:class:`SparkRead`, one stage that counts the rows) so
+``numInputRows`` stays true, and a count that differs fails the batch (docs/exactly-once.md, "Reading the
+batch from the journal").
 
 :meth:`JournalRead.read` returns None, and the step collects the batch with Spark as before, whenever the range
 cannot be read here: an offset log entry Spark purged, another source's offsets, or no journal file.

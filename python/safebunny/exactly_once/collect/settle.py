@@ -1,14 +1,8 @@
 """Settling a batch's outcome before anything is written (pure pyarrow, tested without Spark).
 
-Two rules keep "applied once, or parked" true for every message:
-
-- a failed message has no effect and no emit: its rows are taken out of every effect and emit table
-  (whether the handler declared it failed in ``Outcome.failed``, the step isolated it, or it was
-  rejected before the handler), so the retry that brings it back applies it once;
-- a merge writes one row per key: when several rows of a batch share the merge keys, the row of the
-  message that came last in the source's order wins (as an upsert stream would have it, one message
-  after the other); among rows of one message, the last the handler gave wins. Rows with a null key
-  are kept as they are (a null never matches, so each is inserted, as the merge itself does).
+A failed message's rows are taken out of every effect and emit table, and a merge keeps one row per key,
+that of the message last in the source's order (docs/exactly-once.md, "Bad data: applied once, or parked
+with a reason").
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """A large batch's emits published from the executors, through the connector's sink.
 
-The step builds a batch's publish rows (bodies, derived ids, routes) on the driver either way: the inbox
-rows need each cause's emitted ids, and deriving them costs little next to publishing. What grows with the
-batch is the publishing itself, one confirmed message at a time over one connection. Above a threshold the
-rows become a small DataFrame (``spark.createDataFrame`` of the Arrow table, a local relation that Spark
-already spreads over its default parallelism), narrowed with ``coalesce`` to about one partition per
-``partition_rows`` rows, and are written with ``df.write.format("safebunny")``: every task publishes its
-share with confirms and ``mandatory``, and fails on a nack, a return or a confirm timeout, so the write
-returns only once every message is confirmed. ``coalesce`` moves no data (no shuffle stage).
-
-The options keep the password out of the URI: Spark redacts an option named ``password`` in plans and
-logs, not a password inside ``uri``.
+Above a threshold the batch's publish rows (built on the driver either way) become a small DataFrame,
+coalesced to about one partition per ``partition_rows`` rows (no shuffle), written with
+``df.write.format("safebunny")``, which returns only once every message is confirmed (docs/exactly-once.md,
+"Where the emits are published"). The options keep the password out of the URI: Spark redacts an option
+named ``password`` in plans and logs, not a password inside ``uri``.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """Where a step's emits are published, and how a failed publish is retried before the batch fails.
 
-A batch's publish rows carry ids derived on the driver, so publishing them again gives the same messages
-(the next step's inbox drops the copies); the order of publishes within a batch does not matter. Small
-batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job). A batch with
-more rows than ``threshold`` publishes from the executors
-(:mod:`~safebunny.exactly_once.emits.executor_publish`), so its publishing grows with the cluster.
-
-Either way the call returns only when every message is confirmed and routed, which is what lets the step
-write its inbox marker next. A broker failure (down, nack, return, confirm timeout) publishes the same rows
-again until ``retry_seconds`` are spent, then fails the batch with the last error, in safebunny's own
-error class even when Spark wrapped it (:func:`~safebunny.spark_errors.error_of`). A refused login or a
-missing vhost fails at once: retrying brings back neither.
+Small batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job), one with
+more rows than ``threshold`` from the executors (:mod:`~safebunny.exactly_once.emits.executor_publish`); the
+ids are derived on the driver, so a publish may be repeated. Either way the call returns only when every
+message is confirmed and routed. A broker failure is retried with the same rows until ``retry_seconds``
+are spent, then fails the batch in safebunny's own error class (:func:`~safebunny.spark_errors.error_of`); a
+refused login or a missing vhost fails at once (docs/exactly-once.md).
 """
 
 from __future__ import annotations

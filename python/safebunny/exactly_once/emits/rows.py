@@ -1,10 +1,8 @@
 """Emits to publishable rows: bodies, derived ids, correlation and causation ids.
 
-Pure (pyarrow in, pyarrow out), so the id rule is tested without Spark or a broker. An output's id
-is ``message_id(cause, node, type, index)``; the index comes from the data, never from arrival
-order: the ``outputIndex`` column when the handler gives one, else the rank of the output's body
-among the cause's outputs of that type (identical outputs are interchangeable, so any order of
-them gives the same set of ids).
+Pure (pyarrow in, pyarrow out), so the id rule is tested without Spark or a broker. An output's id is
+``message_id(cause, node, type, index)``, its index the ``outputIndex`` column or else the rank of the
+output's body among the cause's outputs of that type, never arrival order (docs/exactly-once.md).
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 The handler gets the new messages as a local DataFrame (:meth:`~safebunny.exactly_once.collect.batch.NewMessages.frame`)
 and its outcome is collected to Arrow at once (:func:`~safebunny.exactly_once.collect.materialize.from_frames`), so
-nothing is applied or published yet when one of its Spark jobs fails: the batch is then split in halves until the
-failing rows are found (:mod:`~safebunny.exactly_once.handlers.isolate`), and those rows fail alone. An error in the
-handler's plan (a bad column, a wrong return) fails the query instead.
+nothing is applied or published yet when a job fails: :mod:`~safebunny.exactly_once.handlers.isolate` then finds
+the failing rows (docs/exactly-once.md). An error in the handler's plan fails the query instead.
 """
 
 from __future__ import annotations

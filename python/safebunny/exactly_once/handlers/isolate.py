@@ -49,12 +49,9 @@ def describe(exc: BaseException, limit: int = 1500) -> tuple[str, str]:
 
 def bisect(keys: Sequence[K], run: Callable[[Sequence[K]], R], max_jobs: int = 64,
            fatal: Callable[[BaseException], bool] = lambda exc: False) -> Isolation[K, R]:
-    """Run ``run(keys)``; on failure split the keys in halves and recurse, using at most
-    ``max_jobs`` calls. A single failing key is failed with the error; when the budget runs out, the
-    keys of every chunk still failing are failed together (a retry tier will take them one by one).
-    An error for which ``fatal(exc)`` is true is re-raised at once (a bug in the handler's plan, not
-    in the data).
-    """
+    """Run ``run(keys)``; on failure split the keys in halves and recurse, using at most ``max_jobs`` calls
+    (docs/exactly-once.md, "Failing rows never wedge a step"); when the budget runs out, the keys of every chunk
+    still failing are failed together. An error for which ``fatal(exc)`` is true is re-raised at once."""
     out: Isolation[K, R] = Isolation()
     pending: list[Sequence[K]] = [list(keys)] if keys else []
     while pending:

@@ -1,16 +1,11 @@
 """Types for a row handler's outputs, decided for the whole batch, so one message's values never
 fail the batch (pure pyarrow, tested without Spark).
 
-A row handler gives plain dicts per message. Typing them message by message made the first batch's
-values decide a column's type (``None`` everywhere: a column of Arrow type ``null`` that no later
-value fits) and failed the whole batch when two messages disagreed (``1`` and ``"A1"``), on every
-replay. Here an effect's column types come from its target table when it exists (``schema_of``), else
-from all the batch's rows: types that widen are widened (``int`` and ``float`` give a double), an
-all-null column becomes a string, and where two types cannot meet the first message in the source's
-order decides. A message whose rows still do not fit (a value of another type, a column the table
-does not have) fails alone with the reason (:data:`ROW_TYPE_ERROR`, retried, then parked); the rest
-of the batch is applied. Emits become JSON bodies, so their rows are never failed for types: rows
-that cannot share a table are kept in one table per message.
+An effect's column types come from its target table when it exists (``schema_of``), else from all the
+batch's rows, widened; a message whose rows still do not fit fails alone (:data:`ROW_TYPE_ERROR`, retried,
+then parked) and the rest of the batch is applied (docs/exactly-once.md, "Row handlers and column types").
+Emits become JSON bodies, so their rows are never failed for types: rows that cannot share a table are kept
+in one table per message.
 """
 
 from __future__ import annotations

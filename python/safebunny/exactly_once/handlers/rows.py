@@ -1,12 +1,10 @@
 """A row handler's batch: each message decided once, the decisions recorded and committed before anything else.
 
-``handler(message, ctx)`` is called per message (to call a service); a message whose call raises is
-retried in place (``row_retries``), then failed with its reason. What a batch decides is written to its
-outcome log first, so a replay of the batch applies and publishes the same; a message an orphaned batch
-of another epoch decided keeps that decision (its effects may be in already). The successful decisions are
-then committed to the decision table, fenced (:mod:`~safebunny.exactly_once.inbox.decisions`): where another
-batch's decisions for the same messages landed first (two drivers holding them), this batch takes those,
-so an instance never takes two branches.
+``handler(message, ctx)`` is called per message; a message whose call raises is retried in place
+(``row_retries``), then failed with its reason (docs/exactly-once.md, "Row handlers"). The decisions go to
+the batch's outcome log first, an orphaned batch's decision is kept, and the successful ones are committed
+to the fenced decision table (:mod:`~safebunny.exactly_once.inbox.decisions`), whose landed decisions win, so
+an instance never takes two branches.
 """
 
 from __future__ import annotations

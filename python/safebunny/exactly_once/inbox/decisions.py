@@ -1,13 +1,9 @@
 """The decision table: what a row handler decided for each message, committed before anything is sent.
 
-A row handler calls services whose answers change, so one message must never be decided twice with
-two outcomes taken (an instance both shipped and compensated). Each batch of a row handler records its
-decisions in its outcome log (:mod:`~safebunny.exactly_once.inbox.outcome_log`), then commits the successful
-ones to this Delta table as one more fenced target (:mod:`~safebunny.exactly_once.claims.fence`): of two batches
-deciding the same message at once (two drivers holding it), exactly one commit lands, and the other
-batch adopts the decisions that landed (:meth:`DecisionTable.read`) before it applies or publishes
-anything. A failed decision is never committed: it applied and sent nothing, and the message is decided
-again when it comes back.
+A batch's successful decisions are committed to this Delta table as one more fenced target
+(:mod:`~safebunny.exactly_once.claims.fence`); a batch that loses the race adopts the decisions that landed
+(:meth:`DecisionTable.read`), so an instance never takes two branches (docs/exactly-once.md, "The fence",
+item 5). A failed decision is never committed: the message is decided again when it comes back.
 
 Table ``<state>/_decisions`` (delta-rs, beside the claims): ``node``, ``messageId``, ``epoch``,
 ``batchId``, ``decision`` (JSON), ``decidedDate``. :meth:`DecisionTable.maintain` (called by

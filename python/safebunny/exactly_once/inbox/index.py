@@ -1,16 +1,10 @@
 """A driver-side index of one node's processed ids, so the inbox look-up costs O(batch), not O(window).
 
-Scanning the node's partitions for a batch's ids grows with the ids in the window
-(docs/performance.md). The index keeps a sorted array of 64-bit hashes of the ``done`` ids in the
-node's active files, with the file each came from. Before every look-up it lists the table's active
-files (the Delta log, not the data) and reads only the files it has not seen, normally the previous
-batch's own append; when a file it indexed is gone (compaction, retention), it is rebuilt. A look-up
-hashes the batch's ids; only ids whose hash is present are confirmed, by reading just the files
-that hold them with the exact filter (node, window, ``done``, not the batch's own rows): a hash hit
-never drops a message by itself (DESIGN.md). No hit, no data read.
-
-It is an accelerator of the delta-rs backend: whenever it cannot be sure (a table with deletion
-vectors, a file path it cannot read), :meth:`SeenIndex.lookup` returns ``None`` and the caller scans.
+A sorted array of 64-bit hashes of the ``done`` ids in the node's active files, with the file each came
+from; new files are read as they appear, and it is rebuilt when a file it indexed is gone. A hash hit is
+confirmed by reading just the files that hold it with the exact filter, so it never drops a message by
+itself; no hit, no data read (docs/performance.md, the inbox look-up). Whenever it cannot be sure (deletion
+vectors, a file it cannot read), :meth:`SeenIndex.lookup` returns ``None`` and the caller scans.
 """
 
 from __future__ import annotations

@@ -3,12 +3,9 @@
 One table may serve many nodes; it is partitioned by ``(node, processedDate)`` so a node's look-up
 reads only its own partitions inside the dedupe window. Each batch appends its rows in one commit
 with the app transaction ``(safebunny.inbox.<node>.<epoch>, batchId)``: that commit is the marker
-"every effect of this batch is done" (DESIGN.md, the inbox protocol).
-
-Columns: node, messageId, correlationId, causationId, type (the message's AMQP type), epoch, batchId,
-status (``done`` or ``failed``), reason, attempts, emitted (the ids of the messages the row caused), processedAt,
-processedDate. Only ``done`` rows count as processed: a failed message that comes back from a retry
-tier is processed again.
+"every effect of this batch is done" (docs/exactly-once.md). The columns:
+:data:`~safebunny.exactly_once.inbox.schema.INBOX_SCHEMA`. Only ``done`` rows count as processed: a failed
+message that comes back from a retry tier is processed again.
 """
 
 from __future__ import annotations
@@ -115,12 +112,8 @@ class Inbox:
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
         """Drop this node's partitions older than its window, compact, vacuum and sweep staging files; delete
-        its committed row decisions older than the window too.
-
-        Other nodes sharing the table keep their rows: each node is maintained with its own window (a saga
-        maintains every step's inbox). Run it from one job at a time (a daily scheduled job is plenty); see
-        docs/exactly-once.md.
-        """
+        its committed row decisions older than the window too. Other nodes sharing the table keep their rows.
+        Run it from one job at a time (docs/exactly-once.md, "Maintenance")."""
         keep_from = _date(now) - self.window
         cutoff = keep_from.date().isoformat()
         done: dict[str, object] = {"deleted": self.target.delete_before(self.node, "processedDate", cutoff),

@@ -1,22 +1,9 @@
 """A step's epoch: the streaming query's id, also over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
 
-On a classic session the epoch is the streaming query's id, a local property of the query's thread
-(it is the id kept in ``<checkpoint>/metadata``). Over Spark Connect (Databricks serverless and
-standard-access compute) the ``foreachBatch`` function runs in a separate Python process on the
-server with a Connect session: no ``sparkContext``, no local properties, and the batch's tasks run
-without the query's id (as of pyspark 4.3). So the epoch comes from one of:
-
-1. the query's checkpoint, when the step knows it (``Step(checkpoint=...)``; a saga passes its own):
-   the id in ``<checkpoint>/metadata``, which *is* the query id, so the epoch is the classic one and a
-   checkpoint may move between classic and Connect compute;
-2. the step's explicit ``epoch``;
-3. otherwise the batch itself: a digest of the batch id and the (sorted) message ids of the batch.
-   Spark replays a batch from its offset log with exactly the same messages (the journal, stream
-   offsets), so a restart from the same checkpoint finds the same epoch; a new checkpoint whose batch
-   N holds other messages gets a new epoch. A new checkpoint whose batch N holds exactly the messages
-   of the old batch N (the same messages requeued after a crash) gets the old batch's epoch and is
-   handled as its replay, which is right for those messages: their Delta effects stay applied once,
-   their emits are published again with the same ids. This costs one more Spark job per batch (the ids).
+On a classic session the epoch is the query id, a local property of the query's thread. Over Spark Connect
+it comes from, in order: the query's checkpoint (``Step(checkpoint=...)``, the id in
+``<checkpoint>/metadata``), the step's explicit ``epoch``, else a digest of the batch id and its sorted
+message ids (one more Spark job per batch). Why each is safe: docs/databricks.md ("The step's epoch").
 """
 
 from __future__ import annotations
