@@ -1,22 +1,9 @@
 """The driver side of the classic and quorum queue source, without Spark: acked only on commit.
 
-The contract (docs/source.md):
-
-* :meth:`QueueSource.latest` (driver side, one long-lived process) takes up to a batch of deliveries from
-  the :class:`~safebunny.source.consumer.QueueConsumer`, writes them to the
-  :class:`~safebunny.source.journal.Journal` and only then returns the new :class:`QueueOffset`: ``seq`` counts
-  messages taken by this query, ``tick`` only moves to make Spark plan an empty batch.
-* A batch is served from its journal file (:meth:`readable` decides whether it can be), so a replay is
-  exact. Each offset after the first batch carries the journal's id: one query per ``journalLocation``
-  (:mod:`safebunny.source.journal_owner`).
-* :meth:`commit` acks with ``multiple=True`` through the last delivery of the batch and deletes its journal.
-  The ack is written without waiting for the broker's answer; a round trip confirms the acks sent whenever
-  :meth:`latest` finds nothing more to read (before a query can end on its own) and at :meth:`stop`.
-  Unknown offsets (after a restart) ack nothing: the broker requeued those messages and they come back
-  flagged ``redelivered``.
-* Spark commits a batch only when it plans the next one. When no message arrives and a batch is still
-  unacked, :meth:`latest` returns the same ``seq`` with ``tick + 1``: Spark plans one empty batch and commits
-  the previous one at once, so an idle query or an ``availableNow`` run ends with everything acked.
+:meth:`QueueSource.latest` takes a batch and journals it before returning its offset; executors serve the
+batch from its journal file; :meth:`QueueSource.commit` acks through the batch's last delivery and deletes its
+file; an empty ``tick`` batch lets Spark commit the one before. The contract, in full: docs/source.md (the
+bullets from "Each batch's messages are written to journalLocation" on).
 """
 
 from __future__ import annotations

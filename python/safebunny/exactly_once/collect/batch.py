@@ -1,17 +1,15 @@
 """A step's micro-batch on the driver: collected once, deduplicated, and handed out as local DataFrames.
 
-:meth:`Batch.collect` runs the batch's one Spark job (``toArrow``), in the source's order (a
-queue batch is one journal file, a stream batch its partitions in order), which is what makes the
-in-batch dedupe deterministic: the first copy of an id wins (DESIGN.md, the inbox protocol, 1).
+:meth:`Batch.collect` runs the batch's one Spark job (``toArrow``), or :meth:`Batch.of` takes the rows of its
+journal file (:mod:`~safebunny.exactly_once.collect.journal_read`), in the source's order (a queue batch is one
+journal file, a stream batch its partitions in order), which is what makes the in-batch dedupe deterministic:
+the first copy of an id wins (DESIGN.md, the inbox protocol, 1).
 :meth:`Batch.new` leaves out the ids the inbox has seen; :meth:`NewMessages.frame` gives the handler
 any subset of the new messages as a DataFrame built from the Arrow rows (no second read of the
 source, and a failing row can be isolated without re-running the batch's input).
 
-A message without a ``messageId`` cannot be deduplicated, so it is never handed to the handler: it
-gets a stand-in id (:func:`stand_in_id`, derived from the batch's scope, its position and its body, so
-a replay of the batch gives it the same one) and is rejected as a failed row with the reason, which the
-step records in its inbox and hands to ``on_failed`` (a saga parks it in poison at once). The rest of
-the batch runs.
+A message without a ``messageId`` is never handed to the handler: it gets a stand-in id (:func:`stand_in_id`)
+and fails with the reason (docs/exactly-once.md, "A message without a message_id").
 
 The rest is pure pyarrow, tested without Spark.
 """
