@@ -45,6 +45,7 @@ COMPAT_TESTS ?= tests/unit/test_spark_version.py \
 	tests/e2e/test_step.py::test_step_applies_each_message_once_and_emits_derived_ids \
 	tests/e2e/test_step.py::test_row_handler_retries_in_place_and_fails_rows_without_failing_the_batch \
 	tests/e2e/test_saga.py::test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_redrive \
+	tests/e2e/test_journal_read.py::test_the_journal_read_gives_what_spark_reads \
 	tests/e2e/test_connect.py::test_a_step_over_connect_applies_and_emits_each_message_once \
 	tests/e2e/test_connect.py::test_a_saga_over_connect_started_twice_drains_exactly_once
 

@@ -38,7 +38,8 @@ class StepRecorder:
         """Run the batch through the step, then store its report (a batch without messages is not stored). A
         fresh copy of a message the step parked (:mod:`safebunny.saga.parked_ids`) is a duplicate."""
         batch_df, copies = drop_fresh_copies(batch_df, self.parked_ids.read())
-        report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
+        # a batch without its copies is not its journal file any more: the step collects it with Spark
+        report = self.runtime.process(batch_df, batch_id, handler, rows=rows, journal=not copies)
         if report.received or copies:
             self.store.record(replace(report, received=report.received + copies,
                                       duplicates=report.duplicates + copies), self.driver)

@@ -80,9 +80,9 @@ class SparkRead:
             raise self._error
         if self._count != self.expected:
             raise SafeBunnyError(
-                f"Spark read {self._count} rows for this batch where its journal file holds {self.expected}; the "
-                "batch fails before its inbox marker and is replayed. Report this: a journal file is never "
-                "rewritten, so the two reads must agree.")
+                f"Spark read {self._count} rows for this batch where its journal file holds {self.expected}: the "
+                "step was handed a DataFrame other than the micro-batch (filtered or projected). Call "
+                "step.process(..., journal=False) for such a frame; the batch fails and is replayed.")
 
 
 class JournalRead:

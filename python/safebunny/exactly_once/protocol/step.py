@@ -134,8 +134,12 @@ class Step:
         run.__name__ = f"safebunny_step_{self.node}"
         return run
 
-    def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
+    def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False,
+                journal: bool = True) -> BatchReport:
         """Run one batch through the protocol (the module's numbered steps; what ``foreach_batch`` calls).
+
+        ``journal=False`` when ``batch_df`` is not the micro-batch as Spark handed it (filtered or projected): its
+        journal file would then hold other rows, so the step collects ``batch_df`` with Spark.
 
         The batch is collected to the driver once (one Spark job, or its journal file read here while that job
         runs beside the step; its size is bounded by the source's ``maxMessagesPerTrigger``/``maxBytesPerTrigger``);
@@ -144,7 +148,7 @@ class Step:
         driver, or from the executors when the batch has more than ``executor_publish_rows`` of them
         (``BatchReport.published_from``).
         """
-        run = self._read(batch_df, batch_id, rows)
+        run = self._read(batch_df, batch_id, rows, journal)
         new = self._dedupe(run)  # 1-2
         new = self._prepare(run, new)  # the handler's input, when the step has a prepare (a saga's)
         handled, result = self._handle(run, new, handler)  # 3
@@ -156,14 +160,15 @@ class Step:
         return self._report(run, new, result, publish.num_rows, published, routed)  # 7
 
     # -- the protocol's steps, in order ----------------------------------------------------------
-    def _read(self, batch_df: Any, batch_id: int, rows: bool) -> _Run:
+    def _read(self, batch_df: Any, batch_id: int, rows: bool, journal: bool) -> _Run:
         """The batch's epoch, and its rows collected to the driver once (its one Spark job)."""
         clock = Phases()
         spark = activate(batch_df.sparkSession)
         settings = self.settings
         epoch = step_epoch(spark, batch_df, batch_id, settings.checkpoint, settings.epoch, self.node)
         scope = f"{epoch}/{batch_id}"
-        journaled = None if self._journal is None else self._journal.read(spark, batch_df, epoch, batch_id)
+        journaled = None if self._journal is None or not journal else self._journal.read(spark, batch_df, epoch,
+                                                                                          batch_id)
         if journaled is None:
             batch, spark_read = Batch.collect(batch_df, scope), None
         else:
