@@ -61,17 +61,35 @@ def test_a_held_shard_goes_to_its_assigned_driver_only_once_that_driver_waits_fo
     assignment = assign({"stock.OrderPlaced": labels}, ["a", "b"])
     mine = [label for label in labels if assignment[label] == "a"]
     theirs = [label for label in labels if assignment[label] == "b"]
+    held = {label: _ago(30) for label in labels}
     settled = {label: _ago(SETTLE_S + 1) for label in labels}
     b = _lease("b", running=settled)
-    assert handovers("a", labels, assignment, [_lease("a"), b], NOW) == {label: "b" for label in theirs}
+    assert handovers("a", held, assignment, [_lease("a"), b], NOW) == {label: "b" for label in theirs}
     # b's queries started a moment ago: their consumers may not wait yet, so nothing moves
     fresh = _lease("b", running={label: _ago(1) for label in labels})
-    assert handovers("a", labels, assignment, [_lease("a"), fresh], NOW) == {}
+    assert handovers("a", held, assignment, [_lease("a"), fresh], NOW) == {}
     # b runs no query for a shard (its query failed): that shard stays
     partial = _lease("b", running={theirs[0]: _ago(SETTLE_S + 1)})
-    assert handovers("a", labels, assignment, [_lease("a"), partial], NOW) == {theirs[0]: "b"}
+    assert handovers("a", held, assignment, [_lease("a"), partial], NOW) == {theirs[0]: "b"}
     # a shard a holds and is assigned, or one it does not hold, never moves
-    assert handovers("a", mine, assignment, [_lease("a"), b], NOW) == {}
+    assert handovers("a", {label: held[label] for label in mine}, assignment, [_lease("a"), b], NOW) == {}
+
+
+def test_a_shard_taken_over_from_a_driver_that_died_is_not_handed_back_while_its_lease_lives() -> None:
+    """The flake CI caught twice (test_saga_drivers' standby takeover, one shard unheld at the check): b took
+    a's shards over when a was killed; a's lease stays live for TTL_S, and b handed a's share "back" to
+    the dead driver, restarting its own query for each such shard (the shard unheld meanwhile)."""
+    labels = _shards("stock.OrderPlaced", 4)
+    assignment = assign({"stock.OrderPlaced": labels}, ["a", "b"])
+    theirs = [label for label in labels if assignment[label] == "a"]
+    settled = {label: _ago(TTL_S + 30) for label in labels}
+    dead = _lease("a", renewed=TTL_S - 5, running=settled)  # its last renewal, before it died: still live
+    took_over = {label: _ago(TTL_S - 10) for label in labels}  # b first found them held after a's renewal
+    assert [lease.driver for lease in live([dead], NOW)] == ["a"]
+    assert handovers("b", took_over, assignment, [dead, _lease("b")], NOW) == {}
+    # a live a renews within RENEW_S of b taking the shards over, and then gets its share
+    alive = _lease("a", renewed=1, running=settled)
+    assert handovers("b", took_over, assignment, [alive, _lease("b")], NOW) == {label: "a" for label in theirs}
 
 
 def test_lease_files_round_trip_and_a_stray_file_is_skipped(tmp_path) -> None:
@@ -136,7 +154,9 @@ def test_a_renewal_writes_the_lease_and_hands_over_what_the_other_live_driver_sh
     assert balancer.renew() == {}  # alone: a keeps both
     assert _store(tmp_path).read_all()[0].holding.keys() == set(labels)
     assert _store(tmp_path).read_all()[0].running.keys() == set(labels)  # what the last tick said runs
-    _store(tmp_path).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
+    clock[0] = NOW + dt.timedelta(seconds=2)
+    # b renews after a found the shards held (a renewal no later would be a driver that may have died)
+    _store(tmp_path).write(_lease("b", renewed=-1, running={label: _ago(SETTLE_S + 1) for label in labels}))
     due = balancer.renew()
     assert list(due.values()) == ["b"] and len(due) == 1 and balancer.tick(labels) == due
     (label,) = due
@@ -179,13 +199,15 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
     monkeypatch.setattr("safebunny.saga.balance.time.monotonic", lambda: now[0])
     clock = [NOW - dt.timedelta(seconds=30)]
     saga = _saga(tmp_path)
-    balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # one renewal in this test
+    balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # renewed by the test only
     labels = [u.unit_label for u in saga.units()]
     for label in labels:
         balancer.started_query(label)
-    clock[0] = NOW
+    clock[0] = NOW - dt.timedelta(seconds=1)
     for label in labels:
         _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
+    balancer.renew()  # alone: a holds both
+    clock[0] = NOW
     _store(tmp_path).write(_lease("b", running={label: _ago(SETTLE_S + 1) for label in labels}))
 
     class Query:

@@ -53,6 +53,7 @@ class Balancer:
         self.renew_s = renew_s
         self.started = clock().isoformat()
         self.running: dict[str, str] = {}  # shard label -> when its query (re)started
+        self._holding_since: dict[str, str] = {}  # shard label -> the renewal that first found it held
         self._cooldown: dict[str, float] = {}
         self._due: dict[str, str] = {}  # the last renewal's handovers; a tick between renewals returns them
         self._shards: dict[str, list[str]] = defaultdict(list)
@@ -67,6 +68,7 @@ class Balancer:
         """Note that the query of shard ``label`` (re)started now: what it held before is no evidence now."""
         with self._lock:
             self.running[label] = self.clock().isoformat()
+            self._holding_since.pop(label, None)
 
     def handed(self, label: str) -> None:
         """Note that shard ``label`` was handed over (its query restarted as a standby)."""
@@ -106,7 +108,8 @@ class Balancer:
                                    running, held))
             leases = live(self.store.read_all(), now)
             assignment = assign(self._shards, [lease.driver for lease in leases])
-            self._due = handovers(self.me, held, assignment, leases, now)
+            self._holding_since = {label: self._holding_since.get(label, now.isoformat()) for label in held}
+            self._due = handovers(self.me, self._holding_since, assignment, leases, now)
             return self._not_cooling(self._due)
 
     def start(self, active: Iterable[str] = ()) -> None:

@@ -87,19 +87,27 @@ def assign(shards: Mapping[str, list[str]], drivers: Iterable[str]) -> dict[str,
     return out
 
 
-def handovers(me: str, held: Iterable[str], assignment: Mapping[str, str], leases: Iterable[Lease],
+def handovers(me: str, held: Mapping[str, str], assignment: Mapping[str, str], leases: Iterable[Lease],
               now: dt.datetime, settle_s: float = SETTLE_S) -> dict[str, str]:
     """Shard label -> driver, for each shard ``me`` holds that the assignment gives to another live driver whose
-    query for that shard has run for ``settle_s`` (so its consumer waits to take the shard over). ``leases``:
-    the live ones."""
-    standby = {lease.driver: lease.running for lease in leases}
+    query for that shard has run for ``settle_s`` (so its consumer waits to take the shard over) and whose lease
+    was renewed after ``me`` began holding the shard. ``held``: shard label -> when ``me`` was first seen holding
+    it (ISO 8601); ``leases``: the live ones.
+
+    The last rule keeps a shard from a driver that died: the broker moved the shard to ``me`` because that
+    driver's connection closed, after its last renewal, and its lease stays live for :data:`TTL_S` more. Handing
+    the shard "back" would only restart ``me``'s query for nothing (the shard unheld meanwhile, its unacked
+    messages redelivered); a live driver renews within :data:`RENEW_S` and gets the shard then."""
+    standby = {lease.driver: lease for lease in leases}
     out = {}
-    for label in held:
+    for label, since_held in held.items():
         target = assignment.get(label)
-        if target is None or target == me or label not in standby.get(target, {}):
+        lease = standby.get(target) if target is not None and target != me else None
+        if lease is None or label not in lease.running:
             continue
-        since = dt.datetime.fromisoformat(standby[target][label])
-        if (now - since).total_seconds() >= settle_s:
+        if dt.datetime.fromisoformat(lease.renewed) <= dt.datetime.fromisoformat(since_held):
+            continue  # not renewed since me took the shard over: the target may be the driver that died
+        if (now - dt.datetime.fromisoformat(lease.running[label])).total_seconds() >= settle_s:
             out[label] = target
     return out
 
