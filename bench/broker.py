@@ -126,6 +126,10 @@ class QueueBook:
         self._ch = self._conn.channel()
 
     def _channel(self) -> pika.adapters.blocking_connection.BlockingChannel:
+        try:  # a blocking connection answers heartbeats only when used: the broker may have closed it while idle
+            self._conn.process_data_events(0)
+        except pika.exceptions.AMQPError:
+            pass
         if self._conn.is_closed:
             self._conn = pika.BlockingConnection(_params(self.uri))
         if self._ch.is_closed:

@@ -108,7 +108,7 @@ def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_t
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda df, ctx: None)
     step = saga.steps[0]
     batches = iter([_report(0, 6, failed=2, retried=1, parked=1), _report(1, 0), _report(0, 6, failed=2)])
-    runtime = SimpleNamespace(process=lambda df, batch_id, handler, rows, journal: next(batches))
+    runtime = SimpleNamespace(process=lambda df, batch_id, handler, rows: next(batches))
     recorder = StepRecorder(saga, step, runtime)
     for batch_id in (0, 1, 0):  # a batch, an empty one (not stored), the first one replayed
         recorder.process(None, batch_id, None, rows=False)

@@ -74,3 +74,22 @@ def test_publish_rows_have_the_columns_the_sink_accepts():
                                              "routingKey": "string", "contentType": "string"}
     assert arrow_columns(pa.schema([("outputIndex", pa.int32()), ("headers", HEADERS)])) == {
         "outputIndex": "int", "headers": "map<string,string>"}
+
+
+def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_not(tmp_path):
+    """A saga step's ``Step(skip=...)``: the parked ids' fresh copies, marked on the batch's Arrow rows."""
+    from safebunny.exactly_once.protocol.step import _skip
+    from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
+    from safebunny.saga.retry import ATTEMPT
+
+    parked = ParkedIds(str(tmp_path / "s.parked.json"))
+    ids = ["p", "p", "p", "q", None, "p"]
+    headers = [None, {ATTEMPT: "1"}, {REDRIVEN: "yes"}, None, None, {"other": "x"}]
+    table = _batch(ids, headers).table
+    assert parked.fresh_copies(table) is None  # nothing parked: nothing to skip
+    assert _skip(parked.fresh_copies, table) == (table, 0)
+    parked.add(["p"])
+    assert parked.fresh_copies(table).to_pylist() == [True, False, False, False, False, True]
+    kept, skipped = _skip(parked.fresh_copies, table)
+    assert skipped == 2 and kept.column("headers").to_pylist()[:2] == [[(ATTEMPT, "1")], [(REDRIVEN, "yes")]]
+    assert kept.num_rows == 4

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from safebunny.saga.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
@@ -44,23 +46,20 @@ class ParkedIds:
             self._cache = (stamp, frozenset(orjson.loads(data) if data else ()))
         return self._cache[1]
 
+    def fresh_copies(self, table: pa.Table) -> pa.ChunkedArray | None:
+        """Which rows of ``table`` (a batch as the source gives it) are fresh copies of parked ids: the saga step's
+        ``Step(skip=...)``, so they count as duplicates; None when nothing is parked."""
+        parked = self.read()
+        if not parked:
+            return None
+        copy = pc.is_in(table.column("messageId"), value_set=pa.array(sorted(parked), pa.string()))
+        for header in (ATTEMPT, REDRIVEN):
+            copy = pc.and_(copy, pc.is_null(pc.map_lookup(table.column("headers"), header, "first")))
+        return pc.fill_null(copy, False)
+
     def add(self, ids: Iterable[str]) -> None:
         new = {str(i) for i in ids if i is not None}
         known = self.read()
         if new - known:
             write_atomically(self.filesystem, self.path, orjson.dumps(sorted(known | new)))
             self._cache = None
-
-
-def drop_fresh_copies(batch_df: Any, parked: frozenset[str]) -> tuple[Any, int]:
-    """``batch_df`` without the fresh copies of ``parked`` ids, and how many there were (one Spark job, only
-    when the step has parked something)."""
-    if not parked:
-        return batch_df, 0
-    from pyspark.sql import functions as F  # noqa: N812 - Spark's usual name
-
-    headers = F.col("headers")
-    fresh = headers.getItem(ATTEMPT).isNull() & headers.getItem(REDRIVEN).isNull()
-    copy = F.coalesce(fresh & F.col("messageId").isin(sorted(parked)), F.lit(False))
-    dropped = batch_df.where(copy).count()
-    return (batch_df.where(~copy), dropped) if dropped else (batch_df, 0)

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.parked_ids import drop_fresh_copies
 from safebunny.spark_errors import is_plan_error, raised_in_python
 from safebunny.spark_logs import quiet_query_context
 
@@ -32,17 +30,12 @@ class StepRecorder:
         self.store = saga.config.layout.reports(step.unit_label)
         self.driver = saga.config.layout.driver
         self.runtime = runtime
-        self.parked_ids = saga.failures_of(step).parked_ids
 
     def process(self, batch_df: Any, batch_id: int, handler: Callable[..., Any], rows: bool) -> Any:
-        """Run the batch through the step, then store its report (a batch without messages is not stored). A
-        fresh copy of a message the step parked (:mod:`safebunny.saga.parked_ids`) is a duplicate."""
-        batch_df, copies = drop_fresh_copies(batch_df, self.parked_ids.read())
-        # a batch without its copies is not its journal file any more: the step collects it with Spark
-        report = self.runtime.process(batch_df, batch_id, handler, rows=rows, journal=not copies)
-        if report.received or copies:
-            self.store.record(replace(report, received=report.received + copies,
-                                      duplicates=report.duplicates + copies), self.driver)
+        """Run the batch through the step, then store its report (a batch without messages is not stored)."""
+        report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
+        if report.received:
+            self.store.record(report, self.driver)
         return report
 
 

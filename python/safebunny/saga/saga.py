@@ -159,7 +159,8 @@ class Saga:
                                          checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
-                                         prepare=None if step.rows else step.body.prepare)
+                                         prepare=None if step.rows else step.body.prepare,
+                                         skip=self._failures[label].parked_ids.fresh_copies)
         return self._runtimes[label]
 
     def failures_of(self, step: SagaStep) -> FailureRouter:

@@ -1,9 +1,9 @@
 """A step's micro-batch on the driver: collected once, deduplicated, and handed out as local DataFrames.
 
-:meth:`Batch.collect` runs the batch's one Spark job (``toArrow``), or :meth:`Batch.of` takes the rows of its
-journal file (:mod:`~safebunny.exactly_once.collect.journal_read`), in the source's order (a queue batch is one
-journal file, a stream batch its partitions in order), which is what makes the in-batch dedupe deterministic:
-the first copy of an id wins (DESIGN.md, the inbox protocol, 1).
+:meth:`Batch.arrow` runs the batch's one Spark job (``toArrow``), or the rows of its journal file are read
+(:mod:`~safebunny.exactly_once.collect.journal_read`); :meth:`Batch.of` takes them in the source's order
+(a queue batch is one journal file, a stream batch its partitions in order), which is what makes the
+in-batch dedupe deterministic: the first copy of an id wins (DESIGN.md, the inbox protocol, 1).
 :meth:`Batch.new` leaves out the ids the inbox has seen; :meth:`NewMessages.frame` gives the handler
 any subset of the new messages as a DataFrame built from the Arrow rows (no second read of the
 source, and a failing row can be isolated without re-running the batch's input).
@@ -156,14 +156,14 @@ class Batch:
     first: dict[str, int]  # message id -> position of its first copy (stand-in ids included)
     missing: frozenset[str] = frozenset()  # the stand-in ids of messages without an id
 
-    @classmethod
-    def collect(cls, df: Any, scope: str = "") -> Batch:
-        """Collect ``df`` (the micro-batch) to the driver: the batch's one Spark job."""
+    @staticmethod
+    def arrow(df: Any) -> pa.Table:
+        """Collect ``df`` (the micro-batch) to the driver as Arrow rows: the batch's one Spark job."""
         if "messageId" not in df.columns:
             raise SafeBunnyOptionError(
                 f"A step reads safebunny's source rows, which have a 'messageId' column; got columns {df.columns}.",
                 "messageId")
-        return cls.of(df.toArrow(), df.schema, scope)
+        return df.toArrow()
 
     @classmethod
     def of(cls, table: pa.Table, schema: Any = None, scope: str = "") -> Batch:

@@ -81,8 +81,9 @@ class SparkRead:
         if self._count != self.expected:
             raise SafeBunnyError(
                 f"Spark read {self._count} rows for this batch where its journal file holds {self.expected}: the "
-                "step was handed a DataFrame other than the micro-batch (filtered or projected). Call "
-                "step.process(..., journal=False) for such a frame; the batch fails and is replayed.")
+                "step was handed a DataFrame other than the micro-batch (filtered or projected). Give a Step with "
+                "journal= the micro-batch as foreachBatch hands it (filter in the handler, or with Step(skip=...)), "
+                "or leave journal= out; the batch fails and is replayed.")
 
 
 class JournalRead:

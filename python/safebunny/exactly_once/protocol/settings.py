@@ -26,6 +26,8 @@ FailedCallback = Callable[[list[FailedRow], StepContext], "Mapping[str, int] | N
 #: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
 #: the rows as they are
 Prepare = Callable[[pa.Table, Any], "Prepared | None"]
+#: (the batch's Arrow rows) -> a boolean mask of the rows to count as duplicates without handling them, or None
+Skip = Callable[[pa.Table], "pa.Array | pa.ChunkedArray | None"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class StepSettings:
     checkpoint: str | None = None
     journal: str | None = None
     prepare: Prepare | None = None
+    skip: Skip | None = None
     publish: PublishSettings = field(default_factory=PublishSettings)
 
     def __post_init__(self) -> None:

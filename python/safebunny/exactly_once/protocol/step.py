@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
@@ -46,7 +47,7 @@ from safebunny.exactly_once.handlers.rows import RowRun
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
-from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, StepSettings
+from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, Skip, StepSettings
 from safebunny.session import activate
 
 __all__ = ["Step"]
@@ -65,6 +66,7 @@ class _Run:
     seen: Collection[str] = ()
     replayed: bool = False
     spark_read: SparkRead | None = None
+    skipped: int = 0  # rows the step's ``skip`` counted as duplicates (not in ``batch``)
 
 
 class Step:
@@ -99,7 +101,10 @@ class Step:
     - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
       handler's input on the driver (a :class:`~safebunny.exactly_once.collect.batch.Prepared`: one row per
       message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
-      they are. A saga parses bodies this way (:meth:`safebunny.saga.bodies.Body.prepare`).
+      they are. A saga parses bodies this way (:meth:`safebunny.saga.bodies.Body.prepare`);
+    - ``skip``: ``skip(arrow_rows)`` gives a boolean mask (or None) of the batch's rows to count as duplicates
+      without handling them, applied on the driver to the batch as read. A saga skips fresh copies of the
+      messages it parked this way (:meth:`safebunny.saga.parked_ids.ParkedIds.fresh_copies`).
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
@@ -108,12 +113,12 @@ class Step:
                  publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
                  checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
-                 journal: str | None = None, executor_publish_rows: int | str | None = AUTO,
+                 journal: str | None = None, skip: Skip | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
         publish = PublishSettings(uri, password, dict(publish_options or {}), publish_retry_seconds,
                                   executor_publish_rows, executor_partition_rows)
         self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
-                                     on_failed, router, epoch, checkpoint, journal, prepare, publish)
+                                     on_failed, router, epoch, checkpoint, journal, prepare, skip, publish)
         self.node = node
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
         self._claimed = BatchClaims(node, self.inbox)
@@ -134,12 +139,10 @@ class Step:
         run.__name__ = f"safebunny_step_{self.node}"
         return run
 
-    def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False,
-                journal: bool = True) -> BatchReport:
+    def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
         """Run one batch through the protocol (the module's numbered steps; what ``foreach_batch`` calls).
-
-        ``journal=False`` when ``batch_df`` is not the micro-batch as Spark handed it (filtered or projected): its
-        journal file would then hold other rows, so the step collects ``batch_df`` with Spark.
+        ``batch_df`` is the micro-batch as ``foreachBatch`` hands it (with ``journal``, its journal file stands
+        for it: filter in the handler, or with ``skip``, not before).
 
         The batch is collected to the driver once (one Spark job, or its journal file read here while that job
         runs beside the step; its size is bounded by the source's ``maxMessagesPerTrigger``/``maxBytesPerTrigger``);
@@ -148,7 +151,7 @@ class Step:
         driver, or from the executors when the batch has more than ``executor_publish_rows`` of them
         (``BatchReport.published_from``).
         """
-        run = self._read(batch_df, batch_id, rows, journal)
+        run = self._read(batch_df, batch_id, rows)
         new = self._dedupe(run)  # 1-2
         new = self._prepare(run, new)  # the handler's input, when the step has a prepare (a saga's)
         handled, result = self._handle(run, new, handler)  # 3
@@ -160,22 +163,21 @@ class Step:
         return self._report(run, new, result, publish.num_rows, published, routed)  # 7
 
     # -- the protocol's steps, in order ----------------------------------------------------------
-    def _read(self, batch_df: Any, batch_id: int, rows: bool, journal: bool) -> _Run:
-        """The batch's epoch, and its rows collected to the driver once (its one Spark job)."""
+    def _read(self, batch_df: Any, batch_id: int, rows: bool) -> _Run:
+        """The batch's epoch, and its rows collected to the driver once (its one Spark job), less those the
+        step's ``skip`` counts as duplicates."""
         clock = Phases()
         spark = activate(batch_df.sparkSession)
         settings = self.settings
         epoch = step_epoch(spark, batch_df, batch_id, settings.checkpoint, settings.epoch, self.node)
         scope = f"{epoch}/{batch_id}"
-        journaled = None if self._journal is None or not journal else self._journal.read(spark, batch_df, epoch,
-                                                                                          batch_id)
-        if journaled is None:
-            batch, spark_read = Batch.collect(batch_df, scope), None
-        else:
-            batch, spark_read = Batch.of(journaled[0], batch_df.schema, scope), journaled[1]
+        journaled = None if self._journal is None else self._journal.read(spark, batch_df, epoch, batch_id)
+        table, spark_read = (Batch.arrow(batch_df), None) if journaled is None else journaled
+        table, skipped = _skip(settings.skip, table)
         clock.lap("read")
         crash_point("step.after_consume")
-        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows, spark_read=spark_read)
+        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, Batch.of(table, batch_df.schema, scope),
+                    rows, spark_read=spark_read, skipped=skipped)
 
     def _dedupe(self, run: _Run) -> NewMessages:
         """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows); the ids that
@@ -271,15 +273,23 @@ class Step:
     def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
                 routed: Mapping[str, int]) -> BatchReport:
         """7. What the batch did, kept and logged; then Spark commits the batch and the source acks it."""
-        batch, seen, failed = run.batch, run.seen, len(result.failed)
+        batch, seen, failed, skipped = run.batch, run.seen, len(result.failed), run.skipped
         report = BatchReport(
-            self.node, run.ctx.epoch, run.ctx.batch_id, batch.received, batch.received - batch.distinct + len(seen),
+            self.node, run.ctx.epoch, run.ctx.batch_id, batch.received + skipped,
+            batch.received - batch.distinct + len(seen) + skipped,
             len(seen), new.count - failed, failed, emitted, run.replayed, run.clock.seconds(),
             dt.datetime.now(dt.timezone.utc), run.clock.laps, published.where, published.partitions,
             published.attempts, int(routed.get("retried", 0)), int(routed.get("parked", 0)))
         self.reports.append(report)
         log_report(report)
         return report
+
+
+def _skip(skip: Skip | None, table: pa.Table) -> tuple[pa.Table, int]:
+    """``table`` without the rows ``skip`` marks, and how many it marked."""
+    mask = None if skip is None or not table.num_rows else skip(table)
+    skipped = 0 if mask is None else int(pc.sum(mask).as_py() or 0)
+    return (table.filter(pc.invert(mask)), skipped) if skipped else (table, 0)
 
 
 def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]]) -> list[InboxRow]:
