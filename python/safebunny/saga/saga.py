@@ -49,7 +49,6 @@ class Saga:
             executor_publish_rows, executor_partition_rows)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
-        self._failures: dict[str, FailureRouter] = {}
         self._started: set[tuple[str, str]] = set()
         self._warned: set[str] = set()
 
@@ -153,20 +152,15 @@ class Saga:
         the shards of a step share its inbox (one node's)."""
         label, config = step.unit_label, self.config
         if label not in self._runtimes:
-            self._failures[label] = FailureRouter(self, step)
+            failures = FailureRouter(self, step)
             self._runtimes[label] = Step(step.node, config.layout.inbox, config.uri, config.password,
-                                         on_failed=self._failures[label], router=topology.router(self, step.node),
+                                         on_failed=failures, router=topology.router(self, step.node),
                                          checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else step.body.prepare,
-                                         skip=self._failures[label].parked_ids.fresh_copies)
+                                         skip=failures.parked_ids.fresh_copies)
         return self._runtimes[label]
-
-    def failures_of(self, step: SagaStep) -> FailureRouter:
-        """The failure router (retry or poison) of step ``step``."""
-        self.runtime(step)
-        return self._failures[step.unit_label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
         """Step ``step``'s handler as its query runs it (emits checked against ``produces``)."""
