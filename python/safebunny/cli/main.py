@@ -27,8 +27,9 @@ _EPILOG = ("<saga> is package.module:attribute or path/to/file.py[:attribute]. B
 
 
 def _common() -> argparse.ArgumentParser:
-    """Options every saga command takes, before or after its arguments."""
+    """What every saga command takes: the saga, then options that may come before or after its arguments."""
     common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     common.add_argument("--uri", default=argparse.SUPPRESS,
                         help="AMQP URI of the broker (default: $SAFEBUNNY_URI, else the saga's)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not tables")

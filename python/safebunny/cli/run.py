@@ -108,7 +108,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``run``."""
     cmd = sub.add_parser("run", parents=[common],
                          help="run the saga's steps: drain once (--once) or in availableNow rounds (--continuous)")
-    cmd.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     mode = cmd.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true",
                       help="drain once and exit: 0 drained, 6 messages left (timeout), 7 messages parked, 5 failed")
