@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from safebunny import __version__
 from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace
@@ -86,9 +85,5 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), exits.ERROR)
 
 
-def _entry() -> Any:  # pragma: no cover - python -m
+if __name__ == "__main__":  # pragma: no cover - python -m safebunny.cli.main
     sys.exit(main())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _entry()
