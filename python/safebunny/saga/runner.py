@@ -58,7 +58,7 @@ class RunningSaga:
         self.rounds: dict[str, int] = {}
         #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
         self.balancer = Balancer(saga) if balance and saga.config.layout.driver is not None else None
-        self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
+        self.queries: dict[str, Any] = {s.unit_label: self._try_start(s) for s in saga.units()}
         #: step label -> restarts since the saga started (every failure counts)
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         #: step label -> failures since its query last ran well (what the backoff doubles with)
@@ -78,7 +78,7 @@ class RunningSaga:
         if self.balancer is not None:
             self.balancer.start([label for label, q in self.queries.items() if q.isActive])
 
-    def _first_start(self, step: SagaStep) -> Any:
+    def _try_start(self, step: SagaStep) -> Any:
         """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
         (over Spark Connect the server's Python process for the query may miss Spark's 10 s to connect back)."""
         try:
@@ -159,10 +159,7 @@ class RunningSaga:
         if now < next_round[label]:
             return True
         del next_round[label]
-        try:
-            self.queries[label] = self._start(step)
-        except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-            self.queries[label] = NotStarted(exc)
+        self.queries[label] = self._try_start(step)
         return True
 
     def _balance(self) -> None:
@@ -182,10 +179,7 @@ class RunningSaga:
             self._handing.pop(label, None)
             self.queries[label].stop()
             self.balancer.handed(label)
-            try:
-                self.queries[label] = self._start(units[label])
-            except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-                self.queries[label] = NotStarted(exc)
+            self.queries[label] = self._try_start(units[label])
 
     def _between_batches(self, label: str) -> bool:
         """Whether the shard's query runs no batch now (a handover stops it there, not mid-batch), or has not
