@@ -135,9 +135,6 @@ class Saga:
         return topology.declare(self)
 
     # -- each step's exactly-once Step -----------------------------------------------------------
-    def pause_file(self, node: str, message_type: str) -> str:
-        return self.config.layout.pause_file(node, message_type)
-
     def checkpoint_of(self, step: SagaStep) -> str:
         """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
         query has its own."""
@@ -209,10 +206,10 @@ class Saga:
     def pause(self, node: str, type: str, seconds: float) -> float:  # noqa: A002
         """Pause step ``node.type`` for ``seconds`` without stopping its query; it resumes by itself."""
         self.step_of(node, type)
-        return write_pause(self.pause_file(node, type), seconds)
+        return write_pause(self.config.layout.pause_file(node, type), seconds)
 
     def resume(self, node: str, type: str) -> None:  # noqa: A002
-        clear_pause(self.pause_file(node, type))
+        clear_pause(self.config.layout.pause_file(node, type))
 
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:
