@@ -26,16 +26,12 @@ INSTALL: dict[str, str] = {
 }
 
 
-def _top(module: str) -> str:
-    return module.split(".", 1)[0]
-
-
 def require(module: str, purpose: str) -> ModuleType:
     """Import ``module`` or raise :class:`SafeBunnyMissingDependencyError` saying what to install."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        top = _top(module)
+        top = module.split(".", 1)[0]
         install = INSTALL.get(top, repr(top))
         raise SafeBunnyMissingDependencyError(
             f"safebunny needs the package {top!r} to {purpose}, but it cannot be imported ({exc}). "

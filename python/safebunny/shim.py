@@ -42,10 +42,6 @@ _LOCK_TIMEOUT_S = 600.0
 _JAR_PREFIX = "safebunny-shim_2.13-"
 
 
-def _is_source_dir(path: Path) -> bool:
-    return path.is_dir() and any(path.glob("*.scala"))
-
-
 def _installed_from() -> Path | None:
     """The local directory pip installed safebunny from (``direct_url.json``), if any."""
     try:
@@ -82,7 +78,7 @@ def scala_sources() -> list[Path]:
     holds them (the order: docs/sql-shim.md)."""
     candidates = _source_candidates()
     for directory in candidates:
-        if _is_source_dir(directory):
+        if directory.is_dir() and any(directory.glob("*.scala")):
             return sorted(directory.glob("*.scala"))
     searched = ", ".join(f"'{c}'" for c in candidates[:4])
     raise SafeBunnyError(

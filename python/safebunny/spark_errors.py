@@ -39,13 +39,11 @@ def _error_class(module: str, name: str) -> type[SafeBunnyError] | None:
 def error_of(exc: BaseException | None) -> SafeBunnyError | None:
     """The :class:`SafeBunnyError` that ``exc`` carries (itself, a cause, or parsed from a Spark exception's
     message: same class, same message), or ``None`` when it carries none (use: docs/operations.md, "Errors")."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, SafeBunnyError):
-            return exc
+    for link in _chain(exc):
+        if isinstance(link, SafeBunnyError):
+            return link
         found = None
-        for match in _RAISED.finditer(str(exc)):
+        for match in _RAISED.finditer(str(link)):
             cls = _error_class(match["module"], match["cls"])
             if cls is not None:
                 found = (cls, match["message"])
@@ -56,9 +54,8 @@ def error_of(exc: BaseException | None) -> SafeBunnyError | None:
             except TypeError:  # a subclass with other required arguments: same class, same message
                 error = cls.__new__(cls)
                 Exception.__init__(error, message)
-            error.__cause__ = exc
+            error.__cause__ = link
             return error
-        exc = exc.__cause__ or exc.__context__
     return None
 
 

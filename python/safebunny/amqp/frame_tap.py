@@ -38,7 +38,6 @@ class FrameTap:
         self.channel_number = channel_number
         self.on_delivery = on_delivery
         self.fast = 0  # deliveries decoded here
-        self.slow = 0  # frames left to pika
 
     def feed(self, data: bytes) -> None:
         """pika's ``_on_data_available``: process ``data`` after what an earlier chunk left unfinished."""
@@ -68,7 +67,6 @@ class FrameTap:
                 pos += consumed
                 impl.bytes_received += consumed
                 impl._frame_buffer = buf[pos:]  # noqa: SLF001 - as pika leaves it while processing a frame
-                self.slow += 1
                 impl._process_frame(frame)  # noqa: SLF001
                 buf = impl._frame_buffer  # noqa: SLF001 - unchanged unless a callback fed more data
                 pos = 0

@@ -39,16 +39,11 @@ def management_url_for(amqp_uri: str) -> str:
     return f"{scheme}://{host}:{DEFAULT_PORT}"
 
 
-def _credentials(amqp_uri: str, password: str | None) -> tuple[str, str]:
+def _login(amqp_uri: str, password: str | None) -> tuple[str, str, str]:
     parts = urlsplit(amqp_uri)
     user = unquote(parts.username) if parts.username else "guest"
     secret = password if password is not None else (unquote(parts.password) if parts.password else "guest")
-    return user, secret
-
-
-def _vhost(amqp_uri: str) -> str:
-    path = urlsplit(amqp_uri).path
-    return unquote(path[1:]) if len(path) > 1 else "/"
+    return user, secret, unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
 
 
 def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = None, url: str | None = None,
@@ -57,8 +52,7 @@ def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = Non
     when the management API at ``url`` (default :func:`management_url_for`) does not answer or refuses.
     The login is the AMQP URI's user (or ``password``); it needs the ``monitoring`` or ``management`` tag."""
     base = (url or management_url_for(amqp_uri)).rstrip("/")
-    user, secret = _credentials(amqp_uri, password)
-    vhost = _vhost(amqp_uri)
+    user, secret, vhost = _login(amqp_uri, password)
     request = urllib.request.Request(
         f"{base}/api/queues/{quote(vhost, safe='')}?columns=name,messages_ready,messages_unacknowledged",
         headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()})

@@ -6,7 +6,6 @@ from __future__ import annotations
 import atexit
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from safebunny.amqp.publisher import ConfirmingPublisher
@@ -18,8 +17,7 @@ _LOCK = threading.Lock()
 
 
 def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
-            connect_timeout: float = 10.0,
-            factory: Callable[..., ConfirmingPublisher] = ConfirmingPublisher) -> ConfirmingPublisher:
+            connect_timeout: float = 10.0) -> ConfirmingPublisher:
     """An open publisher for these settings: a cached one that is still healthy, or a new one.
 
     A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
@@ -45,8 +43,8 @@ def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.
             publisher.reset_counts()
             return publisher
         publisher.close()
-    return factory(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
-                   connect_timeout=connect_timeout).open()
+    return ConfirmingPublisher(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
+                               connect_timeout=connect_timeout).open()
 
 
 def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:

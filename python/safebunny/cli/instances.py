@@ -48,7 +48,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``instances``."""
     cmd = sub.add_parser("instances", parents=[common],
                          help="saga instances: business key, state, current or last step (newest first)")
-    cmd.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     cmd.add_argument("--state", choices=STATES, help="only instances in this state")
     shown = cmd.add_mutually_exclusive_group()
     shown.add_argument("--limit", type=_limit, metavar="N",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from safebunny import __version__
 from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace
@@ -27,8 +26,9 @@ _EPILOG = ("<saga> is package.module:attribute or path/to/file.py[:attribute]. B
 
 
 def _common() -> argparse.ArgumentParser:
-    """Options every saga command takes, before or after its arguments."""
+    """What every saga command takes: the saga, then options that may come before or after its arguments."""
     common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     common.add_argument("--uri", default=argparse.SUPPRESS,
                         help="AMQP URI of the broker (default: $SAFEBUNNY_URI, else the saga's)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON, not tables")
@@ -85,9 +85,5 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), exits.ERROR)
 
 
-def _entry() -> Any:  # pragma: no cover - python -m
+if __name__ == "__main__":  # pragma: no cover - python -m safebunny.cli.main
     sys.exit(main())
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _entry()

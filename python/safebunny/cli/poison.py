@@ -64,7 +64,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     poison = sub.add_parser("poison", help="list, show, redrive or discard parked (poisoned) messages")
     actions = poison.add_subparsers(dest="action", required=True, metavar="action")
     step = argparse.ArgumentParser(add_help=False)
-    step.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     step.add_argument("--step", help="only this step: NODE or NODE.TYPE (its queue's name)")
     lst = actions.add_parser("list", parents=[common, step], help="parked messages with reason and attempts")
     lst.add_argument("--all", action="store_true", help="also resolved (redriven, then processed) and discarded ones")

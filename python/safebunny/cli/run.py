@@ -65,8 +65,7 @@ def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
     return exits.OK
 
 
-def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
-               check_every: float = 1.0) -> int:
+def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_host: str = "127.0.0.1") -> int:
     """Run ``saga`` in availableNow rounds until interrupted; the exit code (docs/operations.md)."""
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -83,7 +82,7 @@ def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_
         print(f"saga {saga.name}: running {len(running.queries)} step queries in availableNow rounds "
               "(Ctrl-C or SIGTERM stops)", flush=True)
         while not running.given_up:
-            time.sleep(check_every)
+            time.sleep(1.0)
         errors = "; ".join(f"{label}: {running.errors.get(label)}" for label in sorted(running.given_up))
         raise CliError(f"saga {saga.name!r}: step(s) stopped for good: {errors}", exits.ERROR)
     except KeyboardInterrupt:
@@ -108,7 +107,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``run``."""
     cmd = sub.add_parser("run", parents=[common],
                          help="run the saga's steps: drain once (--once) or in availableNow rounds (--continuous)")
-    cmd.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     mode = cmd.add_mutually_exclusive_group(required=True)
     mode.add_argument("--once", action="store_true",
                       help="drain once and exit: 0 drained, 6 messages left (timeout), 7 messages parked, 5 failed")

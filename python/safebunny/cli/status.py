@@ -87,7 +87,6 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``status``."""
     status = sub.add_parser("status", parents=[common],
                             help="per step: depths, unacked, counters (from any process), rate, last batch, breaker")
-    status.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     status.add_argument("--shards", action="store_true",
                         help="one line per shard of each sharded step: backlog, held, driver of its last batch")
     status.add_argument("--watch", nargs="?", const=2.0, default=None, type=positive_seconds, metavar="SECONDS",

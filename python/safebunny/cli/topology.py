@@ -51,13 +51,10 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                          help="declare, show or delete a saga's exchange, queues, retry tiers and poison queues")
     actions = top.add_subparsers(dest="action", required=True, metavar="action")
     declare = actions.add_parser("declare", parents=[common], help="declare everything (idempotent)")
-    declare.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     declare.set_defaults(run=_declare)
     show = actions.add_parser("show", parents=[common], help="list exchanges, queues and bindings with depths")
-    show.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     show.set_defaults(run=_show)
     delete = actions.add_parser("delete", parents=[common],
                                 help="delete the saga's queues and exchanges, and the messages they hold")
-    delete.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     delete.add_argument("--yes", action="store_true", help="really delete (without it: say what would go)")
     delete.set_defaults(run=_delete)

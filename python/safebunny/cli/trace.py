@@ -51,6 +51,5 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     """Add ``trace``."""
     trace = sub.add_parser("trace", parents=[common],
                            help="the path of one saga instance through the steps, read from the inboxes")
-    trace.add_argument("saga", help="package.module:attribute or path/to/file.py[:attribute]")
     trace.add_argument("key", help="a correlation id, or the business key the saga was started with")
     trace.set_defaults(run=_trace)

@@ -45,6 +45,7 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
     """Run the demo saga once; returns the checked summary, the chart's path (None without matplotlib) and the
     drain's seconds. The saga's topology is deleted at the end unless ``args.keep``."""
     import safebunny
+    from safebunny.cli.render import to_rows
     from safebunny.demo import fulfilment
     from safebunny.demo.monitor import Monitor
     from safebunny.demo.plot import write_chart
@@ -74,7 +75,7 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
         elapsed = monitor.elapsed
 
     paths = fulfilment.tables(work)
-    status = {f"{r['node']}.{r['type']}": r for r in _rows(saga.status())}
+    status = {f"{r['node']}.{r['type']}": r for r in to_rows(saga.status())}
     poisoned = [p.correlationId for s in steps for p in saga.poison_rows(s.node, s.consumes)]
     summary = summarise(
         plan,
@@ -96,9 +97,3 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
         print(f"deleted saga {saga.name!r}'s {len(deleted)} queues and its exchanges from the broker "
               "(--keep keeps them)")
     return summary, chart, elapsed
-
-
-def _rows(obj: Any) -> list[dict[str, Any]]:
-    from safebunny.cli.render import to_rows
-
-    return to_rows(obj)

@@ -65,18 +65,16 @@ def unconsumed_start(steps: Sequence[SagaStep], node: str, message_type: str) ->
             f"{node!r}, so these messages would go to the unrouted queue; steps: {known}."]
 
 
-def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str] | None = None) -> None:
+def report(saga_name: str, problems: Sequence[str], strict: bool, seen: set[str]) -> None:
     """Warn about each problem once (per ``seen`` set), or raise them all when ``strict``."""
     if not problems:
         return
     if strict:
         raise SafeBunnyOptionError(f"Saga {saga_name!r} (strict=True): " + " ".join(problems), "strict")
     for problem in problems:
-        if seen is not None:
-            if problem in seen:
-                continue
+        if problem not in seen:
             seen.add(problem)
-        log.warning("saga %s: %s", saga_name, problem)
+            log.warning("saga %s: %s", saga_name, problem)
 
 
 def require_shards(saga_name: str, driver: str, steps: Sequence[SagaStep]) -> None:

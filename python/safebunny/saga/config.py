@@ -24,7 +24,6 @@ from safebunny.uri import split_password, validate_uri, with_password
 if TYPE_CHECKING:
     from safebunny.exactly_once import Step
     from safebunny.saga.definition import SagaStep
-    from safebunny.saga.failures import FailureRouter
 
 __all__ = ["SagaLayout", "SagaConfig"]
 
@@ -169,7 +168,5 @@ class SagaRunner(SagaShape, Protocol):
     """What running a saga's queries needs besides: each step's exactly-once Step, failure router and handler."""
 
     def runtime(self, step: SagaStep) -> Step: ...
-
-    def failures_of(self, step: SagaStep) -> FailureRouter: ...
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]: ...

@@ -12,10 +12,10 @@ from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.queries import (
     WORKER_START_TRIES,
     WORKER_START_WAIT_S,
-    NotStarted,
     not_worth_a_restart,
     note_serialization_race,
     start_query,
+    try_start,
 )
 from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
 
@@ -43,15 +43,8 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
     while True:
         rounds += 1
         before = moved_so_far(saga)
-        queries = []  # side by side (a new driver's first one alone: start_query)
-        for s in saga.units():
-            try:
-                query = start(spark, saga, s, None)
-            except Exception as exc:  # noqa: BLE001 - a query that did not start counts as a failed step
-                # (over Spark Connect the server starts a Python process per query, which must connect back
-                # within Spark's fixed 10 s; a loaded server misses it now and then)
-                query = NotStarted(exc)
-            queries.append((s, query))
+        # side by side (a new driver's first one alone: start_query)
+        queries = [(s, try_start(start, spark, saga, s, None)) for s in saga.units()]
         errors = []
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
             _wait(query)

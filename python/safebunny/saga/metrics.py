@@ -140,8 +140,7 @@ class SagaMetrics:
         out = []
         for step, (fields, counters) in zip(self.saga.steps, status_fields(self.saga, poison=False), strict=True):
             label = f"{fields['node']}.{fields['type']}"
-            seen = _step_progress(progress, label) if any(
-                k == label or k.startswith(f"{label}.shard.") for k in progress) else None
+            seen = _step_progress(progress, label)
             if seen is None:
                 seen = _durable_progress(counters, step.shards is None)
                 seen["active"] = int(any(u.unit_label in active for u in step.units())) if active is not None else 0
@@ -200,12 +199,12 @@ class SagaMetrics:
         self.stop()
 
 
-def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str, Any]:
+def _step_progress(progress: dict[str, dict[str, Any]], label: str) -> dict[str, Any] | None:
     """A step's last progress: its query's, or its shards' queries' together (rates and rows added, the
-    longest batch, active when any is)."""
+    longest batch, active when any is); None when none of them reported one."""
     parts = [v for k, v in progress.items() if k == label or k.startswith(f"{label}.shard.")]
     if len(parts) <= 1:
-        return parts[0] if parts else {"active": 0}
+        return parts[0] if parts else None
     out: dict[str, Any] = {"active": max(p.get("active", 0) for p in parts)}
     for name in ("inputRowsPerSecond", "processedRowsPerSecond", "numInputRows"):
         values = [p[name] for p in parts if p.get(name) is not None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from safebunny import first_stream
@@ -25,7 +26,7 @@ from safebunny.spark_errors import error_of, is_plan_error
 from safebunny.spark_logs import note_streaming_started
 
 __all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "AVAILABLE_NOW",
-           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "not_worth_a_restart",
+           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
            "note_serialization_race"]
 
 log = logging.getLogger("safebunny.saga")
@@ -111,6 +112,16 @@ def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseExceptio
                     "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
                     "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
                     "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
+
+
+def try_start(start: Callable[..., Any], *args: Any) -> Any:
+    """``start(*args)``'s query, or a :class:`NotStarted` holding what it raised: a query that did not start counts
+    as a failed one, restarted like one (over Spark Connect the server starts a Python process per query, which
+    must connect back within Spark's fixed 10 s; a loaded server misses it now and then)."""
+    try:
+        return start(*args)
+    except Exception as exc:  # noqa: BLE001 - a failed start is reported as the query's failure
+        return NotStarted(exc)
 
 
 class NotStarted:

@@ -19,6 +19,7 @@ from safebunny.saga.queries import (
     not_worth_a_restart,
     note_serialization_race,
     start_query,
+    try_start,
 )
 from safebunny.session import activate
 from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
@@ -58,7 +59,7 @@ class RunningSaga:
         self.rounds: dict[str, int] = {}
         #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
         self.balancer = Balancer(saga) if balance and saga.config.layout.driver is not None else None
-        self.queries: dict[str, Any] = {s.unit_label: self._first_start(s) for s in saga.units()}
+        self.queries: dict[str, Any] = {s.unit_label: try_start(self._start, s) for s in saga.units()}
         #: step label -> restarts since the saga started (every failure counts)
         self.restarts: dict[str, int] = {label: 0 for label in self.queries}
         #: step label -> failures since its query last ran well (what the backoff doubles with)
@@ -77,14 +78,6 @@ class RunningSaga:
         self._thread.start()
         if self.balancer is not None:
             self.balancer.start([label for label, q in self.queries.items() if q.isActive])
-
-    def _first_start(self, step: SagaStep) -> Any:
-        """Start ``step``'s query; one that fails to start is restarted by the supervisor, as a failed one is
-        (over Spark Connect the server's Python process for the query may miss Spark's 10 s to connect back)."""
-        try:
-            return self._start(step)
-        except Exception as exc:  # noqa: BLE001 - logged and retried by the supervisor
-            return NotStarted(exc)
 
     def _start(self, step: SagaStep) -> Any:
         query = start_query(self.spark, self.saga, step, None if self.in_rounds else self.trigger)
@@ -159,10 +152,7 @@ class RunningSaga:
         if now < next_round[label]:
             return True
         del next_round[label]
-        try:
-            self.queries[label] = self._start(step)
-        except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-            self.queries[label] = NotStarted(exc)
+        self.queries[label] = try_start(self._start, step)
         return True
 
     def _balance(self) -> None:
@@ -182,10 +172,7 @@ class RunningSaga:
             self._handing.pop(label, None)
             self.queries[label].stop()
             self.balancer.handed(label)
-            try:
-                self.queries[label] = self._start(units[label])
-            except Exception as exc:  # noqa: BLE001 - the supervisor restarts it like a failed query
-                self.queries[label] = NotStarted(exc)
+            self.queries[label] = try_start(self._start, units[label])
 
     def _between_batches(self, label: str) -> bool:
         """Whether the shard's query runs no batch now (a handover stops it there, not mid-batch), or has not

@@ -49,7 +49,6 @@ class Saga:
             executor_publish_rows, executor_partition_rows)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
-        self._failures: dict[str, FailureRouter] = {}
         self._started: set[tuple[str, str]] = set()
         self._warned: set[str] = set()
 
@@ -136,9 +135,6 @@ class Saga:
         return topology.declare(self)
 
     # -- each step's exactly-once Step -----------------------------------------------------------
-    def pause_file(self, node: str, message_type: str) -> str:
-        return self.config.layout.pause_file(node, message_type)
-
     def checkpoint_of(self, step: SagaStep) -> str:
         """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
         query has its own."""
@@ -153,20 +149,15 @@ class Saga:
         the shards of a step share its inbox (one node's)."""
         label, config = step.unit_label, self.config
         if label not in self._runtimes:
-            self._failures[label] = FailureRouter(self, step)
+            failures = FailureRouter(self, step)
             self._runtimes[label] = Step(step.node, config.layout.inbox, config.uri, config.password,
-                                         on_failed=self._failures[label], router=topology.router(self, step.node),
+                                         on_failed=failures, router=topology.router(self, step.node),
                                          checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else step.body.prepare,
-                                         skip=self._failures[label].parked_ids.fresh_copies)
+                                         skip=failures.parked_ids.fresh_copies)
         return self._runtimes[label]
-
-    def failures_of(self, step: SagaStep) -> FailureRouter:
-        """The failure router (retry or poison) of step ``step``."""
-        self.runtime(step)
-        return self._failures[step.unit_label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
         """Step ``step``'s handler as its query runs it (emits checked against ``produces``)."""
@@ -215,10 +206,10 @@ class Saga:
     def pause(self, node: str, type: str, seconds: float) -> float:  # noqa: A002
         """Pause step ``node.type`` for ``seconds`` without stopping its query; it resumes by itself."""
         self.step_of(node, type)
-        return write_pause(self.pause_file(node, type), seconds)
+        return write_pause(self.config.layout.pause_file(node, type), seconds)
 
     def resume(self, node: str, type: str) -> None:  # noqa: A002
-        clear_pause(self.pause_file(node, type))
+        clear_pause(self.config.layout.pause_file(node, type))
 
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:

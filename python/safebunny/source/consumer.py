@@ -197,32 +197,28 @@ class QueueConsumer:
                 backoff = 0.5
                 refused = 0
             except QueueNotFoundError as exc:  # the queue is gone: retrying cannot help, say so
-                self._fatal = exc
-                with self._cond:
-                    self._cond.notify_all()
+                self._fail(exc)
                 break
-            except (BrokerAuthenticationError, VhostNotFoundError) as exc:
-                refused += 1
-                if refused >= _FATAL_REFUSALS:  # a revoked user or a deleted vhost does not come back by retrying
-                    self._fatal = exc
-                    with self._cond:
-                        self._cond.notify_all()
-                    break
-                self._note_loss(exc)
-                if self._stopping.wait(backoff):
-                    break
-                backoff = min(backoff * 2, 10.0)
             except (px.AMQPError, OSError, SafeBunnyBrokerError) as exc:
+                if isinstance(exc, (BrokerAuthenticationError, VhostNotFoundError)):
+                    refused += 1
+                    if refused >= _FATAL_REFUSALS:  # a revoked user or a deleted vhost does not come back by retrying
+                        self._fail(exc)
+                        break
                 self._note_loss(exc)
                 if self._stopping.wait(backoff):
                     break
                 backoff = min(backoff * 2, 10.0)
             except BaseException as exc:  # a bug: surface it to the Spark thread
-                self._fatal = exc
-                with self._cond:
-                    self._cond.notify_all()
+                self._fail(exc)
                 return
         self._close_quietly()
+
+    def _fail(self, exc: BaseException) -> None:
+        """Stop consuming for good: the Spark thread's next ``take`` raises ``exc`` (woken if it waits)."""
+        self._fatal = exc
+        with self._cond:
+            self._cond.notify_all()
 
     def _note_loss(self, exc: BaseException) -> None:
         code = getattr(exc, "reply_code", None)

@@ -120,20 +120,13 @@ class AmqpStreamClient(StreamQueueClient):
             pass
         close_quietly(channel)
 
-    def _sample(self, stream: str, spec: Any, wait_s: float, idle_s: float = 0.05,
-                max_messages: int = 1000, budget_s: float = 1.0) -> list[tuple[int, int]]:
-        """``(offset, body length)`` of the first deliveries from ``spec`` (until idle or budget)."""
-        channel, state = self._consume(stream, spec, prefetch=max_messages)
+    def _sample(self, stream: str, spec: Any, wait_s: float) -> list[tuple[int, int]]:
+        """``(offset, body length)`` of the first delivery from ``spec`` (none when nothing comes in ``wait_s``)."""
+        channel, state = self._consume(stream, spec, prefetch=1)
         try:
             self._await_first(state, wait_s)
-            stop = time.monotonic() + budget_s
-            while state.pending and len(state.pending) < max_messages and time.monotonic() < stop:
-                before = len(state.pending)
-                self._drain(idle_s)
-                if len(state.pending) == before:
-                    break
         finally:
-            self._release(channel, state, max_messages)
+            self._release(channel, state, 1)
         return _offsets(state.pending)
 
     def _read_to_end(self, stream: str, wait_s: float, budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
@@ -179,7 +172,7 @@ class AmqpStreamClient(StreamQueueClient):
         if not last:
             return StreamBounds(0, 0, 0.0)
         tail = max(o for o, _ in last) + 1
-        first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S, max_messages=1)
+        first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S)
         first_offset = first[0][0] if first else min(o for o, _ in last)
         avg = sum(n for _, n in last) / len(last)
         return StreamBounds(int(min(first_offset, tail)), int(tail), float(avg))
@@ -205,7 +198,7 @@ class AmqpStreamClient(StreamQueueClient):
 
     def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
         when = _dt.datetime.fromtimestamp(epoch_ms // 1000, tz=_dt.timezone.utc).replace(tzinfo=None)
-        got = self._sample(stream, when, empty_wait_s, max_messages=1)
+        got = self._sample(stream, when, empty_wait_s)
         return got[0][0] if got else None
 
     def read_range(self, stream: str, queue_name: str, start: int, end: int, *, include_headers: bool,
@@ -241,7 +234,7 @@ class AmqpStreamClient(StreamQueueClient):
                     if not checked:
                         checked = True
                         if offset > pos:  # retention, or offsets of broker tracking records (never delivered)
-                            first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S, max_messages=1)
+                            first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S)
                             oldest = first[0][0] if first else offset
                             pos = check_data_loss(stream, pos, end, oldest, fail_on_data_loss, warn)
                     if offset >= end:

@@ -21,6 +21,7 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.optional import available
+from safebunny.streams.client import close_quietly
 from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
 
@@ -137,10 +138,7 @@ def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
             "the option 'queueType' to 'classic', 'quorum' or 'stream' to skip this probe."
         )
     finally:
-        try:
-            connection.close()
-        except Exception:
-            pass
+        close_quietly(connection)
 
 
 def detect_queue_type(uri: str, queue: str, stream_port: int) -> str:

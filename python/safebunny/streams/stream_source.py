@@ -25,7 +25,7 @@ from safebunny.errors import (
     SafeBunnyDataLossError,
     VhostNotFoundError,
 )
-from safebunny.streams.client import StreamQueueClient
+from safebunny.streams.client import StreamQueueClient, close_quietly
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
     RESET_KEY,
@@ -71,10 +71,7 @@ class DriverConnection:
 
     def _drop(self) -> None:
         if self.client is not None:
-            try:
-                self.client.close()
-            except Exception:
-                pass
+            close_quietly(self.client)
             self.client = None
 
     def _get(self) -> StreamQueueClient:

@@ -17,6 +17,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -68,12 +69,8 @@ class Takeover:
             if plan.fences:
                 log.warning("step %s batch %d: fencing %d other batch(es) out of %s (they claimed messages this "
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
-
-            def guard(read: Callable[[str], int | None], plan: TargetPlan = plan, name: str = effect.table) -> None:
-                check_expected(plan, read, name)
-
-            apply_effect(target, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences,
-                         guard if plan.expect else None)
+            guard = partial(check_expected, plan, table=effect.table) if plan.expect else None
+            apply_effect(target, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences, guard)
             crash_point("step.after_one_effect")
         return met
 

@@ -23,6 +23,7 @@ __all__ = ["ROW_TYPE_ERROR", "infer_schema", "type_decisions", "build_tables"]
 #: The error type of a message whose output rows do not fit the types of the batch or the table.
 ROW_TYPE_ERROR = "RowTypeError"
 SchemaOf = Callable[[str], "pa.Schema | None"]
+Rows = dict[tuple, list[dict[str, Any]]]  # effect target -> its rows
 
 
 def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
@@ -78,8 +79,10 @@ def _misfit(rows: list[dict[str, Any]], schema: pa.Schema, table: str, from_tabl
     return None
 
 
-def _schemas(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -> dict[tuple, tuple[pa.Schema, bool]]:
-    rows: dict[tuple, list[dict[str, Any]]] = {}
+def _schemas(decisions: Mapping[str, dict[str, Any]],
+             schema_of: SchemaOf) -> tuple[Rows, dict[tuple, tuple[pa.Schema, bool]]]:
+    """The successful decisions' effect rows per target, and each target's schema (and whether the table gave it)."""
+    rows: Rows = {}
     for decision in decisions.values():
         if decision["ok"]:
             for e in decision["effects"]:
@@ -88,14 +91,14 @@ def _schemas(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -> di
     for key, key_rows in rows.items():
         target = schema_of(key[1])
         out[key] = (target, True) if target is not None else (infer_schema(key_rows), False)
-    return out
+    return rows, out
 
 
 def type_decisions(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -> dict[str, dict[str, Any]]:
     """``decisions`` (message id -> row decision, in source order) with each message whose effect rows do
     not fit the batch's types turned into a failed decision that says why."""
-    schemas = _schemas(decisions, schema_of)
-    fitting = _fitting(decisions, schemas)
+    rows, schemas = _schemas(decisions, schema_of)
+    fitting = _fitting(rows, schemas)
     out = dict(decisions)
     for mid, decision in decisions.items():
         if not decision["ok"]:
@@ -112,13 +115,8 @@ def type_decisions(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf)
     return out
 
 
-def _fitting(decisions: Mapping[str, dict[str, Any]], schemas: Mapping[tuple, tuple[pa.Schema, bool]]) -> set[tuple]:
+def _fitting(rows: Rows, schemas: Mapping[tuple, tuple[pa.Schema, bool]]) -> set[tuple]:
     """The effect targets whose rows all fit at once (the usual case: no check value by value)."""
-    rows: dict[tuple, list[dict[str, Any]]] = {}
-    for decision in decisions.values():
-        if decision["ok"]:
-            for e in decision["effects"]:
-                rows.setdefault(_effect(e).key, []).extend(e["rows"])
     out = set()
     for key, key_rows in rows.items():
         schema = schemas[key][0]
@@ -139,7 +137,7 @@ def build_tables(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -
     """The tables of :func:`type_decisions`' output: one per effect target typed for the batch, emits
     in one table per type (or one per message where their values' types cannot share one)."""
     out = Materialized()
-    schemas = _schemas(decisions, schema_of)
+    _, schemas = _schemas(decisions, schema_of)
     effects: dict[tuple, tuple[Effect, list[dict[str, Any]]]] = {}
     emits: dict[tuple, tuple[Emit, list[tuple[str, list[dict[str, Any]]]]]] = {}
     for mid, decision in decisions.items():
