@@ -78,7 +78,6 @@ def test_publish_rows_have_the_columns_the_sink_accepts():
 
 def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_not(tmp_path):
     """A saga step's ``Step(skip=...)``: the parked ids' fresh copies, marked on the batch's Arrow rows."""
-    from safebunny.exactly_once.protocol.step import _skip
     from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
     from safebunny.saga.retry import ATTEMPT
 
@@ -87,9 +86,21 @@ def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_
     headers = [None, {ATTEMPT: "1"}, {REDRIVEN: "yes"}, None, None, {"other": "x"}]
     table = _batch(ids, headers).table
     assert parked.fresh_copies(table) is None  # nothing parked: nothing to skip
-    assert _skip(parked.fresh_copies, table) == (table, 0)
+    unskipped = Batch.of(table, skip=parked.fresh_copies)
+    assert (unskipped.table, unskipped.skipped) == (table, 0)
     parked.add(["p"])
     assert parked.fresh_copies(table).to_pylist() == [True, False, False, False, False, True]
-    kept, skipped = _skip(parked.fresh_copies, table)
+    batch = Batch.of(table, skip=parked.fresh_copies)
+    kept, skipped = batch.table, batch.skipped
     assert skipped == 2 and kept.column("headers").to_pylist()[:2] == [[(ATTEMPT, "1")], [(REDRIVEN, "yes")]]
     assert kept.num_rows == 4
+
+
+def test_a_stand_in_id_is_the_position_in_the_batch_as_read_whatever_is_skipped():
+    """A replay that skips more rows (a message parked before the crash) gives a message without an id the same
+    stand-in id, so it is not parked a second time under another id."""
+    table = _batch(["p", None]).table.set_column(1, "messageId", pa.array(["p", None], pa.string()))
+    first = Batch.of(table, scope="e/1")
+    replay = Batch.of(table, scope="e/1", skip=lambda t: pa.array([True, False]))
+    assert replay.skipped == 1 and replay.received == 1
+    assert replay.first_ids() == [first.first_ids()[1]] and replay.missing == first.missing

@@ -31,7 +31,7 @@ class ParkedIds:
 
     def __init__(self, location: str) -> None:
         self.filesystem, self.path = resolve_location(location, "root")
-        self._cache: tuple[Any, frozenset[str]] | None = None
+        self._cache: tuple[Any, frozenset[str], pa.Array] | None = None
 
     def read(self) -> frozenset[str]:
         from pyarrow import fs
@@ -43,16 +43,17 @@ class ParkedIds:
         if self._cache is None or self._cache[0] != stamp:
             with self.filesystem.open_input_stream(self.path) as f:
                 data = f.read()
-            self._cache = (stamp, frozenset(orjson.loads(data) if data else ()))
+            ids = frozenset(orjson.loads(data) if data else ())
+            self._cache = (stamp, ids, pa.array(sorted(ids), pa.string()))  # the Arrow set, built once per change
         return self._cache[1]
 
     def fresh_copies(self, table: pa.Table) -> pa.ChunkedArray | None:
         """Which rows of ``table`` (a batch as the source gives it) are fresh copies of parked ids: the saga step's
         ``Step(skip=...)``, so they count as duplicates; None when nothing is parked."""
-        parked = self.read()
-        if not parked:
+        if not self.read():
             return None
-        copy = pc.is_in(table.column("messageId"), value_set=pa.array(sorted(parked), pa.string()))
+        assert self._cache is not None  # read() found ids, so it cached them
+        copy = pc.is_in(table.column("messageId"), value_set=self._cache[2])
         for header in (ATTEMPT, REDRIVEN):
             copy = pc.and_(copy, pc.is_null(pc.map_lookup(table.column("headers"), header, "first")))
         return pc.fill_null(copy, False)

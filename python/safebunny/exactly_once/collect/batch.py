@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.outcome import FailedRow
 
-__all__ = ["Batch", "NewMessages", "Prepared", "STAND_IN_PREFIX"]
+__all__ = ["Batch", "NewMessages", "Prepared", "Skip", "STAND_IN_PREFIX"]
+
+#: (the batch's Arrow rows) -> a boolean mask of the rows to count as duplicates without handling them, or None
+Skip = Callable[[pa.Table], "pa.Array | pa.ChunkedArray | None"]
 
 #: Stand-in ids start with this, so a person reading poison or the inbox sees what they are.
 STAND_IN_PREFIX = "missing-message-id-"
@@ -155,6 +159,7 @@ class Batch:
     schema: Any
     first: dict[str, int]  # message id -> position of its first copy (stand-in ids included)
     missing: frozenset[str] = frozenset()  # the stand-in ids of messages without an id
+    skipped: int = 0  # rows left out by the step's ``skip`` (duplicates; not in ``table``)
 
     @staticmethod
     def arrow(df: Any) -> pa.Table:
@@ -166,9 +171,11 @@ class Batch:
         return df.toArrow()
 
     @classmethod
-    def of(cls, table: pa.Table, schema: Any = None, scope: str = "") -> Batch:
+    def of(cls, table: pa.Table, schema: Any = None, scope: str = "", skip: Skip | None = None) -> Batch:
         """A batch from Arrow rows in the source's order. A row without a message id gets a stand-in
-        id (``scope`` names the batch, e.g. ``"<epoch>/<batch id>"``) and is rejected by :meth:`new`."""
+        id (``scope`` names the batch, e.g. ``"<epoch>/<batch id>"``) and is rejected by :meth:`new`. The rows
+        ``skip`` marks are then left out (counted in ``skipped``): after the stand-in ids, so that a row's
+        stand-in id is its position in the batch as read, whatever a replay skips."""
         first: dict[str, int] = {}
         ids = table.column("messageId").to_pylist()
         missing = [p for p, mid in enumerate(ids) if mid is None]
@@ -178,10 +185,17 @@ class Batch:
                 ids[position] = stand_in_id(scope, position, bodies[position])
             table = table.set_column(table.column_names.index("messageId"), "messageId",
                                      pa.array(ids, table.schema.field("messageId").type))
+        stand_ins = frozenset(ids[p] for p in missing)
+        mask = None if skip is None or not table.num_rows else skip(table)
+        skipped = 0 if mask is None else int(pc.sum(mask).as_py() or 0)
+        if skipped:
+            keep = pc.invert(mask)
+            table = table.filter(keep)
+            ids = [mid for mid, kept in zip(ids, keep.to_pylist(), strict=True) if kept]
         for position, mid in enumerate(ids):
             if mid not in first:
                 first[mid] = position
-        return cls(table, schema, first, frozenset(ids[p] for p in missing))
+        return cls(table, schema, first, stand_ins, skipped)
 
     @property
     def received(self) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.collect.batch import Prepared
+from safebunny.exactly_once.collect.batch import Prepared, Skip
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.emits.executor_publish import AUTO
 from safebunny.exactly_once.emits.publisher import PublishSettings
@@ -26,8 +26,6 @@ FailedCallback = Callable[[list[FailedRow], StepContext], "Mapping[str, int] | N
 #: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
 #: the rows as they are
 Prepare = Callable[[pa.Table, Any], "Prepared | None"]
-#: (the batch's Arrow rows) -> a boolean mask of the rows to count as duplicates without handling them, or None
-Skip = Callable[[pa.Table], "pa.Array | pa.ChunkedArray | None"]
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
-from safebunny.exactly_once.collect.batch import Batch, NewMessages
+from safebunny.exactly_once.collect.batch import Batch, NewMessages, Skip
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
@@ -47,7 +46,7 @@ from safebunny.exactly_once.handlers.rows import RowRun
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
-from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, Skip, StepSettings
+from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, StepSettings
 from safebunny.session import activate
 
 __all__ = ["Step"]
@@ -66,7 +65,6 @@ class _Run:
     seen: Collection[str] = ()
     replayed: bool = False
     spark_read: SparkRead | None = None
-    skipped: int = 0  # rows the step's ``skip`` counted as duplicates (not in ``batch``)
 
 
 class Step:
@@ -173,11 +171,10 @@ class Step:
         scope = f"{epoch}/{batch_id}"
         journaled = None if self._journal is None else self._journal.read(spark, batch_df, epoch, batch_id)
         table, spark_read = (Batch.arrow(batch_df), None) if journaled is None else journaled
-        table, skipped = _skip(settings.skip, table)
+        batch = Batch.of(table, batch_df.schema, scope, settings.skip)
         clock.lap("read")
         crash_point("step.after_consume")
-        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, Batch.of(table, batch_df.schema, scope),
-                    rows, spark_read=spark_read, skipped=skipped)
+        return _Run(spark, StepContext(self.node, batch_id, epoch), clock, batch, rows, spark_read=spark_read)
 
     def _dedupe(self, run: _Run) -> NewMessages:
         """1-2. The first copy of each id not done in the inbox (leaving out (E, N)'s own rows); the ids that
@@ -273,7 +270,7 @@ class Step:
     def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
                 routed: Mapping[str, int]) -> BatchReport:
         """7. What the batch did, kept and logged; then Spark commits the batch and the source acks it."""
-        batch, seen, failed, skipped = run.batch, run.seen, len(result.failed), run.skipped
+        batch, seen, failed, skipped = run.batch, run.seen, len(result.failed), run.batch.skipped
         report = BatchReport(
             self.node, run.ctx.epoch, run.ctx.batch_id, batch.received + skipped,
             batch.received - batch.distinct + len(seen) + skipped,
@@ -283,13 +280,6 @@ class Step:
         self.reports.append(report)
         log_report(report)
         return report
-
-
-def _skip(skip: Skip | None, table: pa.Table) -> tuple[pa.Table, int]:
-    """``table`` without the rows ``skip`` marks, and how many it marked."""
-    mask = None if skip is None or not table.num_rows else skip(table)
-    skipped = 0 if mask is None else int(pc.sum(mask).as_py() or 0)
-    return (table.filter(pc.invert(mask)), skipped) if skipped else (table, 0)
 
 
 def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]]) -> list[InboxRow]:
