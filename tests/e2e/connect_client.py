@@ -132,6 +132,8 @@ def saga_scenario():
             "waiting": waiting(saga),
             # the stored reports of the server-side steps: how each batch's emits went out
             "published_from": sorted({r.published_from for s in saga.steps for r in saga.reports_of(s)} - {""}),
+            # each batch with messages was read from its journal file on the server's driver, Spark's read beside
+            "journal_read": [("spark_read" in r.phases) for s in saga.steps for r in saga.reports_of(s) if r.received],
         }
     finally:
         safebunny.topology.delete(saga)

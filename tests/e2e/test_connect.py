@@ -48,6 +48,7 @@ def test_a_saga_over_connect_started_twice_drains_exactly_once(connect_url, amqp
     assert sorted(result["trace"]) == ["shipping", "stock"]
     assert result["poison"] == 0 and result["redrive"] == 0 and result["waiting"] == 0
     assert "executors" in result["published_from"], "stock's first batch (30 emits) published from the executors"
+    assert result["journal_read"] and all(result["journal_read"]), result["journal_read"]
 
 
 def test_sql_id_functions_over_connect_equal_python(connect_url, amqp_uri, tmp_path):

@@ -118,3 +118,29 @@ def test_a_batch_the_offset_log_cannot_name_is_collected_by_spark(spark, amqp_ur
     assert sum(r.received for r in reports) == 30
     # batch 0 starts at 0 (read from the journal); the rest had no start in the log and Spark collected them
     assert "spark_read" in reports[0].phases and not any("spark_read" in r.phases for r in reports[1:])
+
+
+def test_a_frame_made_from_the_batch_is_collected_by_spark_before_any_effect(spark, amqp_uri, make_queue,
+                                                                               tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The journal file stands only for the micro-batch itself: a filtered frame handed to a Step with a journal is
+    collected by Spark (checked before anything is read), so only its rows are applied and the batch succeeds."""
+    queue, journal, checkpoint = make_queue(), str(tmp_path / "journal"), str(tmp_path / "ck")
+    publish_numbered(amqp_uri, queue, 30)
+    effects = str(tmp_path / "effects")
+    step = safebunny.Step("filtered", str(tmp_path / "inbox"), amqp_uri, checkpoint=checkpoint, journal=journal)
+
+    def handle(df, ctx):  # type: ignore[no-untyped-def]
+        return safebunny.Outcome(effects=[safebunny.append(df.select("messageId"), effects)])
+
+    def odd_only(df, batch_id):  # type: ignore[no-untyped-def]
+        step.process(df.where("cast(substring(messageId, 2) as int) % 2 = 1"), batch_id, handle)
+
+    q = (_stream(spark, amqp_uri, queue, journal, 10).writeStream.foreachBatch(odd_only)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    q.awaitTermination(300)
+    assert q.exception() is None, q.exception()
+    rows = DeltaRsTarget(effects).read().to_pylist()
+    assert sorted(r["messageId"] for r in rows) == sorted(f"m{i}" for i in range(1, 30, 2))
+    reports = [r for r in step.reports if r.received]
+    assert sum(r.received for r in reports) == 15
+    assert reports and not any("spark_read" in r.phases for r in reports), [r.phases for r in reports]

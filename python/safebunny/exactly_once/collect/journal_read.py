@@ -8,7 +8,9 @@ step's work; Spark's own read still runs (:class:`SparkRead`, one stage that cou
 batch from the journal").
 
 :meth:`JournalRead.read` returns None, and the step collects the batch with Spark as before, whenever the range
-cannot be read here: an offset log entry Spark purged, another source's offsets, or no journal file.
+cannot be read here: an offset log entry Spark purged, another source's offsets, or no journal file; and for a
+frame made from the micro-batch (filtered, projected, joined), which the file does not stand for
+(:func:`handed_as_is`), so the rows the step works on are always the frame's.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from safebunny.source.journal import Journal
 from safebunny.source.rows import fit_headers
 from safebunny.storage.location import resolve_under
 
-__all__ = ["JournalRead", "SparkRead", "offset_seq"]
+__all__ = ["JournalRead", "SparkRead", "handed_as_is", "offset_seq"]
 
 log = logging.getLogger("safebunny.step")
 
@@ -41,6 +43,19 @@ def offset_seq(text: str) -> int | None:
         return None
     seq = offset.get("seq") if isinstance(offset, dict) else None
     return seq if isinstance(seq, int) and not isinstance(seq, bool) and "tick" in offset else None
+
+
+def handed_as_is(batch_df: Any) -> bool:
+    """Whether ``batch_df`` is the micro-batch as ``foreachBatch`` hands it: a ``LogicalRDD`` plan in classic
+    Spark, a ``CachedRemoteRelation`` over Spark Connect. A frame made from it (``where``, ``select``, a join)
+    has another plan on top, and anything unrecognised counts as made: Spark collects it."""
+    plan = getattr(batch_df, "_plan", None)
+    if plan is not None:  # Spark Connect
+        return type(plan).__name__ == "CachedRemoteRelation"
+    try:
+        return batch_df._jdf.queryExecution().logical().getClass().getSimpleName() == "LogicalRDD"
+    except Exception:  # noqa: BLE001 - not a classic frame either: Spark collects it
+        return False
 
 
 class SparkRead:
@@ -117,6 +132,10 @@ class JournalRead:
 
     def read(self, spark: Any, batch_df: Any, epoch: str, batch_id: int) -> tuple[pa.Table, SparkRead] | None:
         """The batch's rows as ``batch_df.toArrow()`` gives them, with Spark's read of it to start; or None."""
+        if not handed_as_is(batch_df):
+            log.debug("batch %d: the frame is made from the micro-batch, not the batch itself; Spark collects it",
+                      batch_id)
+            return None
         batch_range = self.range_of(epoch, batch_id)
         if batch_range is None:
             log.debug("batch %d: no queue offsets in the checkpoint's offset log; Spark collects it", batch_id)

@@ -139,8 +139,8 @@ class Step:
 
     def process(self, batch_df: Any, batch_id: int, handler: Handler, rows: bool = False) -> BatchReport:
         """Run one batch through the protocol (the module's numbered steps; what ``foreach_batch`` calls).
-        ``batch_df`` is the micro-batch as ``foreachBatch`` hands it (with ``journal``, its journal file stands
-        for it: filter in the handler, or with ``skip``, not before).
+        ``batch_df`` is the micro-batch as ``foreachBatch`` hands it, or a frame made from it (with ``journal``,
+        only the former is read from its journal file: Spark collects a filtered or projected one).
 
         The batch is collected to the driver once (one Spark job, or its journal file read here while that job
         runs beside the step; its size is bounded by the source's ``maxMessagesPerTrigger``/``maxBytesPerTrigger``);
