@@ -15,6 +15,7 @@ from typing import Any
 from safebunny import first_stream
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
+from safebunny.uri import split_password
 
 __all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]
 
@@ -63,20 +64,26 @@ def publish(df: Any, **options: Any) -> None:
     """``df.write.format("safebunny").options(**options).save()`` from any thread."""
     activate(df.sparkSession)
     with first_stream.guarded(df.sparkSession):  # its tasks hold the map a first stream start grows
-        df.write.format("safebunny").mode("append").options(**_with_log_level(options)).save()
+        df.write.format("safebunny").mode("append").options(**_options(options)).save()
 
 
 def read_stream(spark: Any, **options: Any) -> Any:
     """``spark.readStream.format("safebunny").options(**options).load()`` from any thread."""
     activate(spark)
-    return spark.readStream.format("safebunny").options(**_with_log_level(options)).load()
+    return spark.readStream.format("safebunny").options(**_options(options)).load()
 
 
-def _with_log_level(options: dict[str, Any]) -> dict[str, str]:
-    """``options`` as strings, with ``logLevel`` from this process's ``SAFEBUNNY_LOG_LEVEL`` unless given: the
-    level reaches the processes Spark runs the source and sink in through the options, not their environment
-    (which needs ``spark.executorEnv.*`` on a cluster)."""
+def _options(options: dict[str, Any]) -> dict[str, str]:
+    """``options`` as strings; a password inside ``uri`` moved to the ``password`` option unless one is given
+    (Spark redacts that key in query plans, not a password inside ``uri``); and ``logLevel`` from this process's
+    ``SAFEBUNNY_LOG_LEVEL`` unless given: the level reaches the processes Spark runs the source and sink in
+    through the options, not their environment (which needs ``spark.executorEnv.*`` on a cluster)."""
     found = {k: str(v) for k, v in options.items()}
+    keys = {k.lower(): k for k in found}
+    if "uri" in keys and "password" not in keys:
+        bare, password = split_password(found[keys["uri"]])
+        if password is not None:
+            found[keys["uri"]], found["password"] = bare, password
     level = os.environ.get(LEVEL_ENV, "").strip().upper()
     if level in LOG_LEVELS and not any(k.lower() == "loglevel" for k in found):
         found["logLevel"] = level
