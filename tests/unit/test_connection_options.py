@@ -45,12 +45,23 @@ def test_log_level_option_sets_the_level_where_the_options_are_parsed() -> None:
 
 
 def test_the_driver_s_log_level_travels_in_the_options(monkeypatch) -> None:
-    from safebunny.session import _with_log_level
+    from safebunny.session import _options
 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
-    assert _with_log_level({"queue": "q", "maxMessagesPerTrigger": 5}) == {"queue": "q", "maxMessagesPerTrigger": "5"}
+    assert _options({"queue": "q", "maxMessagesPerTrigger": 5}) == {"queue": "q", "maxMessagesPerTrigger": "5"}
     monkeypatch.setenv("SAFEBUNNY_LOG_LEVEL", "info")
-    assert _with_log_level({"queue": "q"}) == {"queue": "q", "logLevel": "INFO"}
-    assert _with_log_level({"queue": "q", "logLevel": "ERROR"})["logLevel"] == "ERROR"  # given: kept
+    assert _options({"queue": "q"}) == {"queue": "q", "logLevel": "INFO"}
+    assert _options({"queue": "q", "logLevel": "ERROR"})["logLevel"] == "ERROR"  # given: kept
     monkeypatch.setenv("SAFEBUNNY_LOG_LEVEL", "chatty")  # not a level: nothing added
-    assert "logLevel" not in _with_log_level({"queue": "q"})
+    assert "logLevel" not in _options({"queue": "q"})
+
+
+def test_a_password_inside_uri_travels_in_the_password_option(monkeypatch) -> None:
+    from safebunny.session import _options
+
+    monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
+    assert _options({"URI": "amqp://app:s%2Fx@h:5672/%2F", "queue": "q"}) == {
+        "URI": "amqp://app@h:5672/%2F", "queue": "q", "password": "s/x"}
+    given = {"uri": "amqp://app:old@h/%2F", "Password": "new"}  # a password option given: both kept as they are
+    assert _options(given) == given
+    assert _options({"uri": "amqp://app@h/%2F"}) == {"uri": "amqp://app@h/%2F"}
