@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
     BrokerAuthenticationError,
@@ -252,11 +252,8 @@ class QueueConsumer:
             self.budget.out_bytes = self.budget.in_bytes
 
     def _close_quietly(self) -> None:
-        try:
-            if self._connection is not None and self._connection.is_open:
-                self._connection.close()
-        except Exception:
-            pass
+        if self._connection is not None and self._connection.is_open:
+            close_quietly(self._connection)
 
     def suspend(self) -> None:
         """Stop consuming and drop the buffer (the broker requeues it); only when no taken delivery awaits its ack."""

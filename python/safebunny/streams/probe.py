@@ -14,14 +14,13 @@ import logging
 import re
 from typing import Any
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.errors import (
     BrokerAuthenticationError,
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
 from safebunny.optional import available
-from safebunny.streams.client import close_quietly
 from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
 

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from safebunny.amqp.connection import close_quietly
 from safebunny.errors import (
     BrokerAuthenticationError,
     QueueNotFoundError,
@@ -25,7 +26,7 @@ from safebunny.errors import (
     SafeBunnyDataLossError,
     VhostNotFoundError,
 )
-from safebunny.streams.client import StreamQueueClient, close_quietly
+from safebunny.streams.client import StreamQueueClient
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
     RESET_KEY,
