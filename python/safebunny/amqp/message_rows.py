@@ -244,8 +244,6 @@ class AmqpColumns:
                 size = 0
             size += length
         cuts.append(n)
-        if len(cuts) == 2:
-            return [self.to_batch(queue)] if n else []
         out = []
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             columns: dict[str, list[Any]] = {name: col[lo:hi] for name, col in self.columns.items()}
