@@ -41,17 +41,10 @@ class JournalPartition(InputPartition):
     location: str
     start_seq: int
     end_seq: int
-    fail_on_data_loss: bool
     include_headers: bool
 
-    def __init__(self, location: str, start_seq: int, end_seq: int, fail_on_data_loss: bool,
-                 include_headers: bool) -> None:
-        super().__init__((start_seq, end_seq))
-        self.location = location
-        self.start_seq = start_seq
-        self.end_seq = end_seq
-        self.fail_on_data_loss = fail_on_data_loss
-        self.include_headers = include_headers
+    def __post_init__(self) -> None:
+        super().__init__((self.start_seq, self.end_seq))
 
 
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,8 +100,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         first, last = QueueOffset.from_json(start), QueueOffset.from_json(end)
         if not self.source.readable(first, last):
             return []
-        return [JournalPartition(self.source.location, first.seq, last.seq, self.options["failOnDataLoss"],
-                                 self.source.include_headers)]
+        return [JournalPartition(self.source.location, first.seq, last.seq, self.source.include_headers)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, JournalPartition)
