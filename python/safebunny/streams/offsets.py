@@ -134,18 +134,6 @@ def lost_offsets(start: int, end: int, first_available: int) -> tuple[int, int] 
     return (start, min(end, first_available))
 
 
-def data_loss_message(stream: str, lost: tuple[int, int], first_available: int) -> str:
-    """The words of a data-loss error or warning."""
-    lo, hi = lost
-    return (
-        f"Stream queue {stream!r}: offsets {lo} to {hi - 1} ({hi - lo} messages) were requested but are "
-        f"no longer stored; the oldest stored offset is {first_available} (retention, e.g. "
-        "x-max-length-bytes or x-max-age, removed them before this query read them). Either restart the "
-        "query from a new checkpoint with startingOffsets=earliest, raise the stream's retention or read "
-        "it more often, or set failOnDataLoss=false to skip the lost offsets with a warning."
-    )
-
-
 def check_data_loss(stream: str, start: int, end: int, first_available: int, fail_on_data_loss: bool,
                     warn: Any = None) -> int:
     """Check ``[start, end)`` against the oldest stored offset; return where reading starts.
@@ -156,7 +144,14 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     lost = lost_offsets(start, end, first_available)
     if lost is None:
         return start
-    message = data_loss_message(stream, lost, first_available)
+    lo, hi = lost
+    message = (
+        f"Stream queue {stream!r}: offsets {lo} to {hi - 1} ({hi - lo} messages) were requested but are "
+        f"no longer stored; the oldest stored offset is {first_available} (retention, e.g. "
+        "x-max-length-bytes or x-max-age, removed them before this query read them). Either restart the "
+        "query from a new checkpoint with startingOffsets=earliest, raise the stream's retention or read "
+        "it more often, or set failOnDataLoss=false to skip the lost offsets with a warning."
+    )
     if fail_on_data_loss:
         raise SafeBunnyDataLossError(message)
     if warn is not None:
