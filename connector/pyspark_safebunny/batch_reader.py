@@ -53,6 +53,4 @@ class SafeBunnyStreamBatchReader(DataSourceReader):
         return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options["minPartitions"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SafeBunnyStreamPartition):  # Spark's stand-in for "no partitions"
-            return iter(())
         return read_stream_partition(self.options, partition)

@@ -54,8 +54,11 @@ def check_schema(options: dict[str, Any], schema: StructType) -> None:
         )
 
 
-def read_stream_partition(options: dict[str, Any], partition: SafeBunnyStreamPartition) -> Iterator[Any]:
-    """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors)."""
+def read_stream_partition(options: dict[str, Any], partition: InputPartition) -> Iterator[Any]:
+    """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors); none for any
+    other partition (Spark's stand-in for "no partitions")."""
+    if not isinstance(partition, SafeBunnyStreamPartition):
+        return iter(())
     return read_partition(options, partition.start, partition.end)
 
 
@@ -109,6 +112,4 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
     # -- executor side -----------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SafeBunnyStreamPartition):  # Spark's stand-in for "no partitions"
-            return iter(())
         return read_stream_partition(self.options, partition)
