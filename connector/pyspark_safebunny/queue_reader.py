@@ -7,7 +7,6 @@ serves each planned batch from its journal file (:class:`JournalPartition`, read
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +29,6 @@ from safebunny.source.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
 from safebunny.source.rows import fit_headers
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "read_journal_partition"]
-
-log = logging.getLogger("safebunny.source")
 
 
 @dataclass
