@@ -192,11 +192,6 @@ class ConfirmingPublisher:
         self.last_used = time.monotonic()
         return self.counts
 
-    def reset_counts(self) -> PublishCounts:
-        """Return the counts so far and start new ones (used per Spark task)."""
-        counts, self.counts = self.counts, PublishCounts()
-        return counts
-
     def service(self) -> None:
         """Process pending I/O (heartbeats, a close by the broker) without blocking."""
         if self._conn is not None:
