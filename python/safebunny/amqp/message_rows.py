@@ -99,14 +99,12 @@ def _json_default(value: Any) -> Any:
 
 
 def _normalise(value: Any) -> Any:
-    """Make nested tables JSON-ready: keys as text, naive datetimes as UTC."""
+    """Make nested tables JSON-ready: keys as text (orjson's OPT_NAIVE_UTC reads naive datetimes as UTC)."""
     if isinstance(value, Mapping):
         return {(_bytes_text(k) if isinstance(k, (bytes, bytearray)) else str(k)): _normalise(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_normalise(v) for v in value]
-    if isinstance(value, _dt.datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=_dt.timezone.utc)
     return value
 
 
@@ -126,8 +124,8 @@ def render_header_value(value: Any) -> str | None:
         aware = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
         return aware.astimezone(_dt.timezone.utc).isoformat()
     try:
-        return orjson.dumps(_normalise(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-                            default=_json_default).decode("utf-8")
+        return orjson.dumps(_normalise(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+                            | orjson.OPT_NAIVE_UTC, default=_json_default).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
         return str(value)
 
