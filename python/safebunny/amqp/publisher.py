@@ -13,6 +13,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
+from itertools import takewhile
 from typing import Any
 
 from safebunny.amqp.connection import StreamEndpoint, broker_error
@@ -242,14 +243,8 @@ class ConfirmingPublisher:
         method = frame.method
         nack = method.NAME == "Basic.Nack"
         tag = method.delivery_tag
-        if method.multiple:
-            tags = []
-            for t in self._pending:  # insertion order is tag order
-                if t > tag:
-                    break
-                tags.append(t)
-        else:
-            tags = [tag]
+        # multiple: every pending tag up to this one (insertion order is tag order)
+        tags = list(takewhile(lambda t: t <= tag, self._pending)) if method.multiple else [tag]
         for t in tags:
             info = self._pending.pop(t, None)
             if info is None:
