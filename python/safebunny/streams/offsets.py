@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
@@ -78,13 +79,8 @@ def split_range(start: int, end: int, min_partitions: int) -> list[tuple[int, in
     if parts == 0:
         return []
     size, extra = divmod(total, parts)
-    ranges = []
-    lo = start
-    for i in range(parts):
-        hi = lo + size + (1 if i < extra else 0)
-        ranges.append((lo, hi))
-        lo = hi
-    return ranges
+    cuts = list(accumulate((size + 1 if i < extra else size for i in range(parts)), initial=start))
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
 def resolve_start(spec: str | int | Mapping[str, int], bounds: StreamBounds,
