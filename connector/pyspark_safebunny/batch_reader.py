@@ -19,8 +19,8 @@ from pyspark_safebunny.queue_type import resolve_queue_type
 from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition, check_schema, read_stream_partition
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import parse_source_options
-from safebunny.streams.offsets import resolve_end, split_range
-from safebunny.streams.stream_source import starting_offset, stream_bounds
+from safebunny.streams.offsets import split_range
+from safebunny.streams.stream_source import batch_range
 
 __all__ = ["create_batch_reader", "SafeBunnyStreamBatchReader"]
 
@@ -49,11 +49,8 @@ class SafeBunnyStreamBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
-        start = starting_offset(self.options)
-        end = resolve_end(self.options.get("endingOffsets"), start, stream_bounds(self.options).tail)
+        start, end = batch_range(self.options)
         return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options["minPartitions"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SafeBunnyStreamPartition):  # Spark's stand-in for "no partitions"
-            return iter(())
         return read_stream_partition(self.options, partition)

@@ -7,7 +7,6 @@ serves each planned batch from its journal file (:class:`JournalPartition`, read
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +30,6 @@ from safebunny.source.rows import fit_headers
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "read_journal_partition"]
 
-log = logging.getLogger("safebunny.source")
-
 
 @dataclass
 class JournalPartition(InputPartition):
@@ -41,17 +38,10 @@ class JournalPartition(InputPartition):
     location: str
     start_seq: int
     end_seq: int
-    fail_on_data_loss: bool
     include_headers: bool
 
-    def __init__(self, location: str, start_seq: int, end_seq: int, fail_on_data_loss: bool,
-                 include_headers: bool) -> None:
-        super().__init__((start_seq, end_seq))
-        self.location = location
-        self.start_seq = start_seq
-        self.end_seq = end_seq
-        self.fail_on_data_loss = fail_on_data_loss
-        self.include_headers = include_headers
+    def __post_init__(self) -> None:
+        super().__init__((self.start_seq, self.end_seq))
 
 
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -107,8 +97,7 @@ class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailabl
         first, last = QueueOffset.from_json(start), QueueOffset.from_json(end)
         if not self.source.readable(first, last):
             return []
-        return [JournalPartition(self.source.location, first.seq, last.seq, self.options["failOnDataLoss"],
-                                 self.source.include_headers)]
+        return [JournalPartition(self.source.location, first.seq, last.seq, self.source.include_headers)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, JournalPartition)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
 from safebunny.amqp.message_rows import arrow_schema
 from safebunny.options.source import parse_source_options
 
@@ -29,9 +30,7 @@ def source_schema(raw_options: Mapping[str, str]) -> StructType:
     it is the stream offset for stream queues and null for classic and quorum queues.
     """
     options = parse_source_options(raw_options)
-    if options["queueType"] in ("classic", "quorum", "auto"):
-        # fail at load(), not when the query starts: a missing queue, a refused login, a journal needed and missing
-        from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
-
-        require_journal(options, resolve_queue_type(options))
+    # fail at load(), not when the query starts: a missing queue, a refused login, a journal needed and missing
+    # (queueType=stream asks nothing: it needs no journal)
+    require_journal(options, resolve_queue_type(options))
     return schema_for(options["includeHeaders"], include_offset=True)

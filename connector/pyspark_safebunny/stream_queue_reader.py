@@ -9,6 +9,7 @@ checkpoint is the only record of progress.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -29,16 +30,15 @@ from safebunny.streams.stream_source import StreamSource, read_partition
 __all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition", "check_schema"]
 
 
+@dataclass
 class SafeBunnyStreamPartition(InputPartition):
     """Stream offsets ``[start, end)`` of one stream queue (plain fields: picklable)."""
 
-    def __init__(self, start: int, end: int) -> None:
-        super().__init__((start, end))
-        self.start = start
-        self.end = end
+    start: int
+    end: int
 
-    def __repr__(self) -> str:
-        return f"SafeBunnyStreamPartition(start={self.start}, end={self.end})"
+    def __post_init__(self) -> None:
+        super().__init__((self.start, self.end))
 
 
 def check_schema(options: dict[str, Any], schema: StructType) -> None:
@@ -54,8 +54,11 @@ def check_schema(options: dict[str, Any], schema: StructType) -> None:
         )
 
 
-def read_stream_partition(options: dict[str, Any], partition: SafeBunnyStreamPartition) -> Iterator[Any]:
-    """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors)."""
+def read_stream_partition(options: dict[str, Any], partition: InputPartition) -> Iterator[Any]:
+    """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors); none for any
+    other partition (Spark's stand-in for "no partitions")."""
+    if not isinstance(partition, SafeBunnyStreamPartition):
+        return iter(())
     return read_partition(options, partition.start, partition.end)
 
 
@@ -109,6 +112,4 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
     # -- executor side -----------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        if not isinstance(partition, SafeBunnyStreamPartition):  # Spark's stand-in for "no partitions"
-            return iter(())
         return read_stream_partition(self.options, partition)

@@ -93,5 +93,5 @@ class SafeBunnyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         if kind == "SafeBunnyStreamPartition":
             from pyspark_safebunny.stream_queue_reader import read_stream_partition
 
-            return read_stream_partition(self.options, partition)  # type: ignore[arg-type]
+            return read_stream_partition(self.options, partition)
         return iter(())  # Spark's stand-in for "no partitions"

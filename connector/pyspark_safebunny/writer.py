@@ -69,10 +69,6 @@ def _describe(total: Mapping[str, int]) -> str:
             f"{total['confirmed']} confirmed, {total['returned']} returned, {total['nacked']} nacked")
 
 
-def _columns(schema: StructType) -> dict[str, str]:
-    return {field.name: field.dataType.simpleString() for field in schema.fields}
-
-
 class _Publishing:
     """The part shared by the batch and the streaming writer: options, plan and the task's work."""
 
@@ -138,7 +134,7 @@ class SafeBunnyStreamWriter(_Publishing, DataSourceStreamArrowWriter):
 
 def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[dict[str, Any], SinkPlan]:
     parsed = parse_sink_options(options)
-    return parsed, plan_sink(parsed, _columns(schema))
+    return parsed, plan_sink(parsed, {field.name: field.dataType.simpleString() for field in schema.fields})
 
 
 def create_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SafeBunnyWriter:

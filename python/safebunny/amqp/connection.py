@@ -24,7 +24,7 @@ from safebunny.errors import (
 from safebunny.optional import optional_classes
 from safebunny.uri import connection_parameters, describe, redact
 
-__all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "open_blocking"]
+__all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "close_quietly", "open_blocking"]
 
 CONNECT_TIMEOUT_S = 10.0
 
@@ -35,7 +35,6 @@ class StreamEndpoint:
 
     uri: str = field(repr=False)
     host: str
-    amqp_port: int
     stream_port: int
     vhost: str
     username: str
@@ -49,7 +48,6 @@ class StreamEndpoint:
         return cls(
             uri=uri,
             host=parts.hostname or "localhost",
-            amqp_port=parts.port or (5671 if tls else 5672),
             stream_port=stream_port,
             vhost=unquote(parts.path[1:]) if len(parts.path) > 1 else "/",
             username=unquote(parts.username) if parts.username else "guest",
@@ -143,3 +141,11 @@ def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect
         return pika.BlockingConnection(params)
     except Exception as exc:
         raise broker_error(exc, StreamEndpoint.from_uri(uri), action) from None
+
+
+def close_quietly(closeable: Any) -> None:
+    """Close a connection, channel or client that may already be gone, ignoring any error."""
+    try:
+        closeable.close()
+    except Exception:
+        pass

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import pika
 from pika.frame import decode_frame
 
 from safebunny.amqp.frames import INCOMPLETE, Properties, parse_delivery
@@ -82,14 +83,9 @@ def install(impl: Any, channel_number: int, on_delivery: DeliveryCallback) -> Fr
         return None
     missing = [name for name in _REQUIRED if not hasattr(impl, name)]
     if missing:
-        log.info("pika %s lacks %s: deliveries are decoded by pika", _pika_version(), ", ".join(missing))
+        log.info("pika %s lacks %s: deliveries are decoded by pika", getattr(pika, "__version__", "?"),
+                 ", ".join(missing))
         return None
     tap = FrameTap(impl, channel_number, on_delivery)
     impl._on_data_available = tap.feed  # noqa: SLF001 - an instance attribute shadows the method
     return tap
-
-
-def _pika_version() -> str:
-    import pika
-
-    return getattr(pika, "__version__", "?")

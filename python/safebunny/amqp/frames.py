@@ -9,6 +9,7 @@ UTF-8; header tables go through what :func:`pika.data.decode_table` makes of the
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any, NamedTuple
 
@@ -119,15 +120,13 @@ _SHORT, _TABLE, _OCTET, _U64_FIELD = range(4)
 _LAYOUT = tuple((1 << (15 - index), index, kind) for index, kind in enumerate(
     (_SHORT, _SHORT, _TABLE, _OCTET, _OCTET, _SHORT, _SHORT, _SHORT, _SHORT, _U64_FIELD, _SHORT, _SHORT, _SHORT,
      _SHORT)))
-_PRESENT: dict[int, tuple[tuple[int, int], ...]] = {}  # flags -> (index, encoding) of the fields it sets
 
 
+@functools.cache
 def _present(flags: int) -> tuple[tuple[int, int], ...]:
-    """The fields ``flags`` announces, worked out once per distinct flags (a publisher sends the same ones)."""
-    fields = _PRESENT.get(flags)
-    if fields is None:
-        fields = _PRESENT[flags] = tuple((index, kind) for mask, index, kind in _LAYOUT if flags & mask)
-    return fields
+    """The fields ``flags`` announces, as (index, encoding), worked out once per distinct flags (a publisher
+    sends the same ones)."""
+    return tuple((index, kind) for mask, index, kind in _LAYOUT if flags & mask)
 
 
 def decode_properties(buf: bytes, pos: int) -> Properties:

@@ -14,7 +14,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote
+
+from safebunny.amqp.connection import StreamEndpoint
 
 __all__ = ["management_url_for", "queue_counts"]
 
@@ -31,19 +33,9 @@ class QueueCounts:
 
 def management_url_for(amqp_uri: str) -> str:
     """The management API's usual address for a broker: the AMQP host on port 15672 (``https`` for ``amqps``)."""
-    parts = urlsplit(amqp_uri)
-    scheme = "https" if parts.scheme == "amqps" else "http"
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{DEFAULT_PORT}"
-
-
-def _login(amqp_uri: str, password: str | None) -> tuple[str, str, str]:
-    parts = urlsplit(amqp_uri)
-    user = unquote(parts.username) if parts.username else "guest"
-    secret = password if password is not None else (unquote(parts.password) if parts.password else "guest")
-    return user, secret, unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    endpoint = StreamEndpoint.from_uri(amqp_uri)
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{'https' if endpoint.tls else 'http'}://{host}:{DEFAULT_PORT}"
 
 
 def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = None, url: str | None = None,
@@ -52,9 +44,10 @@ def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = Non
     when the management API at ``url`` (default :func:`management_url_for`) does not answer or refuses.
     The login is the AMQP URI's user (or ``password``); it needs the ``monitoring`` or ``management`` tag."""
     base = (url or management_url_for(amqp_uri)).rstrip("/")
-    user, secret, vhost = _login(amqp_uri, password)
+    login = StreamEndpoint.from_uri(amqp_uri)
+    user, secret = login.username, login.password if password is None else password
     request = urllib.request.Request(
-        f"{base}/api/queues/{quote(vhost, safe='')}?columns=name,messages_ready,messages_unacknowledged",
+        f"{base}/api/queues/{quote(login.vhost, safe='')}?columns=name,messages_ready,messages_unacknowledged",
         headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only

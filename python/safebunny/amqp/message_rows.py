@@ -99,14 +99,12 @@ def _json_default(value: Any) -> Any:
 
 
 def _normalise(value: Any) -> Any:
-    """Make nested tables JSON-ready: keys as text, naive datetimes as UTC."""
+    """Make nested tables JSON-ready: keys as text (orjson's OPT_NAIVE_UTC reads naive datetimes as UTC)."""
     if isinstance(value, Mapping):
         return {(_bytes_text(k) if isinstance(k, (bytes, bytearray)) else str(k)): _normalise(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_normalise(v) for v in value]
-    if isinstance(value, _dt.datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=_dt.timezone.utc)
     return value
 
 
@@ -126,8 +124,8 @@ def render_header_value(value: Any) -> str | None:
         aware = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
         return aware.astimezone(_dt.timezone.utc).isoformat()
     try:
-        return orjson.dumps(_normalise(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS,
-                            default=_json_default).decode("utf-8")
+        return orjson.dumps(_normalise(value), option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+                            | orjson.OPT_NAIVE_UTC, default=_json_default).decode("utf-8")
     except (TypeError, orjson.JSONEncodeError):
         return str(value)
 
@@ -244,8 +242,6 @@ class AmqpColumns:
                 size = 0
             size += length
         cuts.append(n)
-        if len(cuts) == 2:
-            return [self.to_batch(queue)] if n else []
         out = []
         for lo, hi in zip(cuts, cuts[1:], strict=False):
             columns: dict[str, list[Any]] = {name: col[lo:hi] for name, col in self.columns.items()}
@@ -284,21 +280,10 @@ def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_h
 
 def _timestamp_array(values: Sequence[Any]) -> pa.Array:
     """Datetimes (aware or naive UTC) or ints of epoch microseconds -> ``timestamp[us, UTC]``."""
-    try:  # the common case, ints and nulls only (AMQP 0-9-1 timestamps), without a Python loop
+    try:  # the common case, ints and nulls only (AMQP 0-9-1 timestamps), as one cast
         return pa.array(values, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-        pass
-    micros: list[int | None] = []
-    for v in values:
-        if v is None:
-            micros.append(None)
-        elif isinstance(v, _dt.datetime):
-            aware = v if v.tzinfo else v.replace(tzinfo=_dt.timezone.utc)
-            delta = aware - _EPOCH
-            micros.append((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
-        else:
-            micros.append(int(v))
-    return pa.array(micros, type=pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):  # datetimes: pyarrow converts them (naive ones as UTC)
+        return pa.array(values, type=pa.timestamp("us", tz="UTC"))
 
 
 def _headers_array(values: Sequence[Any]) -> pa.Array:

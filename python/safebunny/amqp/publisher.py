@@ -13,6 +13,7 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
+from itertools import takewhile
 from typing import Any
 
 from safebunny.amqp.connection import StreamEndpoint, broker_error
@@ -184,24 +185,13 @@ class ConfirmingPublisher:
             self._pump(0)
             self._check()
 
-    def flush(self, timeout: float | None = None) -> PublishCounts:
-        """Wait until every published message is confirmed; return the counts.
-
-        ``timeout`` bounds the wait (default: the confirm timeout, counted per message).
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
+    def flush(self) -> PublishCounts:
+        """Wait until every published message is confirmed (each within the confirm timeout); return the counts."""
         while self._pending:
-            if deadline is not None and time.monotonic() > deadline:
-                self._fail_timeout(next(iter(self._pending.values())), timeout or 0.0)
             self._wait_some()
         self._check()
         self.last_used = time.monotonic()
         return self.counts
-
-    def reset_counts(self) -> PublishCounts:
-        """Return the counts so far and start new ones (used per Spark task)."""
-        counts, self.counts = self.counts, PublishCounts()
-        return counts
 
     def service(self) -> None:
         """Process pending I/O (heartbeats, a close by the broker) without blocking."""
@@ -227,7 +217,7 @@ class ConfirmingPublisher:
         oldest = next(iter(self._pending.values()))
         remaining = oldest[3] + self.confirm_timeout - time.monotonic()
         if remaining <= 0:
-            self._fail_timeout(oldest, self.confirm_timeout)
+            self._fail_timeout(oldest)
         self._since_pump = 0
         self._pump(min(remaining, 1.0))
         self._check()
@@ -240,11 +230,11 @@ class ConfirmingPublisher:
             self._teardown()
             raise error
 
-    def _fail_timeout(self, oldest: tuple[str, str, str | None, float], waited: float) -> None:
+    def _fail_timeout(self, oldest: tuple[str, str, str | None, float]) -> None:
         blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
         self._error = SafeBunnyPublishError(
             f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
-            f"{oldest[1]!r} within {waited:g} s ({len(self._pending)} messages unconfirmed).{blocked} "
+            f"{oldest[1]!r} within {self.confirm_timeout:g} s ({len(self._pending)} messages unconfirmed).{blocked} "
             "The task fails so that Spark retries it with the same ids; check the broker's health or raise "
             "'confirmTimeoutMs'.")
         self._check()
@@ -253,14 +243,8 @@ class ConfirmingPublisher:
         method = frame.method
         nack = method.NAME == "Basic.Nack"
         tag = method.delivery_tag
-        if method.multiple:
-            tags = []
-            for t in self._pending:  # insertion order is tag order
-                if t > tag:
-                    break
-                tags.append(t)
-        else:
-            tags = [tag]
+        # multiple: every pending tag up to this one (insertion order is tag order)
+        tags = list(takewhile(lambda t: t <= tag, self._pending)) if method.multiple else [tag]
         for t in tags:
             info = self._pending.pop(t, None)
             if info is None:

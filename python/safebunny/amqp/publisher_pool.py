@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from safebunny.amqp.publisher import ConfirmingPublisher
+from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 
 __all__ = ["acquire", "release", "close_all"]
 
@@ -40,7 +40,7 @@ def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.
             publisher.close()
             continue
         if publisher.is_open:
-            publisher.reset_counts()
+            publisher.counts = PublishCounts()  # this use's counts only
             return publisher
         publisher.close()
     return ConfirmingPublisher(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,

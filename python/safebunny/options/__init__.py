@@ -41,13 +41,9 @@ class OptionSpec:
     required: bool = False
     doc: str = ""
     values: str = ""
-    secret: bool = False
-
-    def parse(self, raw: str) -> Any:
-        return self.parser(self.name, raw)
 
 
-def _shown(name: str, raw: str) -> str:
+def _shown(raw: str) -> str:
     return repr(redact(raw)) if isinstance(raw, str) else repr(raw)
 
 
@@ -64,7 +60,7 @@ def parse_bool(name: str, raw: str) -> bool:
     if value in ("true", "false"):
         return value == "true"
     raise SafeBunnyOptionError(
-        f"Option '{name}' must be 'true' or 'false', but got {_shown(name, raw)}.", name
+        f"Option '{name}' must be 'true' or 'false', but got {_shown(raw)}.", name
     )
 
 
@@ -76,7 +72,7 @@ def parse_int(minimum: int | None = None, maximum: int | None = None) -> Parser:
             value = int(str(raw).strip())
         except ValueError:
             raise SafeBunnyOptionError(
-                f"Option '{name}' must be an integer, but got {_shown(name, raw)}.", name
+                f"Option '{name}' must be an integer, but got {_shown(raw)}.", name
             ) from None
         if minimum is not None and value < minimum:
             raise SafeBunnyOptionError(
@@ -101,7 +97,7 @@ def parse_choice(*choices: str) -> Parser:
                 return choice
         allowed = ", ".join(repr(c) for c in choices)
         raise SafeBunnyOptionError(
-            f"Option '{name}' must be one of {allowed}, but got {_shown(name, raw)}.", name
+            f"Option '{name}' must be one of {allowed}, but got {_shown(raw)}.", name
         )
 
     return parse
@@ -144,7 +140,7 @@ def parse_options(
                 f"Valid options: {', '.join(sorted(names))}.",
                 key,
             )
-        result[spec.name] = spec.parse(value)
+        result[spec.name] = spec.parser(spec.name, value)
     for spec in specs:
         if spec.name not in result:
             if spec.required:

@@ -31,15 +31,11 @@ CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def apply_password(options: dict[str, Any]) -> dict[str, Any]:
-    """Fold the parsed ``password`` option into ``uri`` (in place) and return ``options``."""
+def apply_connection_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Fold the parsed ``password`` option into ``uri`` (in place), and set the ``safebunny`` logger's level in
+    this process from the parsed ``logLevel`` option, when given (each process that parses a source's or sink's
+    options is one Spark runs it in); returns ``options``."""
     options["uri"] = with_password(options["uri"], options.pop("password"))
-    return options
-
-
-def apply_log_level(options: dict[str, Any]) -> dict[str, Any]:
-    """Set the ``safebunny`` logger's level in this process from the parsed ``logLevel`` option, when given
-    (each process that parses a source's or sink's options is one Spark runs it in); returns ``options``."""
     level = options.get("logLevel")
     if level is not None:
         logging.getLogger("safebunny").setLevel(getattr(logging, level))

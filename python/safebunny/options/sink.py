@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str
-from safebunny.options.connection import CONNECTION_OPTIONS, apply_log_level, apply_password
+from safebunny.options.connection import CONNECTION_OPTIONS, apply_connection_options
 
 __all__ = ["SINK_OPTIONS", "parse_sink_options", "sink_options_table"]
 
@@ -46,7 +46,7 @@ SINK_OPTIONS: tuple[OptionSpec, ...] = (
 def parse_sink_options(raw: Mapping[str, str]) -> dict[str, Any]:
     """Validate the sink's options; raises :class:`SafeBunnyOptionError` naming the option."""
     options = parse_options(raw, SINK_OPTIONS, role="sink")
-    return apply_log_level(apply_password(options))
+    return apply_connection_options(options)
 
 
 def sink_options_table() -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
-from safebunny.options.connection import CONNECTION_OPTIONS, apply_log_level, apply_password
+from safebunny.options.connection import CONNECTION_OPTIONS, apply_connection_options
 
 __all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table", "parse_ending_offsets"]
 
@@ -137,7 +137,7 @@ def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
         log.warning("Option '%s' is deprecated and ignored. Keep 'pollTimeoutMs' below the trigger's interval, or "
                     "run the query with trigger(processingTime=\"0 seconds\") and 'minBatchIntervalMs' set to the "
                     "interval.", DEPRECATED_TRIGGER_INTERVAL)
-    return apply_log_level(apply_password(options))
+    return apply_connection_options(options)
 
 
 def source_options_table() -> str:

@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
     BrokerAuthenticationError,
@@ -28,7 +28,7 @@ from safebunny.errors import (
 )
 from safebunny.source.consumer_acks import ConsumerAcks
 from safebunny.source.consumer_budget import ByteBudgetFlow
-from safebunny.source.delivery import Delivery, new_delivery
+from safebunny.source.delivery import Delivery
 from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
@@ -110,7 +110,7 @@ class QueueConsumer:
         self.generation += 1
         generation = self.generation
 
-        buffer, flow = self._buffer, self.budget
+        buffer, flow, new = self._buffer, self.budget, tuple.__new__  # a Delivery without its Python __new__
         budget = flow.limit
 
         def accept(tag: int, redelivered: bool, exchange: Any, routing_key: Any, properties: Any,
@@ -120,7 +120,7 @@ class QueueConsumer:
                                      f"{self._last_tag}); reconnecting, so that the broker redelivers them.")
             if not buffer:
                 self._head_arrived = time.monotonic()
-            buffer.append(new_delivery((generation, tag, body, properties, exchange, routing_key, redelivered)))
+            buffer.append(new(Delivery, (generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
             flow.restarted = False
             flow.in_count += 1
@@ -252,11 +252,8 @@ class QueueConsumer:
             self.budget.out_bytes = self.budget.in_bytes
 
     def _close_quietly(self) -> None:
-        try:
-            if self._connection is not None and self._connection.is_open:
-                self._connection.close()
-        except Exception:
-            pass
+        if self._connection is not None and self._connection.is_open:
+            close_quietly(self._connection)
 
     def suspend(self) -> None:
         """Stop consuming and drop the buffer (the broker requeues it); only when no taken delivery awaits its ack."""

@@ -21,12 +21,3 @@ class Delivery(NamedTuple):
     exchange: str
     routing_key: str
     redelivered: bool
-
-
-def new_delivery(fields: tuple[Any, ...]) -> Delivery:
-    """A :class:`Delivery` from its fields in order, without the named tuple's Python-level ``__new__``
-    (the I/O thread's hot path: one per message)."""
-    return _new(Delivery, fields)
-
-
-_new = tuple.__new__

@@ -68,23 +68,17 @@ class Journal:
         ``data`` is one record batch, a table, or a non-empty list of record batches of one schema; they
         are kept as separate record batches in the file (a batch of messages may exceed what one Arrow
         ``binary`` array can hold) and :meth:`read` yields them in order."""
-        if isinstance(data, pa.RecordBatch):
-            batches: Sequence[pa.RecordBatch] = [data]
-        elif isinstance(data, pa.Table):
-            batches = data.to_batches()
-            schema = data.schema
-        else:
-            batches = data
         if not isinstance(data, pa.Table):
+            batches = [data] if isinstance(data, pa.RecordBatch) else data
             if not batches:
                 raise ValueError("data must hold at least one record batch, but got none")
-            schema = batches[0].schema
+            data = pa.Table.from_batches(batches)  # no copy: each batch stays one chunk
+        table = data
         path = self.path_of(start_seq, end_seq)
 
         def stream(sink: Any) -> None:
-            with pa.ipc.new_stream(sink, schema) as writer:
-                for batch in batches:
-                    writer.write_batch(batch)
+            with pa.ipc.new_stream(sink, table.schema) as writer:
+                writer.write_table(table)
 
         write_atomically(self.fs, path, stream, durable=True)
         return path

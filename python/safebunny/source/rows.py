@@ -27,14 +27,13 @@ def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, en
     return batch
 
 
-def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers: bool,
-                        max_chunk_bytes: int | None = None) -> pa.Table:
+def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.Table:
     """The source's rows for ``deliveries``, as a table whose record batches each hold at most
-    ``max_chunk_bytes`` of bodies (default ``MAX_CHUNK_BYTES``): a batch of any total size can be
-    journaled, although one Arrow ``binary`` array holds less than 2 GiB."""
+    ``MAX_CHUNK_BYTES`` of bodies: a batch of any total size can be journaled, although one Arrow
+    ``binary`` array holds less than 2 GiB."""
     columns = AmqpColumns(include_headers)
     columns.extend([d.body for d in deliveries], [d.properties for d in deliveries],
                    [d.exchange for d in deliveries], [d.routing_key for d in deliveries],
                    [d.redelivered for d in deliveries])
-    batches = columns.to_batches(queue, max_chunk_bytes)
+    batches = columns.to_batches(queue)
     return pa.Table.from_batches(batches, schema=arrow_schema(include_headers, include_offset=True))

@@ -11,16 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.message_rows import AmqpColumns
-from safebunny.errors import SafeBunnyBrokerError
-from safebunny.streams.client import (
-    BATCH_ROWS,
-    READ_IDLE_TIMEOUT_S,
-    TAIL_BUDGET_S,
-    StreamQueueClient,
-    close_quietly,
-)
+from safebunny.streams.client import BATCH_ROWS, READ_IDLE_TIMEOUT_S, TAIL_BUDGET_S, StreamQueueClient, idle_error
 from safebunny.streams.offsets import StreamBounds, check_data_loss
 
 __all__ = ["AmqpStreamClient"]
@@ -216,11 +209,7 @@ class AmqpStreamClient(StreamQueueClient):
             while pos < end:
                 if not state.pending:
                     if time.monotonic() - idle_since > READ_IDLE_TIMEOUT_S:
-                        raise SafeBunnyBrokerError(
-                            f"Stream queue {stream!r} at {self.endpoint.where()} delivered nothing for "
-                            f"{READ_IDLE_TIMEOUT_S:.0f} s while offsets {pos} to {end - 1} were still due. Was "
-                            "the stream deleted and re-created? Then restart the query from a new checkpoint."
-                        )
+                        raise idle_error(stream, self.endpoint.where(), pos, end)
                     self._drain(0.2)
                     continue
                 idle_since = time.monotonic()

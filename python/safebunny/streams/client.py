@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp.message_rows import arrow_schema, rows_to_record_batch
+from safebunny.errors import SafeBunnyBrokerError
 from safebunny.streams.offsets import StreamBounds
 
 __all__: list[str] = []
@@ -31,11 +31,12 @@ TAIL_BUDGET_S = 10.0
 SUBSCRIPTION_IDS = 256
 
 
-def close_quietly(closeable: Any) -> None:
-    try:
-        closeable.close()
-    except Exception:
-        pass
+def idle_error(stream: str, where: str, pos: int, end: int) -> SafeBunnyBrokerError:
+    """The error of a read to which the broker delivered nothing for :data:`READ_IDLE_TIMEOUT_S`."""
+    return SafeBunnyBrokerError(
+        f"Stream queue {stream!r} at {where} delivered nothing for {READ_IDLE_TIMEOUT_S:.0f} s while offsets {pos} "
+        f"to {end - 1} were still due. Was the stream deleted and re-created? Then restart the query from a new "
+        "checkpoint.")
 
 
 class StreamQueueClient:
@@ -77,21 +78,6 @@ class StreamQueueClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def empty_columns(include_headers: bool) -> dict[str, list[Any]]:
-    """Lists for the columns a client fills: the message schema's (:func:`arrow_schema`) but ``queue`` and
-    ``redelivered``, which :func:`columns_to_batch` adds, and ``deliveryCount`` (null on streams)."""
-    return {name: [] for name in arrow_schema(include_headers, include_offset=True).names
-            if name not in ("queue", "redelivered", "deliveryCount")}
-
-
-def columns_to_batch(columns: dict[str, list[Any]], queue_name: str, include_headers: bool) -> pa.RecordBatch:
-    n = len(columns["offset"])
-    full = dict(columns)
-    full["queue"] = [queue_name] * n
-    full["redelivered"] = [False] * n
-    return rows_to_record_batch(full, include_headers)
 
 
 def as_text(value: Any) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
@@ -78,13 +79,8 @@ def split_range(start: int, end: int, min_partitions: int) -> list[tuple[int, in
     if parts == 0:
         return []
     size, extra = divmod(total, parts)
-    ranges = []
-    lo = start
-    for i in range(parts):
-        hi = lo + size + (1 if i < extra else 0)
-        ranges.append((lo, hi))
-        lo = hi
-    return ranges
+    cuts = list(accumulate((size + 1 if i < extra else size for i in range(parts)), initial=start))
+    return list(zip(cuts, cuts[1:], strict=False))
 
 
 def resolve_start(spec: str | int | Mapping[str, int], bounds: StreamBounds,
@@ -134,18 +130,6 @@ def lost_offsets(start: int, end: int, first_available: int) -> tuple[int, int] 
     return (start, min(end, first_available))
 
 
-def data_loss_message(stream: str, lost: tuple[int, int], first_available: int) -> str:
-    """The words of a data-loss error or warning."""
-    lo, hi = lost
-    return (
-        f"Stream queue {stream!r}: offsets {lo} to {hi - 1} ({hi - lo} messages) were requested but are "
-        f"no longer stored; the oldest stored offset is {first_available} (retention, e.g. "
-        "x-max-length-bytes or x-max-age, removed them before this query read them). Either restart the "
-        "query from a new checkpoint with startingOffsets=earliest, raise the stream's retention or read "
-        "it more often, or set failOnDataLoss=false to skip the lost offsets with a warning."
-    )
-
-
 def check_data_loss(stream: str, start: int, end: int, first_available: int, fail_on_data_loss: bool,
                     warn: Any = None) -> int:
     """Check ``[start, end)`` against the oldest stored offset; return where reading starts.
@@ -156,7 +140,14 @@ def check_data_loss(stream: str, start: int, end: int, first_available: int, fai
     lost = lost_offsets(start, end, first_available)
     if lost is None:
         return start
-    message = data_loss_message(stream, lost, first_available)
+    lo, hi = lost
+    message = (
+        f"Stream queue {stream!r}: offsets {lo} to {hi - 1} ({hi - lo} messages) were requested but are "
+        f"no longer stored; the oldest stored offset is {first_available} (retention, e.g. "
+        "x-max-length-bytes or x-max-age, removed them before this query read them). Either restart the "
+        "query from a new checkpoint with startingOffsets=earliest, raise the stream's retention or read "
+        "it more often, or set failOnDataLoss=false to skip the lost offsets with a warning."
+    )
     if fail_on_data_loss:
         raise SafeBunnyDataLossError(message)
     if warn is not None:

@@ -14,14 +14,13 @@ import logging
 import re
 from typing import Any
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error, open_blocking
+from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.errors import (
     BrokerAuthenticationError,
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
 from safebunny.optional import available
-from safebunny.streams.client import close_quietly
 from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
 
@@ -89,6 +88,13 @@ def _probe_stream_protocol(endpoint: StreamEndpoint, queue: str) -> bool | None:
         client.close()
 
 
+def _unknown_type(endpoint: StreamEndpoint, queue: str, why: str, code: int | None = None) -> SafeBunnyBrokerError:
+    """The error of a probe that could not tell the type of ``queue`` (``why`` follows the queue's place)."""
+    return SafeBunnyBrokerError(
+        f"Could not tell the type of queue {queue!r} at {endpoint.where()}{why}. Set the option 'queueType' to "
+        "'classic', 'quorum' or 'stream' to skip this probe.", code)
+
+
 def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
     import pika.exceptions as pe
 
@@ -113,30 +119,21 @@ def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
                     ) from None
                 parsed = parse_inequivalent_arg(exc.reply_text) if exc.reply_code == 406 else None
                 if parsed is None:
-                    raise SafeBunnyBrokerError(
-                        f"Could not tell the type of queue {queue!r} at {endpoint.where()}: the broker answered "
-                        f"{exc.reply_code} {exc.reply_text!r}. Set the option 'queueType' to 'classic', 'quorum' "
-                        "or 'stream' to skip this probe.", exc.reply_code,
-                    ) from None
+                    raise _unknown_type(endpoint, queue, f": the broker answered {exc.reply_code} {exc.reply_text!r}",
+                                        exc.reply_code) from None
                 arg, current, known = parsed
                 if arg in ("durable", "auto_delete", "exclusive"):
                     return "classic"
                 if arg == "x-queue-type":
                     return "classic" if current is None else str(current)
                 if not known:
-                    raise SafeBunnyBrokerError(
-                        f"Could not tell the type of queue {queue!r} at {endpoint.where()}: its argument {arg!r} "
-                        f"has a value the probe cannot repeat ({exc.reply_text!r}). Set the option 'queueType' "
-                        "to 'classic', 'quorum' or 'stream' to skip this probe.", 406,
-                    ) from None
+                    raise _unknown_type(endpoint, queue, f": its argument {arg!r} has a value the probe cannot "
+                                        f"repeat ({exc.reply_text!r})", 406) from None
                 if current is None:
                     arguments.pop(arg, None)
                 else:
                     arguments[arg] = current
-        raise SafeBunnyBrokerError(
-            f"Could not tell the type of queue {queue!r} at {endpoint.where()} after {_MAX_ROUNDS} declares. Set "
-            "the option 'queueType' to 'classic', 'quorum' or 'stream' to skip this probe."
-        )
+        raise _unknown_type(endpoint, queue, f" after {_MAX_ROUNDS} declares")
     finally:
         close_quietly(connection)
 

@@ -34,19 +34,19 @@ def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None)
     always; the warning and when a refusal is an error: docs/source.md, "Protocol")."""
     endpoint = StreamEndpoint.from_uri(uri, stream_port)
     if stream_port > 0:
-        if stream_protocol_answers(endpoint.host, stream_port):
-            if available("rstream.client"):
-                return RStreamClient(endpoint).connect()
+        if not stream_protocol_answers(endpoint.host, stream_port):
+            log.warning(
+                "The stream protocol port %s:%s does not answer; reading stream queues over AMQP 0-9-1 instead "
+                "(about ten times slower). Enable it with 'rabbitmq-plugins enable rabbitmq_stream', or set "
+                "streamPort=0 to choose AMQP 0-9-1 and silence this warning.", endpoint.host, stream_port,
+            )
+        elif available("rstream.client"):
+            return RStreamClient(endpoint).connect()
+        else:
             log.warning(
                 "The stream protocol port %s:%s answers, but the package 'rstream' cannot be imported; reading "
                 "stream queues over AMQP 0-9-1 instead (about ten times slower). Install it with: pip install "
                 "'rstream>=0.20' (a dependency of safebunny), or set streamPort=0 to silence this warning.",
                 endpoint.host, stream_port,
             )
-            return AmqpStreamClient(endpoint, heartbeat).connect()
-        log.warning(
-            "The stream protocol port %s:%s does not answer; reading stream queues over AMQP 0-9-1 instead "
-            "(about ten times slower). Enable it with 'rabbitmq-plugins enable rabbitmq_stream', or set "
-            "streamPort=0 to choose AMQP 0-9-1 and silence this warning.", endpoint.host, stream_port,
-        )
     return AmqpStreamClient(endpoint, heartbeat).connect()

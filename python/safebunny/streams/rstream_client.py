@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.amqp.connection import CONNECT_TIMEOUT_S, StreamEndpoint, broker_error
+from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.optional import require
 from safebunny.streams.amqp10 import append_amqp10
@@ -25,8 +26,7 @@ from safebunny.streams.client import (
     REQUEST_TIMEOUT_S,
     SUBSCRIPTION_IDS,
     StreamQueueClient,
-    columns_to_batch,
-    empty_columns,
+    idle_error,
 )
 from safebunny.streams.offsets import StreamBounds, check_data_loss
 
@@ -258,13 +258,12 @@ class RStreamClient(StreamQueueClient):
         if last is None:
             return StreamBounds(0, 0, 0.0)
         tail = last.chunk_first_offset + last.num_records
-        first = self._first_chunk(stream, OffsetType.FIRST, None, READ_IDLE_TIMEOUT_S)
-        first_offset = first.chunk_first_offset if first is not None else last.chunk_first_offset
         avg = last.data_length / max(1, last.num_records)
-        return StreamBounds(min(first_offset, tail), tail, avg)
+        return StreamBounds(min(self._first_offset(stream, last), tail), tail, avg)
 
     def _first_offset(self, stream: str, delivered: Any) -> int:
-        """The oldest stored message's offset (to tell retention from an offset gap)."""
+        """The oldest stored message's offset (to tell retention from an offset gap); ``delivered``'s when none
+        arrives in time."""
         from rstream.constants import OffsetType
 
         first = self._first_chunk(stream, OffsetType.FIRST, None, READ_IDLE_TIMEOUT_S)
@@ -283,9 +282,9 @@ class RStreamClient(StreamQueueClient):
                 at = frame.chunk_first_offset
                 for raw in frame.get_messages():  # a chunk can start before the requested offset
                     if at >= offset:
-                        columns = empty_columns(False)
-                        append_amqp10(columns, raw, at, frame.timestamp, False)
-                        return at, columns["value"][0]
+                        columns = AmqpColumns(False)
+                        append_amqp10(columns, raw, at, frame.timestamp)
+                        return at, columns.columns["value"][0]
                     at += 1
                 if time.monotonic() >= deadline:
                     return None
@@ -313,7 +312,7 @@ class RStreamClient(StreamQueueClient):
         try:
             pos = start
             checked = False
-            columns = empty_columns(include_headers)
+            columns = AmqpColumns(include_headers)
             while pos < end:
                 frame = None
                 waited_until = time.monotonic() + READ_IDLE_TIMEOUT_S
@@ -324,11 +323,7 @@ class RStreamClient(StreamQueueClient):
                             f"stream {stream!r} (offsets {pos} to {end - 1} still due); Spark retries the task.")
                     frame = self._run(sub.next_chunk(1.0))
                 if frame is None:
-                    raise SafeBunnyBrokerError(
-                        f"Stream queue {stream!r} at {self.endpoint.where(True)} delivered nothing for "
-                        f"{READ_IDLE_TIMEOUT_S:.0f} s while offsets {pos} to {end - 1} were still due. Was the "
-                        "stream deleted and re-created? Then restart the query from a new checkpoint."
-                    )
+                    raise idle_error(stream, self.endpoint.where(True), pos, end)
                 if not checked:
                     checked = True
                     if frame.chunk_first_offset > pos:  # retention, or offsets of broker tracking records
@@ -342,16 +337,16 @@ class RStreamClient(StreamQueueClient):
                     if offset >= end:
                         break
                     if offset >= pos:
-                        append_amqp10(columns, raw, offset, frame.timestamp, include_headers)
+                        append_amqp10(columns, raw, offset, frame.timestamp)
                     offset += 1
                 # offsets within a chunk are contiguous; between chunks there can be gaps (offsets taken by
                 # the broker's own tracking records, never delivered), so progress is by chunk
                 pos = max(pos, min(end, frame.chunk_first_offset + frame.num_records))
-                if len(columns["offset"]) >= batch_rows:
-                    yield columns_to_batch(columns, queue_name, include_headers)
-                    columns = empty_columns(include_headers)
-            if columns["offset"]:
-                yield columns_to_batch(columns, queue_name, include_headers)
+                if len(columns) >= batch_rows:
+                    yield columns.to_batch(queue_name)
+                    columns = AmqpColumns(include_headers)
+            if len(columns):
+                yield columns.to_batch(queue_name)
         finally:
             self._unsubscribe(sub)
 

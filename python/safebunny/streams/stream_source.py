@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from safebunny.amqp.connection import close_quietly
 from safebunny.errors import (
     BrokerAuthenticationError,
     QueueNotFoundError,
@@ -25,7 +26,7 @@ from safebunny.errors import (
     SafeBunnyDataLossError,
     VhostNotFoundError,
 )
-from safebunny.streams.client import StreamQueueClient, close_quietly
+from safebunny.streams.client import StreamQueueClient
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
     RESET_KEY,
@@ -36,12 +37,13 @@ from safebunny.streams.offsets import (
     make_anchor,
     replaced_message,
     reset_message,
+    resolve_end,
     resolve_start,
     to_spark_offset,
 )
 from safebunny.streams.protocol import open_stream_client
 
-__all__ = ["StreamSource", "DriverConnection", "stream_bounds", "starting_offset", "read_partition"]
+__all__ = ["StreamSource", "DriverConnection", "stream_bounds", "starting_offset", "batch_range", "read_partition"]
 
 log = logging.getLogger("safebunny.source")
 T = TypeVar("T")
@@ -98,32 +100,30 @@ class DriverConnection:
         self._drop()
 
 
-def stream_bounds(options: dict[str, Any], connection: DriverConnection | None = None) -> StreamBounds:
-    """Ask the broker for the stream's bounds (on ``connection``, or on one opened and closed here)."""
-    own = connection is None
-    connection = connection or DriverConnection(options)
-    try:
-        return connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
-    finally:
-        if own:
-            connection.close()
+def stream_bounds(options: dict[str, Any], connection: DriverConnection) -> StreamBounds:
+    """Ask the broker for the stream's bounds."""
+    return connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
 
 
-def starting_offset(options: dict[str, Any], connection: DriverConnection | None = None) -> int:
-    """Resolve ``startingOffsets`` to a stream offset on the broker."""
+def starting_offset(options: dict[str, Any], connection: DriverConnection, bounds: StreamBounds) -> int:
+    """Resolve ``startingOffsets`` to a stream offset on the broker, whose stream has ``bounds``."""
     spec = options["startingOffsets"]
-    own = connection is None
-    connection = connection or DriverConnection(options)
+    found = None
+    if isinstance(spec, dict):
+        found = connection.call(
+            lambda client: client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options)))
+    return resolve_start(spec, bounds, found)
+
+
+def batch_range(options: dict[str, Any]) -> tuple[int, int]:
+    """``[startingOffsets, endingOffsets)`` of a batch read, resolved on one connection opened and closed here."""
+    connection = DriverConnection(options)
     try:
-        bounds = connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
-        found = None
-        if isinstance(spec, dict):
-            found = connection.call(
-                lambda client: client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options)))
-        return resolve_start(spec, bounds, found)
+        bounds = stream_bounds(options, connection)
+        start = starting_offset(options, connection, bounds)
+        return start, resolve_end(options.get("endingOffsets"), start, bounds.tail)
     finally:
-        if own:
-            connection.close()
+        connection.close()
 
 
 def read_partition(options: dict[str, Any], start: int, end: int) -> Iterator[Any]:
@@ -158,7 +158,7 @@ class StreamSource:
         return self._connection
 
     def initial(self) -> dict:
-        return to_spark_offset(starting_offset(self.options, self.driver()))
+        return to_spark_offset(starting_offset(self.options, self.driver(), stream_bounds(self.options, self.driver())))
 
     def prepare_available_now(self) -> None:
         self._target_end = stream_bounds(self.options, self.driver()).tail
