@@ -52,9 +52,8 @@ class Parked:
 
 
 def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
-    conn = open_blocking(uri, action=f"read the poison queue {queue!r}")
     out = []
-    try:
+    with open_blocking(uri, action=f"read the poison queue {queue!r}") as conn:  # pika's with closes it
         ch = conn.channel()
         ch.basic_qos(prefetch_count=500)
         for method, props, body in ch.consume(queue, arguments={"x-stream-offset": "first"},
@@ -65,8 +64,6 @@ def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
             out.append((props, body, offset))
             ch.basic_ack(method.delivery_tag)
         ch.cancel()
-    finally:
-        conn.close()
     return out
 
 
