@@ -101,12 +101,11 @@ def router(saga: SagaShape, node: str) -> Callable[[Any], tuple[str, Any]]:
     return route
 
 
-def check_shards(shards: Any, label: str) -> int:
+def check_shards(shards: Any, label: str) -> None:
     if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
         raise SafeBunnyOptionError(
             f"Step {label}: shards must be an integer from 1 to {MAX_SHARDS} (a saga's messages are routed into "
             f"{BUCKETS} buckets, which the shards split); got {shards!r}.", "shards")
-    return shards
 
 
 def shard_of(correlation_id: str | None, shards: int) -> int:
