@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["to_rows", "table", "to_json", "cell", "key_values", "print_rows", "print_record", "wants_json"]
+__all__ = ["to_rows", "table", "to_json", "cell", "key_values", "print_rows", "print_record"]
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -132,15 +132,10 @@ def to_json(obj: Any) -> str:
     return orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
 
 
-def wants_json(args: argparse.Namespace) -> bool:
-    """True when the user asked for ``--json``."""
-    return bool(getattr(args, "json", False))
-
-
 def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
                headers: Mapping[str, str] | None = None, empty: str = "(none)") -> None:
-    """Rows as JSON (every field) or as a table of ``columns``."""
-    if wants_json(args):
+    """Rows as JSON (every field, with ``--json``) or as a table of ``columns``."""
+    if args.json:
         print(to_json(list(rows)))
     elif rows:
         print(table(rows, columns, headers))
@@ -150,4 +145,4 @@ def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], colu
 
 def print_record(args: argparse.Namespace, record: Mapping[str, Any]) -> None:
     """One record as JSON or as ``key: value`` lines."""
-    print(to_json(record) if wants_json(args) else key_values(record))
+    print(to_json(record) if args.json else key_values(record))
