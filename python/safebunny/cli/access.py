@@ -13,6 +13,7 @@ from safebunny.cli.connect import resolve_uri
 from safebunny.cli.exits import USAGE, CliError
 from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
+from safebunny.saga import topology as _topology  # loaded by ``import safebunny`` already
 
 if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
@@ -60,22 +61,16 @@ def _topology_rows(topo: Any, depths: Mapping[str, Any] | None) -> list[dict[str
 
 def declare(saga: Saga) -> list[dict[str, Any]]:
     """Declare the saga's topology (idempotent) and return what it consists of."""
-    from safebunny import topology as _topology
-
     return _topology_rows(_topology.declare(saga), None)
 
 
 def delete(saga: Saga) -> list[str]:
     """Delete the saga's queues and exchanges; the names of the deleted queues."""
-    from safebunny import topology as _topology
-
     return _topology.delete(saga)
 
 
 def topology(saga: Saga) -> list[dict[str, Any]]:
     """The saga's exchanges, queues and bindings with the broker's depth of each queue."""
-    from safebunny import topology as _topology
-
     topo = _topology.plan(saga)
     return _topology_rows(topo, _topology.depths(saga, [q.name for q in topo.queues]))
 
@@ -100,10 +95,9 @@ def status(saga: Saga) -> list[dict[str, Any]]:
 
 def unrouted(saga: Saga) -> tuple[str, int | None]:
     """The saga's unrouted stream and how many messages it holds (None: not declared)."""
-    from safebunny.saga import topology
     from safebunny.saga.status import unrouted_depth
 
-    return topology.unrouted_name(saga), unrouted_depth(saga)
+    return _topology.unrouted_name(saga), unrouted_depth(saga)
 
 
 def instances(saga: Saga, state: str | None) -> list[dict[str, Any]]:

@@ -83,7 +83,3 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc), exits.BROKER)
     except SafeBunnyError as exc:
         return _fail(str(exc), exits.ERROR)
-
-
-if __name__ == "__main__":  # pragma: no cover - python -m safebunny.cli.main
-    sys.exit(main())

@@ -7,12 +7,12 @@ import argparse
 import dataclasses
 import datetime as _dt
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
-__all__ = ["to_rows", "table", "to_json", "cell", "key_values", "print_rows", "print_record", "wants_json"]
+__all__ = ["to_rows", "table", "to_json", "cell", "key_values", "print_rows", "print_record"]
 
 
 def _as_dict(item: Any) -> dict[str, Any]:
@@ -20,39 +20,26 @@ def _as_dict(item: Any) -> dict[str, Any]:
         return dict(item)
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         return {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
-    if hasattr(item, "_asdict"):  # named tuples
-        return dict(item._asdict())
-    if hasattr(item, "asDict"):  # pyspark Row
-        return dict(item.asDict(recursive=True))
-    for name in ("to_dict", "as_dict"):
-        if callable(getattr(item, name, None)):
-            return dict(getattr(item, name)())
-    if hasattr(item, "__dict__"):
-        return {k: v for k, v in vars(item).items() if not k.startswith("_")}
-    return {"value": item}
+    return dict(item._asdict())  # named tuples
 
 
 def to_rows(obj: Any) -> list[dict[str, Any]]:
-    """A list of plain dicts from: a sequence of dicts, dataclasses, named tuples or Spark Rows; a
-    pandas, pyarrow or Spark DataFrame; a mapping of name to record (the name becomes column ``name``
-    unless the record has one); or None (no rows)."""
+    """A list of plain dicts from: a sequence of dicts, dataclasses or named tuples (what the saga API returns);
+    a pandas or pyarrow table; a mapping of name to record (the name becomes column ``name`` unless the record
+    has one); or None (no rows)."""
     if obj is None:
         return []
     if hasattr(obj, "to_pylist"):  # pyarrow Table / RecordBatch
         return [dict(r) for r in obj.to_pylist()]
     if hasattr(obj, "to_dict") and hasattr(obj, "columns") and hasattr(obj, "iloc"):  # pandas
         return [dict(r) for r in obj.to_dict(orient="records")]
-    if hasattr(obj, "collect") and hasattr(obj, "schema"):  # Spark DataFrame
-        return [r.asDict(recursive=True) for r in obj.collect()]
     if isinstance(obj, Mapping):
         rows = []
         for key, value in obj.items():
             row = _as_dict(value)
             rows.append(row if "name" in row else {"name": key, **row})
         return rows
-    if isinstance(obj, Iterable) and not isinstance(obj, (str, bytes)):
-        return [_as_dict(item) for item in obj]
-    return [_as_dict(obj)]
+    return [_as_dict(item) for item in obj]
 
 
 def cell(value: Any) -> str:
@@ -145,15 +132,10 @@ def to_json(obj: Any) -> str:
     return orjson.dumps(obj, default=_default, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
 
 
-def wants_json(args: argparse.Namespace) -> bool:
-    """True when the user asked for ``--json``."""
-    return bool(getattr(args, "json", False))
-
-
 def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
                headers: Mapping[str, str] | None = None, empty: str = "(none)") -> None:
-    """Rows as JSON (every field) or as a table of ``columns``."""
-    if wants_json(args):
+    """Rows as JSON (every field, with ``--json``) or as a table of ``columns``."""
+    if args.json:
         print(to_json(list(rows)))
     elif rows:
         print(table(rows, columns, headers))
@@ -163,4 +145,4 @@ def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], colu
 
 def print_record(args: argparse.Namespace, record: Mapping[str, Any]) -> None:
     """One record as JSON or as ``key: value`` lines."""
-    print(to_json(record) if wants_json(args) else key_values(record))
+    print(to_json(record) if args.json else key_values(record))

@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from safebunny.cli import access
-from safebunny.cli.render import print_rows, wants_json
+from safebunny.cli.render import print_rows
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
@@ -37,7 +37,7 @@ def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Saga, emp
         return
     print_rows(args, rows, columns(), empty=empty)
     notes = sorted({r["note"] for r in rows if r.get("note")})
-    if wants_json(args):
+    if args.json:
         return
     if notes:
         print("\n".join(notes))
@@ -73,7 +73,7 @@ def _status(args: argparse.Namespace, saga: Saga) -> int:
     try:
         while True:
             rows = _rows(args, saga)
-            if not wants_json(args) and sys.stdout.isatty():
+            if not args.json and sys.stdout.isatty():
                 sys.stdout.write("\x1b[H\x1b[2J")
             print(f"{saga.name}  {time.strftime('%H:%M:%S')}  (every {args.watch:g} s, Ctrl-C stops)")
             _print(args, rows, saga)

@@ -24,8 +24,7 @@ __all__ = ["drain", "moved_so_far", "waiting"]
 log = logging.getLogger("safebunny.saga")
 
 
-def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any = None, restarts: int = 2,
-          start: Any = start_query) -> int:
+def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int = 2, start: Any = start_query) -> int:
     """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
     in a step queue or a retry tier. Returns the number of rounds.
 
@@ -39,13 +38,12 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
     rounds = 0
     failed: dict[str, int] = {}  # step label -> failures in a row
     unstarted: dict[str, int] = {}  # step label -> queries in a row whose Python process did not start in time
-    errors: list[tuple[Any, BaseException]] = []
     while True:
         rounds += 1
         before = moved_so_far(saga)
         # side by side (a new driver's first one alone: start_query)
         queries = [(s, try_start(start, spark, saga, s, None)) for s in saga.units()]
-        errors = []
+        errors: list[tuple[Any, BaseException]] = []
         for step, query in queries:  # every query ends by itself (availableNow), failed or not
             _wait(query)
             error = query.exception()
@@ -76,8 +74,6 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, on_round: Any 
         time.sleep(pause)
         moved = moved_so_far(saga) - before
         still = waiting(saga)
-        if on_round is not None:
-            on_round(rounds, moved, still)
         if moved == 0 and still == 0 and not errors:
             return rounds
         if time.monotonic() > deadline:

@@ -67,14 +67,14 @@ def _parked(saga: SagaShape) -> list[Parked]:
     return out
 
 
-def instances_table(saga: SagaShape, state: str | None = None, parked: bool = True) -> pa.Table:
+def instances_table(saga: SagaShape, state: str | None = None) -> pa.Table:
     """One row per instance of ``saga`` (:data:`~safebunny.saga.instance_state.INSTANCE_SCHEMA`), newest
-    update first; ``state`` keeps one state; ``parked=False`` skips reading the poison queues (no broker)."""
+    update first; ``state`` keeps one state."""
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
     inbox = Inbox(saga.config.layout.inbox, "instances").rows(all_nodes=True)
     started = DeltaRsTarget(saga.config.layout.started).read()
-    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga) if parked else (),
+    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga),
                           started.to_pylist() if started is not None else ())
     if state is not None:
         import pyarrow.compute as pc
@@ -88,14 +88,11 @@ def instances_frame(saga: SagaShape, spark: Any = None, state: str | None = None
     temporary view :func:`view_name` (all states, whatever ``state`` filters in the returned frame)."""
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     session = session_or_raise(spark, "saga.instances(...)", "'safebunny instances'")
     table = instances_table(saga)
     frame = session.createDataFrame(table if table.num_rows else INSTANCE_SCHEMA.empty_table(),
-                                    schema=_ddl())
+                                    schema=from_arrow_schema(INSTANCE_SCHEMA))  # the same columns, one schema
     frame.createOrReplaceTempView(view_name(saga.config))
     return frame if state is None else frame.where(frame.state == state)
-
-
-def _ddl() -> str:
-    return ("businessKey string, correlationId string, state string, step string, started timestamp, "
-            "lastUpdate timestamp, stepsDone int, messages int, reason string")

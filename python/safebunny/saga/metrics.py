@@ -246,9 +246,6 @@ def _listener(metrics: SagaMetrics) -> Any:
         def onQueryProgress(self, event: Any) -> None:  # noqa: N802
             metrics.on_progress(event.progress)
 
-        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
-            pass
-
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
             metrics.on_terminated(self.names.pop(str(event.id), None))
 

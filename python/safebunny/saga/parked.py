@@ -52,9 +52,8 @@ class Parked:
 
 
 def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
-    conn = open_blocking(uri, action=f"read the poison queue {queue!r}")
     out = []
-    try:
+    with open_blocking(uri, action=f"read the poison queue {queue!r}") as conn:  # pika's with closes it
         ch = conn.channel()
         ch.basic_qos(prefetch_count=500)
         for method, props, body in ch.consume(queue, arguments={"x-stream-offset": "first"},
@@ -65,8 +64,6 @@ def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
             out.append((props, body, offset))
             ch.basic_ack(method.delivery_tag)
         ch.cancel()
-    finally:
-        conn.close()
     return out
 
 
@@ -164,10 +161,9 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
     return len(copies)
 
 
-def discard(config: SagaConfig, node: str, message_type: str, ids: list[str], reason: str,
-            by: str | None = None) -> int:
+def discard(config: SagaConfig, node: str, message_type: str, ids: list[str], reason: str) -> int:
     """Give up on parked messages on purpose: each id found in the poison queue is recorded as
-    ``discarded`` with ``reason`` and who did it (``by``, default user@host), hidden from listings and
+    ``discarded`` with ``reason`` and who did it (user@host), hidden from listings and
     never redriven. Returns how many were found and recorded."""
     if not reason or not reason.strip():
         raise SafeBunnyOptionError("discard needs a reason (what was decided and why); it is recorded with the "
@@ -176,7 +172,7 @@ def discard(config: SagaConfig, node: str, message_type: str, ids: list[str], re
     found = [mid for mid in ids if mid in present]
     if found:
         ledger = PoisonLedger(config.layout.poison_ledger(f"{node}.{message_type}"))
-        ledger.record(found, "discarded", reason.strip(), by)
+        ledger.record(found, "discarded", reason.strip())
     return len(found)
 
 

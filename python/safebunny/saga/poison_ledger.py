@@ -47,8 +47,8 @@ class PoisonLedger:
         return orjson.loads(data) if data else {}
 
     def record(self, ids: Iterable[str], state: str, reason: str | None = None, by: str | None = None,
-               now: dt.datetime | None = None) -> dict[str, Any]:
-        """Record ``state`` (``redriven`` or ``discarded``) for ``ids``; returns the entry written."""
+               now: dt.datetime | None = None) -> None:
+        """Record ``state`` (``redriven`` or ``discarded``) for ``ids``."""
         if state not in ("redriven", "discarded"):
             raise ValueError(f"a ledger records 'redriven' or 'discarded', not {state!r}")
         entry = {"state": state, "at": (now or dt.datetime.now(dt.timezone.utc)).isoformat(),
@@ -57,7 +57,6 @@ class PoisonLedger:
         for mid in ids:
             ledger[mid] = entry
         write_atomically(self.filesystem, self.path, orjson.dumps(ledger, option=orjson.OPT_INDENT_2))
-        return entry
 
 
 def state_of(entry: dict[str, Any] | None, parked_at: str | None, done: bool) -> str:

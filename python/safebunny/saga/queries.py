@@ -25,13 +25,10 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, is_plan_error
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "AVAILABLE_NOW",
-           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
-           "note_serialization_race"]
+__all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "WORKER_START_TRIES",
+           "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart", "note_serialization_race"]
 
 log = logging.getLogger("safebunny.saga")
-#: ``saga.run(spark, trigger=AVAILABLE_NOW)``: rounds of availableNow queries (Databricks serverless)
-AVAILABLE_NOW = "availableNow"
 #: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
 #: loaded machine) that :func:`drain` starts again before it raises: they never ran, so they are not the step's
 #: restarts; each waits :data:`WORKER_START_WAIT_S` times its number first, for the load to pass

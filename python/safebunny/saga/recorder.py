@@ -8,7 +8,6 @@ and stores each batch's :class:`~safebunny.exactly_once.protocol.report.BatchRep
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -19,8 +18,6 @@ from safebunny.spark_errors import is_plan_error, raised_in_python
 from safebunny.spark_logs import quiet_query_context
 
 __all__ = ["StepRecorder"]
-
-_RECORDERS: weakref.WeakKeyDictionary[Any, StepRecorder] = weakref.WeakKeyDictionary()
 
 
 class StepRecorder:
@@ -41,10 +38,7 @@ class StepRecorder:
 
 def batch_function(saga: SagaRunner, step: SagaStep) -> Callable[[Any, int], None]:
     """The function for ``writeStream.foreachBatch`` of saga step ``step``."""
-    runtime = saga.runtime(step)
-    recorder = _RECORDERS.get(runtime)
-    if recorder is None:
-        recorder = _RECORDERS[runtime] = StepRecorder(saga, step, runtime)
+    recorder = StepRecorder(saga, step, saga.runtime(step))
     handler = saga.handler_of(step)
 
     def run(batch_df: Any, batch_id: int) -> None:

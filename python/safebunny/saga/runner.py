@@ -40,7 +40,7 @@ class RunningSaga:
     again from one second once a restarted query has run for :attr:`HEALTHY_S` without failing (or an
     availableNow round ended well), so a step that failed a few times last week restarts at once today.
 
-    With ``trigger="availableNow"`` (:data:`AVAILABLE_NOW`) each step runs in rounds, the next one started at the
+    With ``trigger="availableNow"`` each step runs in rounds, the next one started at the
     supervisor's next tick or :data:`IDLE_ROUND_S` later after an empty round (docs/databricks.md, "Run modes");
     ``rounds`` counts each step's ended rounds."""
 

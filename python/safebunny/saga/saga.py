@@ -194,14 +194,14 @@ class Saga:
         self.declare()
         return RunningSaga(spark, self, trigger, balance=balance)
 
-    def drain(self, spark: Any, timeout: float = 600.0, on_round: Any = None, restarts: int = 2) -> int:
+    def drain(self, spark: Any, timeout: float = 600.0, restarts: int = 2) -> int:
         """Run availableNow rounds until nothing moves and no retry tier holds a message; the rounds run.
         A step whose query fails starts again from its checkpoint in the next round; after ``restarts``
         failures of one step in a row, its error is raised."""
         from safebunny.saga.drain import drain
 
         self.declare()
-        return drain(spark, self, timeout, on_round, restarts)
+        return drain(spark, self, timeout, restarts)
 
     def pause(self, node: str, type: str, seconds: float) -> float:  # noqa: A002
         """Pause step ``node.type`` for ``seconds`` without stopping its query; it resumes by itself."""

@@ -101,12 +101,11 @@ def router(saga: SagaShape, node: str) -> Callable[[Any], tuple[str, Any]]:
     return route
 
 
-def check_shards(shards: Any, label: str) -> int:
+def check_shards(shards: Any, label: str) -> None:
     if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
         raise SafeBunnyOptionError(
             f"Step {label}: shards must be an integer from 1 to {MAX_SHARDS} (a saga's messages are routed into "
             f"{BUCKETS} buckets, which the shards split); got {shards!r}.", "shards")
-    return shards
 
 
 def shard_of(correlation_id: str | None, shards: int) -> int:
@@ -247,13 +246,6 @@ def _mismatch(text: str, name: str) -> SafeBunnyTopologyError:
         "the saga's settings (retry delays, quorum, delivery_limit) to match what exists.")
 
 
-def _channel(uri: str, action: str) -> tuple[Any, Any]:
-    from safebunny.amqp.connection import open_blocking
-
-    conn = open_blocking(uri, action=action)
-    return conn, conn.channel()
-
-
 @contextlib.contextmanager
 def _quiet_pika() -> Iterator[None]:
     """pika logs a broker's 404 to a passive declare as a warning; here a 404 is an answer, not a problem."""
@@ -266,21 +258,21 @@ def _quiet_pika() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _exists(conn: Any, kind: str, name: str) -> bool:
+def _passive(conn: Any, name: str) -> Any:
+    """The declare-ok of a passive declare of queue ``name`` on a channel of its own, or None when the broker
+    answers 404 (no such queue); any other refusal is raised."""
     import pika.exceptions
 
     ch = conn.channel()
     try:
-        if kind == "queue":
-            ch.queue_declare(name, passive=True)
-        else:
-            ch.exchange_declare(name, passive=True)
-        ch.close()
-        return True
+        with _quiet_pika():
+            ok = ch.queue_declare(name, passive=True)
     except pika.exceptions.ChannelClosedByBroker as exc:
         if exc.reply_code == 404:
-            return False
+            return None
         raise
+    ch.close()
+    return ok
 
 
 def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
@@ -301,19 +293,24 @@ def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
     return QueueSpec(queue.name, queue.role, arguments, queue.step)
 
 
+def _open(saga: SagaShape, action: str) -> Any:
+    """A connection to the saga's broker (pika's ``with`` closes it); ``action`` names what for, in its errors."""
+    from safebunny.amqp.connection import open_blocking
+
+    return open_blocking(saga.config.connection_uri, action=f"{action} of saga {saga.config.name!r}")
+
+
 def declare(saga: SagaShape) -> Topology:
     """Check what exists, then declare the saga's exchange, queues and bindings (idempotent)."""
     import pika.exceptions
 
     topo = plan(saga)
-    conn, _ = _channel(saga.config.connection_uri, f"declare the topology of saga {saga.config.name!r}")
-    try:
+    with _open(saga, "declare the topology") as conn:
         # 1. check every existing queue with a declare of our arguments on a throwaway channel: the broker
         #    answers 406 (changing nothing) when they differ; nothing new is created until all agree
         for index, q in enumerate(topo.queues):
-            with _quiet_pika():
-                if not _exists(conn, "queue", q.name):
-                    continue
+            if _passive(conn, q.name) is None:
+                continue
             ch = conn.channel()
             try:
                 ch.queue_declare(q.name, durable=True, arguments=q.arguments)
@@ -335,8 +332,6 @@ def declare(saga: SagaShape) -> Topology:
             ch.queue_declare(q.name, durable=True, arguments=q.arguments)
         for b in topo.bindings:
             ch.queue_bind(b.queue, b.exchange, b.routing_key)
-    finally:
-        conn.close()
     return topo
 
 
@@ -346,33 +341,25 @@ def depths(saga: SagaShape, names: list[str] | None = None) -> dict[str, tuple[i
 
     names = names if names is not None else [q.name for q in plan(saga).queues]
     out: dict[str, tuple[int, int] | None] = {}
-    conn, _ = _channel(saga.config.connection_uri, f"read the queue depths of saga {saga.config.name!r}")
-    try:
+    with _open(saga, "read the queue depths") as conn:
         for name in names:
-            ch = conn.channel()
             try:
-                with _quiet_pika():
-                    ok = ch.queue_declare(name, passive=True)
-                out[name] = (ok.method.message_count, ok.method.consumer_count)
-                ch.close()
-            except pika.exceptions.ChannelClosedByBroker:
-                out[name] = None
-    finally:
-        conn.close()
+                ok = _passive(conn, name)
+            except pika.exceptions.ChannelClosedByBroker:  # refused (not 404): no depth either
+                ok = None
+            out[name] = None if ok is None else (ok.method.message_count, ok.method.consumer_count)
     return out
 
 
 def delete(saga: SagaShape) -> list[str]:
     """Delete the saga's queues and exchanges (what a demo or a test left behind); the deleted names."""
     topo = plan(saga)
-    conn, ch = _channel(saga.config.connection_uri, f"delete the topology of saga {saga.config.name!r}")
     deleted = []
-    try:
+    with _open(saga, "delete the topology") as conn:
+        ch = conn.channel()
         for q in topo.queues:
             ch.queue_delete(q.name)
             deleted.append(q.name)
         ch.exchange_delete(topo.exchange)
         ch.exchange_delete(topo.unrouted_exchange)
-    finally:
-        conn.close()
     return deleted
