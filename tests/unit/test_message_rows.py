@@ -14,22 +14,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from pyspark_safebunny.schema import schema_for
 from safebunny.amqp import message_rows
-from safebunny.amqp.message_rows import (
-    amqp_timestamp,
-    arrow_schema,
-    pika_row,
-    render_header_value,
-    render_headers,
-    rows_to_record_batch,
-)
+from safebunny.amqp.message_rows import arrow_schema, render_header_value, render_headers, rows_to_record_batch
 
 UTC = dt.timezone.utc
 
 
 def test_public_api():
     assert set(message_rows.__all__) == {  # what other packages import
-        "arrow_schema", "amqp_timestamp", "render_header_value", "render_headers", "pika_row", "rows_to_record_batch",
-        "AmqpColumns",
+        "arrow_schema", "render_header_value", "render_headers", "rows_to_record_batch", "AmqpColumns",
     }
 
 
@@ -37,7 +29,7 @@ def test_public_api():
 def test_arrow_schema_is_exactly_what_spark_expects(include_headers):
     expected = to_arrow_schema(schema_for(include_headers, include_offset=True), timezone="UTC")
     assert arrow_schema(include_headers).equals(expected)
-    assert rows_to_record_batch([], include_headers).schema.equals(expected)
+    assert rows_to_record_batch({}, include_headers).schema.equals(expected)
 
 
 def test_the_spark_schema_is_the_documented_one():
@@ -49,18 +41,6 @@ def test_the_spark_schema_is_the_documented_one():
         "headers:map<string,string>,offset:bigint>")
     assert [f.name for f in schema.fields if not f.nullable] == ["queue", "redelivered"]
     assert schema_for(False, include_offset=False).fieldNames() == schema.fieldNames()[:-2]
-
-
-def test_amqp_timestamp_forms():
-    when = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-    seconds = int(when.timestamp())
-    assert amqp_timestamp(SimpleNamespace(timestamp=seconds)) == when
-    assert amqp_timestamp({"timestamp": seconds}) == when
-    assert amqp_timestamp(seconds) == when
-    assert amqp_timestamp(dt.datetime(2024, 5, 1, 12)) == when
-    assert amqp_timestamp(SimpleNamespace(timestamp=None)) is None
-    assert amqp_timestamp(None) is None
-    assert amqp_timestamp({}) is None
 
 
 @pytest.mark.parametrize(
@@ -106,71 +86,71 @@ def test_nested_rendering_is_stable_under_key_order(table):
     assert render_headers(table) == render_headers(reordered)
 
 
-def test_pika_row_maps_every_column():
-    method = SimpleNamespace(routing_key="rk", exchange="ex", redelivered=True, delivery_tag=9)
-    props = SimpleNamespace(message_id="m1", correlation_id="c1", timestamp=1_700_000_000,
-                            content_type="application/json", type="OrderPlaced",
-                            headers={"x-delivery-count": 2, "n": {"b": 2, "a": 1}})
-    row = pika_row("q", method, props, b"body", include_headers=True)
-    assert row == {
-        "value": b"body", "messageId": "m1", "correlationId": "c1", "routingKey": "rk", "exchange": "ex",
-        "queue": "q", "redelivered": True, "deliveryCount": 2,
-        "timestamp": dt.datetime.fromtimestamp(1_700_000_000, UTC), "contentType": "application/json",
-        "type": "OrderPlaced", "offset": None,
-        "headers": {"x-delivery-count": "2", "n": '{"a":1,"b":2}'},
-    }
-    plain = pika_row("q", method, SimpleNamespace(headers=None), b"", include_headers=False, offset=5)
-    assert "headers" not in plain and plain["offset"] == 5 and plain["deliveryCount"] is None
-
-
 @pytest.mark.parametrize("include_headers", [False, True])
-def test_amqp_columns_give_the_same_batch_as_pika_rows(include_headers):
+def test_amqp_columns_map_every_column(include_headers):
+    """A delivery's method and properties, column by column, in the source's Arrow schema: AMQP timestamps in
+    epoch seconds (or a datetime, naive as UTC) to ``timestamp[us, UTC]``, the delivery count from the quorum
+    queue's ``x-delivery-count`` header, header values rendered."""
+    when = dt.datetime.fromtimestamp(1_700_000_000, UTC)
     deliveries = [
-        (SimpleNamespace(routing_key="rk", exchange="ex", redelivered=True),
-         SimpleNamespace(message_id="m1", correlation_id="c1", timestamp=1_700_000_000, content_type="t/j",
-                         type="T", headers={"x-delivery-count": 2, "n": {"b": 2, "a": 1}}), b"one"),
-        (SimpleNamespace(routing_key="", exchange="", redelivered=False),
-         SimpleNamespace(message_id=None, correlation_id=None, timestamp=None, content_type=None, type=None,
-                         headers=None), b""),
+        (SimpleNamespace(message_id="m1", correlation_id="c1", timestamp=1_700_000_000, content_type="t/j",
+                         type="T", headers={"x-delivery-count": 2, "n": {"b": 2, "a": 1}}), b"one", "ex", "rk", True),
+        (SimpleNamespace(message_id=None, correlation_id=None, timestamp=None, content_type=None, type=None,
+                         headers=None), b"", "", "", False),
+        (SimpleNamespace(message_id="m3", correlation_id=None, timestamp=dt.datetime(2024, 5, 1, 12),
+                         content_type=None, type=None, headers=None), b"x", "", "q", False),
     ]
     columns = message_rows.AmqpColumns(include_headers)
-    for method, props, body in deliveries:
-        columns.append(body, props, method.exchange, method.routing_key, method.redelivered)
-    rows = [pika_row("q", m, p, b, include_headers=include_headers) for m, p, b in deliveries]
-    assert len(columns) == 2
-    assert columns.to_batch("q").equals(rows_to_record_batch(rows, include_headers))
-
-
-def test_rows_to_record_batch_from_rows_and_columns_agree():
-    when = dt.datetime(2024, 5, 1, 12, 0, 0, 250, tzinfo=UTC)
-    rows = [
-        {"value": b"a", "messageId": "1", "queue": "q", "redelivered": False, "timestamp": when,
-         "headers": {"k": "v"}, "offset": 10},
-        {"value": None, "queue": "q", "redelivered": True, "timestamp": None, "headers": None, "offset": 11},
+    for props, body, exchange, key, redelivered in deliveries:
+        columns.append(body, props, exchange, key, redelivered)
+    columns.append(b"o", deliveries[1][0], "", "", offset=5)
+    assert len(columns) == 4
+    empty = {"messageId": None, "correlationId": None, "deliveryCount": None, "timestamp": None, "contentType": None,
+             "type": None, "offset": None}
+    expected = [
+        {"value": b"one", "messageId": "m1", "correlationId": "c1", "routingKey": "rk", "exchange": "ex",
+         "queue": "q", "redelivered": True, "deliveryCount": 2, "timestamp": when, "contentType": "t/j",
+         "type": "T", "offset": None, "headers": [("n", '{"a":1,"b":2}'), ("x-delivery-count", "2")]},
+        {**empty, "value": b"", "routingKey": "", "exchange": "", "queue": "q", "redelivered": False,
+         "headers": None},
+        {**empty, "value": b"x", "messageId": "m3", "routingKey": "q", "exchange": "", "queue": "q",
+         "redelivered": False, "timestamp": dt.datetime(2024, 5, 1, 12, tzinfo=UTC), "headers": None},
+        {**empty, "value": b"o", "routingKey": "", "exchange": "", "queue": "q", "redelivered": False, "offset": 5,
+         "headers": None},
     ]
-    batch = rows_to_record_batch(rows, include_headers=True)
+    batch = columns.to_batch("q")
+    assert batch.schema.equals(arrow_schema(include_headers))
+    got = batch.to_pylist()
+    if not include_headers:
+        expected = [{k: v for k, v in row.items() if k != "headers"} for row in expected]
+    assert [dict(sorted(r.items())) for r in got] == [dict(sorted(r.items())) for r in expected]
+
+
+def test_rows_to_record_batch_from_columns():
+    when = dt.datetime(2024, 5, 1, 12, 0, 0, 250, tzinfo=UTC)
+    micros = int(when.timestamp()) * 1_000_000 + 250
+    columns = {"value": [b"a", None], "messageId": ["1", None], "queue": ["q", "q"],
+               "redelivered": [False, True], "timestamp": [micros, None],
+               "headers": [{"k": "v"}, None], "offset": [10, 11]}
+    batch = rows_to_record_batch(columns, include_headers=True)
     assert batch.num_rows == 2
     got = batch.to_pylist()
     assert got[0]["timestamp"] == when
     assert got[0]["headers"] == [("k", "v")]
     assert got[1]["headers"] is None and got[1]["redelivered"] is True
     assert got[0]["deliveryCount"] is None and got[0]["offset"] == 10
-    micros = int(when.timestamp()) * 1_000_000 + 250
-    columns = {"value": [b"a", None], "messageId": ["1", None], "queue": ["q", "q"],
-               "redelivered": [False, True], "timestamp": [micros, None],
-               "headers": [{"k": "v"}, None], "offset": [10, 11]}
-    assert rows_to_record_batch(columns, include_headers=True).equals(batch)
+    assert rows_to_record_batch({**columns, "timestamp": [when, None]}, include_headers=True).equals(batch)
 
 
 def test_rows_to_record_batch_rejects_bad_input():
     with pytest.raises(ValueError, match="equal lengths"):
         rows_to_record_batch({"value": [b"a"], "queue": ["q", "q"]}, include_headers=False)
     with pytest.raises(ValueError, match="'queue'"):
-        rows_to_record_batch([{"value": b"a"}], include_headers=False)
+        rows_to_record_batch({"value": [b"a"]}, include_headers=False)
 
 
 def test_record_batch_has_no_headers_column_unless_asked():
-    batch = rows_to_record_batch([{"queue": "q"}], include_headers=False)
+    batch = rows_to_record_batch({"queue": ["q"]}, include_headers=False)
     assert "headers" not in batch.schema.names
     assert isinstance(batch, pa.RecordBatch)
 

@@ -19,8 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-__all__ = ["arrow_schema", "amqp_timestamp", "render_header_value", "render_headers", "pika_row", "AmqpColumns",
-           "rows_to_record_batch"]
+__all__ = ["arrow_schema", "render_header_value", "render_headers", "AmqpColumns", "rows_to_record_batch"]
 
 _BASE_FIELDS: tuple[pa.Field, ...] = (
     pa.field("value", pa.binary()),
@@ -37,7 +36,6 @@ _BASE_FIELDS: tuple[pa.Field, ...] = (
 )
 _HEADERS_FIELD = pa.field("headers", pa.map_(pa.string(), pa.string()))
 _OFFSET_FIELD = pa.field("offset", pa.int64())
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 #: Body bytes per Arrow record batch at most (a single larger body gets a batch of its own). Arrow's
 #: ``binary`` type has 32-bit offsets, so one array holds less than 2 GiB; a batch of messages is
@@ -54,30 +52,6 @@ def arrow_schema(include_headers: bool, include_offset: bool = True) -> pa.Schem
     if include_offset:
         fields.append(_OFFSET_FIELD)
     return pa.schema(fields)
-
-
-def amqp_timestamp(props: Any) -> _dt.datetime | None:
-    """The AMQP 0-9-1 ``timestamp`` property (epoch seconds) as an aware UTC datetime, or None.
-
-    ``props`` is a pika ``BasicProperties``, a mapping with a ``timestamp`` key, or the
-    timestamp itself (an ``int`` of epoch seconds or a ``datetime``).
-    """
-    if props is None:
-        return None
-    if isinstance(props, Mapping):
-        value = props.get("timestamp")
-    elif isinstance(props, (int, float, _dt.datetime)) and not isinstance(props, bool):
-        value = props
-    else:
-        value = getattr(props, "timestamp", None)
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, _dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
-    try:
-        return _EPOCH + _dt.timedelta(seconds=int(value))
-    except (OverflowError, ValueError, TypeError):
-        return None
 
 
 def _bytes_text(value: bytes | bytearray | memoryview) -> str:
@@ -250,34 +224,6 @@ class AmqpColumns:
         return out
 
 
-def pika_row(queue: str, method: Any, properties: Any, body: bytes, *, include_headers: bool,
-             offset: int | None = None, delivery_count: int | None = None) -> dict[str, Any]:
-    """One row from a pika delivery (``basic_deliver``/``basic_get`` method, properties, body).
-
-    ``delivery_count`` defaults to the quorum queue's ``x-delivery-count`` header when present.
-    """
-    headers = getattr(properties, "headers", None) or None
-    if delivery_count is None:
-        delivery_count = header_delivery_count(headers)
-    row: dict[str, Any] = {
-        "value": bytes(body) if body is not None else None,
-        "messageId": getattr(properties, "message_id", None),
-        "correlationId": getattr(properties, "correlation_id", None),
-        "routingKey": getattr(method, "routing_key", None),
-        "exchange": getattr(method, "exchange", None),
-        "queue": queue,
-        "redelivered": bool(getattr(method, "redelivered", False)),
-        "deliveryCount": delivery_count,
-        "timestamp": amqp_timestamp(properties),
-        "contentType": getattr(properties, "content_type", None),
-        "type": getattr(properties, "type", None),
-        "offset": offset,
-    }
-    if include_headers:
-        row["headers"] = render_headers(headers)
-    return row
-
-
 def _timestamp_array(values: Sequence[Any]) -> pa.Array:
     """Datetimes (aware or naive UTC) or ints of epoch microseconds -> ``timestamp[us, UTC]``."""
     try:  # the common case, ints and nulls only (AMQP 0-9-1 timestamps), as one cast
@@ -296,26 +242,19 @@ def _headers_array(values: Sequence[Any]) -> pa.Array:
     return pa.array(items, type=_HEADERS_FIELD.type)
 
 
-def rows_to_record_batch(rows: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]],
-                         include_headers: bool) -> pa.RecordBatch:
+def rows_to_record_batch(columns: Mapping[str, Sequence[Any]], include_headers: bool) -> pa.RecordBatch:
     """An Arrow batch with exactly :func:`arrow_schema` ``(include_headers, include_offset=True)``.
 
-    ``rows`` is either a list of row dicts keyed by column name or a dict of columns (lists
-    of equal length). Missing columns are null (``redelivered`` defaults to False); extra
-    keys are ignored. ``timestamp`` values are datetimes (naive ones are UTC) or ints of
-    epoch microseconds; ``headers`` values are ``{str: str}`` dicts as from
-    :func:`render_headers`.
+    ``columns`` is a dict of columns (lists of equal length) keyed by column name. Missing columns
+    are null (``redelivered`` defaults to False); extra keys are ignored. ``timestamp`` values are
+    datetimes (naive ones are UTC) or ints of epoch microseconds; ``headers`` values are
+    ``{str: str}`` dicts as from :func:`render_headers`.
     """
     schema = arrow_schema(include_headers, include_offset=True)
-    if isinstance(rows, Mapping):
-        columns = rows
-        lengths = {len(v) for v in columns.values()}
-        if len(lengths) > 1:
-            raise ValueError(f"columns must have equal lengths, but got lengths {sorted(lengths)}")
-        n = lengths.pop() if lengths else 0
-    else:
-        n = len(rows)
-        columns = {name: [row.get(name) for row in rows] for name in schema.names}
+    lengths = {len(v) for v in columns.values()}
+    if len(lengths) > 1:
+        raise ValueError(f"columns must have equal lengths, but got lengths {sorted(lengths)}")
+    n = lengths.pop() if lengths else 0
     arrays: list[pa.Array] = []
     for field in schema:
         values = columns.get(field.name)
