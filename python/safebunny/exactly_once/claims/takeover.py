@@ -25,7 +25,8 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import DeltaTarget, Guard, delta_target
 from safebunny.exactly_once.claims.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
-from safebunny.exactly_once.claims.log import Claim, leave_out
+from safebunny.exactly_once.claims.log import Claim
+from safebunny.exactly_once.collect.settle import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 __all__: list[str] = []
@@ -60,7 +61,7 @@ class Takeover:
             if late is None:  # after the claims were listed: a batch that finished since this one's dedupe
                 late = late_done()
             skip = plan.leave_out | late
-            rows = leave_out(table, set(skip))
+            rows = without_messages(table, skip)
             met = met or rows.num_rows < table.num_rows
             if skip:
                 log.warning("step %s batch %d: %d message(s) of %s were applied by another batch (a crash, then a "
