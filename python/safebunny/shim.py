@@ -212,7 +212,6 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
     except ImportError:  # Windows: no lock; the rename in build_jar keeps the jar whole anyway
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         deadline = time.monotonic() + timeout
         while True:
