@@ -46,7 +46,6 @@ if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
 
 __all__ = [
     "__version__",
-    "FORMAT",
     "register",
     "hide_uri_in_plans",
     "message_id",
@@ -81,7 +80,6 @@ __version__ = "0.1.0"
 _logs.install()
 # `import safebunny.topology` works too (the saga's topology, safebunny.saga.topology)
 _sys.modules.setdefault("safebunny.topology", topology)
-FORMAT = "safebunny"
 
 
 def register(spark: Any) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
+from safebunny.ids import correlation_id_for, message_id
 
 __all__ = ["jar_path", "spark_conf", "register", "scala_sources", "cache_dir"]
 
@@ -211,7 +212,6 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
     except ImportError:  # Windows: no lock; the rename in build_jar keeps the jar whole anyway
         yield
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+") as handle:
         deadline = time.monotonic() + timeout
         while True:
@@ -329,16 +329,12 @@ def _register_connect(spark: Any, jar: str | None) -> None:
 
 
 def _python_message_id(causation_id: Any, node: Any, message_type: Any, index: Any) -> Any:
-    from safebunny.ids import message_id
-
     if causation_id is None or node is None or message_type is None or index is None:
         return None
     return message_id(causation_id, node, message_type, int(index))
 
 
 def _python_correlation_id(business_key: Any) -> Any:
-    from safebunny.ids import correlation_id_for
-
     return None if business_key is None else correlation_id_for(business_key)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from safebunny.errors import SafeBunnyOptionError
 
@@ -133,8 +133,6 @@ def describe(uri: str) -> str:
 def with_password(uri: str, password: str | None) -> str:
     """``uri`` with its password replaced by ``password`` (URL-quoted); unchanged when None. Why the
     ``password`` option exists: docs/source.md, Passwords."""
-    from urllib.parse import quote, urlsplit, urlunsplit
-
     if password is None:
         return uri
     parts = urlsplit(uri)
@@ -153,8 +151,6 @@ def split_password(uri: str) -> tuple[str, str | None]:
     >>> split_password("amqp://app:s%2Fx@host:5672/%2F")
     ('amqp://app@host:5672/%2F', 's/x')
     """
-    from urllib.parse import unquote, urlsplit, urlunsplit
-
     parts = urlsplit(uri)
     if parts.password is None:
         return uri, None

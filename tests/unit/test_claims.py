@@ -4,7 +4,8 @@ and the claim files on a local folder."""
 import orjson
 import pyarrow as pa
 
-from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids, leave_out
+from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids
+from safebunny.exactly_once.collect.settle import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 APPEND = ("append", "/t/effects", ())
@@ -17,8 +18,8 @@ def _claim(epoch, batch, ids, targets=(APPEND, MERGE), at=1000.0):
 
 def test_leave_out_keeps_other_rows_and_rows_without_an_id():
     table = pa.table({"messageId": ["a", "b", None, "c"], "v": [1, 2, 3, 4]})
-    assert leave_out(table, {"a", "c"}).to_pydict() == {"messageId": ["b", None], "v": [2, 3]}
-    assert leave_out(table, set()) is table
+    assert without_messages(table, {"a", "c"}).to_pydict() == {"messageId": ["b", None], "v": [2, 3]}
+    assert without_messages(table, set()) is table
 
 
 def test_applied_ids_count_superseded_merge_rows_and_never_a_failed_id():

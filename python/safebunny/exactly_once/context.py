@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from safebunny.ids import message_id as derive_id
-
 __all__ = ["StepContext"]
 
 
@@ -30,10 +28,3 @@ class StepContext:
 
     def for_message(self, message_id: str, correlation_id: str | None, attempt: int = 1) -> StepContext:
         return replace(self, message_id=message_id, correlation_id=correlation_id, attempt=attempt)
-
-    def derived_id(self, message_type: str, index: int = 0, cause: str | None = None) -> str:
-        """The deterministic id of an output of ``cause`` (default: the current message)."""
-        source = cause or self.message_id
-        if source is None:
-            raise ValueError("derived_id() needs a cause outside a row handler")
-        return derive_id(source, self.node, message_type, index)

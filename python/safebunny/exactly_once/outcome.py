@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from safebunny.errors import SafeBunnyOptionError
+
 __all__ = ["Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
 
 
@@ -94,8 +96,6 @@ def merge(data: Any, table: str, on: str | Sequence[str]) -> Effect:
     _check_table(table)
     keys = (on,) if isinstance(on, str) else tuple(on)
     if not keys or not all(isinstance(k, str) and k for k in keys):
-        from safebunny.errors import SafeBunnyOptionError
-
         raise SafeBunnyOptionError(f"merge(..., on=...) needs one or more column names; got {on!r}.", "on")
     return Effect("merge", data, table, keys)
 
@@ -103,14 +103,10 @@ def merge(data: Any, table: str, on: str | Sequence[str]) -> Effect:
 def emit(data: Any, type: str, exchange: str | None = None, routing_key: str | None = None) -> Emit:  # noqa: A002
     """Publish one message per row of ``data`` with type ``type``, after the batch's effects."""
     if not isinstance(type, str) or not type:
-        from safebunny.errors import SafeBunnyOptionError
-
         raise SafeBunnyOptionError(f"emit(..., type=...) needs a message type; got {type!r}.", "type")
     return Emit(data, type, exchange, routing_key)
 
 
 def _check_table(table: str) -> None:
     if not isinstance(table, str) or not table:
-        from safebunny.errors import SafeBunnyOptionError
-
         raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {table!r}.", "table")

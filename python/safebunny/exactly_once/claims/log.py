@@ -21,14 +21,13 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from safebunny.exactly_once.claims.fence import SCHEME
 from safebunny.storage.location import resolve_under
 from safebunny.storage.records import list_records, read_records, remove_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["Claim", "ClaimLog", "leave_out", "applied_ids"]
+__all__ = ["Claim", "ClaimLog", "applied_ids"]
 
 #: An effect target as the claim records it: (kind, table, key columns), :attr:`Effect.key`.
 Target = tuple[str, str, tuple[str, ...]]
@@ -110,11 +109,3 @@ def applied_ids(handled: Mapping[Any, tuple[Any, pa.Table]], written: Mapping[An
             ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
             out.setdefault(item.key, set()).update(ids - set(failed))
     return out
-
-
-def leave_out(table: pa.Table, ids: set[str]) -> pa.Table:
-    """``table`` without the rows whose ``messageId`` is in ``ids``."""
-    if not ids or table.num_rows == 0:
-        return table
-    keep = pc.invert(pc.is_in(table.column("messageId"), value_set=pa.array(sorted(ids), pa.string())))
-    return table.filter(pc.fill_null(keep, True))

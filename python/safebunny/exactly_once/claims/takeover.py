@@ -25,7 +25,8 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import DeltaTarget, Guard, delta_target
 from safebunny.exactly_once.claims.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
-from safebunny.exactly_once.claims.log import Claim, leave_out
+from safebunny.exactly_once.claims.log import Claim
+from safebunny.exactly_once.collect.settle import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 __all__: list[str] = []
@@ -60,7 +61,7 @@ class Takeover:
             if late is None:  # after the claims were listed: a batch that finished since this one's dedupe
                 late = late_done()
             skip = plan.leave_out | late
-            rows = leave_out(table, set(skip))
+            rows = without_messages(table, skip)
             met = met or rows.num_rows < table.num_rows
             if skip:
                 log.warning("step %s batch %d: %d message(s) of %s were applied by another batch (a crash, then a "
@@ -70,17 +71,15 @@ class Takeover:
                 log.warning("step %s batch %d: fencing %d other batch(es) out of %s (they claimed messages this "
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
             guard = partial(check_expected, plan, table=effect.table) if plan.expect else None
-            apply_effect(target, effect, rows, self._app(effect), apply_version(self.batch_id), plan.fences, guard)
+            app = effect_app_id(self.node, self.epoch, effect)
+            apply_effect(target, effect, rows, app, apply_version(self.batch_id), plan.fences, guard)
             crash_point("step.after_one_effect")
         return met
-
-    def _app(self, effect: Effect) -> str:
-        return effect_app_id(self.node, self.epoch, effect)
 
     def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
         """The plan for one target, from one read of its app transactions: this batch's own, the legacy one of
         its epoch (a batch written before fences came) and each orphan's that applied ids there."""
-        own = self._app(effect)
+        own = effect_app_id(self.node, self.epoch, effect)
         fenceable = target.fenceable
         legacy = effect_app_id(self.node, self.epoch, effect, 1)
         claimed = [(claim, ids, effect_app_id(self.node, claim.epoch, effect, claim.scheme))

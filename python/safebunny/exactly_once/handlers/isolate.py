@@ -34,16 +34,16 @@ def describe(exc: BaseException, limit: int = 1500) -> tuple[str, str]:
     (``ValueError``), so ``Retry(poison_on=("ValueError",))`` matches it."""
     text = str(exc).strip()
     error_type = type(exc).__name__
-    for marker in ("Traceback (most recent call last)",):
-        if marker in text:  # Spark wraps the worker's traceback; keep its last line, which says what
-            raised = raised_in_python(text)
-            lines = [ln for ln in text.splitlines() if ln.strip()]
-            text = next((ln for ln in reversed(lines) if not ln.startswith((" ", "\t", "at "))), lines[-1])
-            if raised is not None:  # the class is the error type: the reason is its message, as for a row handler
-                error_type = raised[0]
-                qualified = text.split(": ", 1)[0]
-                if ": " in text and qualified.rsplit(".", 1)[-1] == error_type:
-                    text = text.split(": ", 1)[1]
+    # Spark wraps the worker's traceback; keep its last line, which says what
+    if "Traceback (most recent call last)" in text:
+        raised = raised_in_python(text)
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        text = next((ln for ln in reversed(lines) if not ln.startswith((" ", "\t", "at "))), lines[-1])
+        if raised is not None:  # the class is the error type: the reason is its message, as for a row handler
+            error_type = raised[0]
+            qualified = text.split(": ", 1)[0]
+            if ": " in text and qualified.rsplit(".", 1)[-1] == error_type:
+                text = text.split(": ", 1)[1]
     return error_type, text[:limit]
 
 

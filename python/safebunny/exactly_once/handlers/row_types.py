@@ -133,9 +133,11 @@ def _fitting(rows: Rows, schemas: Mapping[tuple, tuple[pa.Schema, bool]]) -> set
     return out
 
 
-def build_tables(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -> Materialized:
+def build_tables(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf,
+                 correlation_of: Mapping[str, str | None] | None = None) -> Materialized:
     """The tables of :func:`type_decisions`' output: one per effect target typed for the batch, emits
-    in one table per type (or one per message where their values' types cannot share one)."""
+    in one table per type (or one per message where their values' types cannot share one); each failed
+    message with its correlation id from ``correlation_of`` (message id -> correlation id)."""
     out = Materialized()
     _, schemas = _schemas(decisions, schema_of)
     effects: dict[tuple, tuple[Effect, list[dict[str, Any]]]] = {}
@@ -143,7 +145,7 @@ def build_tables(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf) -
     for mid, decision in decisions.items():
         if not decision["ok"]:
             out.failed[mid] = FailedRow(mid, decision["reason"], decision.get("attempts", 1),
-                                        error_type=decision.get("error_type"))
+                                        (correlation_of or {}).get(mid), decision.get("error_type"))
             continue
         for e in decision["effects"]:
             effect = _effect(e)

@@ -26,7 +26,7 @@ from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.handlers.isolate import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
-from safebunny.exactly_once.outcome import Effect, FailedRow, Outcome
+from safebunny.exactly_once.outcome import Effect, Outcome
 
 __all__ = ["RowRun", "from_rows"]
 
@@ -63,11 +63,7 @@ class RowRun:
             if adopted:
                 decisions = type_decisions({**decisions, **adopted}, _target_schema)
                 self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
-        result = build_tables(decisions, _target_schema)
-        correlation = new.correlation_of()
-        for mid, failed in list(result.failed.items()):
-            result.failed[mid] = FailedRow(mid, failed.reason, failed.attempts, correlation.get(mid), failed.error_type)
-        return result
+        return build_tables(decisions, _target_schema, new.correlation_of())
 
     def _commit(self, ctx: StepContext, new: NewMessages, decisions: Mapping[str, Any],
                 apply: ApplyFenced) -> dict[str, Any]:

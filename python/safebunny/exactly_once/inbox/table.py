@@ -21,6 +21,7 @@ import pyarrow as pa
 from safebunny.delta.target import BACKENDS, delta_target, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.decisions import DecisionTable
+from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
 from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA, PARTITIONS
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
@@ -70,7 +71,8 @@ class Inbox:
         self.window = window
         self.target = delta_target(path, backend=backend, what="The inbox", option="inbox")
         self.backend = self.target.backend
-        self._store: Any = _reads(self.target)
+        # the look-ups in the target's own terms (pyarrow filters and an index, or Spark SQL)
+        self._store: Any = (SparkInboxStore if self.backend == "spark" else DeltaRsInboxStore)(self.target)
 
     @property
     def state(self) -> str:
@@ -138,13 +140,6 @@ def state_location(inbox: str, state: str | None) -> str:
     location = inbox if state is None else state
     refuse_volume(location, "The step's state location (option 'state'; by default the inbox's folder)", "state")
     return absolute_location(location)
-
-
-def _reads(target: Any) -> Any:
-    """The inbox's look-ups in the target's own terms (pyarrow filters and an index, or Spark SQL)."""
-    from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
-
-    return (SparkInboxStore if target.backend == "spark" else DeltaRsInboxStore)(target)
 
 
 def _date(now: dt.datetime | None) -> dt.datetime:
