@@ -462,6 +462,21 @@ def spark():  # type: ignore[no-untyped-def]
     session.stop()
 
 
+@pytest.fixture
+def default_redaction(spark):  # type: ignore[no-untyped-def]
+    """The shared session with Spark's default ``spark.sql.redaction.options.regex`` for one test (an earlier test's
+    ``safebunny.register`` or ``hide_uri_in_plans`` may have added ``uri`` to it, which would hide the URI a test
+    reads in a plan); the setting is put back afterwards."""
+    key = "spark.sql.redaction.options.regex"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "(?i)url")
+    yield spark
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
 @pytest.fixture(scope="session")
 def connect_url(spark):  # type: ignore[no-untyped-def]
     """A Spark Connect server for the run, in the JVM of the shared ``spark`` session (no second JVM, no

@@ -101,21 +101,13 @@ def test_register_hides_a_password_inside_uri_in_plans(spark, amqp_uri):
     assert "pl4ntext" not in df._jdf.queryExecution().toString()
 
 
-def test_read_stream_moves_a_password_inside_uri_to_the_redacted_password_option(spark, amqp_uri, make_queue):
+def test_read_stream_moves_a_password_inside_uri_to_the_redacted_password_option(default_redaction, amqp_uri,
+                                                                                    make_queue):
     import safebunny
 
-    key = "spark.sql.redaction.options.regex"  # Spark's default: an earlier register() may have added 'uri'
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, "(?i)url")
-    try:
-        df = safebunny.read_stream(spark, uri=amqp_uri, queue=make_queue(), queueType="classic",
-                                   journalLocation="/tmp/x")
-        plan = df._jdf.queryExecution().toString()
-    finally:
-        if before is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, before)
+    df = safebunny.read_stream(default_redaction, uri=amqp_uri, queue=make_queue(), queueType="classic",
+                               journalLocation="/tmp/x")
+    plan = df._jdf.queryExecution().toString()
     assert "amqp://guest@127.0.0.1" in plan and "password=*********(redacted)" in plan
     assert "guest:guest" not in plan
 
