@@ -74,17 +74,18 @@ def read_stream(spark: Any, **options: Any) -> Any:
 
 
 def _options(options: dict[str, Any]) -> dict[str, str]:
-    """``options`` as strings; a password inside ``uri`` moved to the ``password`` option unless one is given
-    (Spark redacts that key in query plans, not a password inside ``uri``); and ``logLevel`` from this process's
+    """``options`` as strings; ``uri`` without its password, which goes to the ``password`` option unless one is
+    given (Spark redacts that key in query plans, not a password inside ``uri``); and ``logLevel`` from this process's
     ``SAFEBUNNY_LOG_LEVEL`` unless given: the level reaches the processes Spark runs the source and sink in
     through the options, not their environment (which needs ``spark.executorEnv.*`` on a cluster)."""
     found = {k: str(v) for k, v in options.items()}
     keys = {k.lower(): k for k in found}
-    if "uri" in keys and "password" not in keys:
-        bare, password = split_password(found[keys["uri"]])
-        if password is not None:
-            found[keys["uri"]], found["password"] = bare, password
+    if "uri" in keys:
+        secret_key = keys.get("password", "password")
+        found[keys["uri"]], secret = split_password(found[keys["uri"]], found.get(secret_key))
+        if secret is not None:
+            found[secret_key] = secret
     level = os.environ.get(LEVEL_ENV, "").strip().upper()
-    if level in LOG_LEVELS and not any(k.lower() == "loglevel" for k in found):
+    if level in LOG_LEVELS and "loglevel" not in keys:
         found["logLevel"] = level
     return found

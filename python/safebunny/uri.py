@@ -144,17 +144,21 @@ def with_password(uri: str, password: str | None) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
-def split_password(uri: str) -> tuple[str, str | None]:
-    """``uri`` without its password, and the password (decoded; ``None`` when the URI has none), to be passed
-    apart as the ``password`` option, which Spark redacts in plans (docs/source.md, Passwords).
+def split_password(uri: str, given: str | None = None) -> tuple[str, str | None]:
+    """``uri`` without its password, and the password to pass apart as the ``password`` option, which Spark
+    redacts in plans (docs/source.md, Passwords): ``given`` when it is not None (a password given apart
+    replaces the one inside the URI), else the URI's own (decoded; ``None`` when the URI has none).
 
     >>> split_password("amqp://app:s%2Fx@host:5672/%2F")
     ('amqp://app@host:5672/%2F', 's/x')
+    >>> split_password("amqp://app:old@host/%2F", "new")
+    ('amqp://app@host/%2F', 'new')
     """
     parts = urlsplit(uri)
     if parts.password is None:
-        return uri, None
+        return uri, given
     host = parts.netloc.rpartition("@")[2]
     user = parts.netloc.rpartition("@")[0].partition(":")[0]
     netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), unquote(parts.password)
+    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return bare, given if given is not None else unquote(parts.password)

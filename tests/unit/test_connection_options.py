@@ -62,6 +62,6 @@ def test_a_password_inside_uri_travels_in_the_password_option(monkeypatch) -> No
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     assert _options({"URI": "amqp://app:s%2Fx@h:5672/%2F", "queue": "q"}) == {
         "URI": "amqp://app@h:5672/%2F", "queue": "q", "password": "s/x"}
-    given = {"uri": "amqp://app:old@h/%2F", "Password": "new"}  # a password option given: both kept as they are
-    assert _options(given) == given
+    given = {"uri": "amqp://app:old@h/%2F", "Password": "new"}  # the password given apart wins; the URI's goes
+    assert _options(given) == {"uri": "amqp://app@h/%2F", "Password": "new"}
     assert _options({"uri": "amqp://app@h/%2F"}) == {"uri": "amqp://app@h/%2F"}

@@ -129,10 +129,9 @@ class SagaConfig:
 
     def __post_init__(self) -> None:
         check_name("saga", self.name)
-        bare, password = split_password(validate_uri(self.uri, "uri"))
+        bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
         object.__setattr__(self, "uri", bare)
-        if self.password is None:
-            object.__setattr__(self, "password", password)
+        object.__setattr__(self, "password", password)
         _max_age("poison_max_age", self.poison_max_age, "parked messages")
         _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
         if self.delivery_limit < 1 or self.batch_size < 1:

@@ -71,9 +71,8 @@ def parallelism_of(spark: Any) -> int | None:
 
 def executor_options(uri: str, password: str | None, extra: Mapping[str, str]) -> dict[str, str]:
     """The sink's options for a step's emits: the URI without its password, which travels as ``password``."""
-    bare, embedded = split_password(uri)
+    bare, secret = split_password(uri, password)
     options = {"uri": bare, **extra}
-    secret = password if password is not None else embedded
     if secret is not None:
         options["password"] = secret
     return options
