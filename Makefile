@@ -9,13 +9,18 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
+.PHONY: venv broker-package install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 
 venv: $(PY)
+
+# Debian's rabbitmq-server when no broker answers and it is missing (tools/broker.sh): the tests start a throwaway
+# broker from it, the demo starts the machine's own.
+broker-package:
+	tools/broker.sh install
 
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
@@ -66,7 +71,7 @@ test-compat: install-compat
 	SAFEBUNNY_TEST_JVM_ARCHIVE=0 PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
 		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
 
-test: install
+test: install broker-package
 	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60
 
 test-unit: install
@@ -81,7 +86,7 @@ test-e2e: install
 lint: install
 	$(VENV)/bin/ruff check .
 
-demo: install
+demo: install broker-package
 	$(PY) -m safebunny.demo
 
 bench: install

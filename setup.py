@@ -32,8 +32,9 @@ setup(
         "test": ["pytest>=8,<9.2", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",
                  # make test's two workers; xdist 3.8 groups by renaming item._nodeid, which pytest 9.2 no longer reads
                  "pytest-xdist>=3",
-                 "pyspark[connect]>=4.2,<4.4",  # a local Spark Connect server for the Connect tests
-                 "moto[server]>=5"],  # an S3-compatible store on a loopback port for the object-store tests
+                 "pyspark[connect]>=4.2,<4.4", "pandas<3",  # a local Spark Connect server for the Connect tests
+                 "moto[server]>=5",  # an S3-compatible store on a loopback port for the object-store tests
+                 "matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar, which the suite runs
         "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
         "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now

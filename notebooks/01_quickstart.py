@@ -106,3 +106,15 @@ print(f"Delta rows {rows.num_rows}, distinct ids {len(set(rows.column('messageId
       f"invoices waiting {waiting}, orders left {left}")
 assert rows.num_rows == n and waiting == n and left == 0
 assert sql_id == safebunny.message_id("order-1", "billing", "InvoiceRequested", 0)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## Clean up: the two queues go (on a cluster, keep them to look around)
+
+# COMMAND ----------
+
+conn = pika.BlockingConnection(pika.URLParameters(uri))
+conn.channel().queue_delete(orders)
+conn.channel().queue_delete(billing)
+conn.close()

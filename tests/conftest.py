@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
 from jvm_archive import ArchiveRun, archive_options  # noqa: E402
+from leaks import broker_objects, left_behind  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -116,7 +117,22 @@ def stream_broker() -> Broker:
 _WORKER_LINES: list[str] = []  # the brokers each xdist worker used, as it said when it ended
 
 
+_BEFORE: set[str] | None = None  # the local broker's queues and exchanges when the run began (tests/leaks.py)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    global _BEFORE
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist)
+        _BEFORE = broker_objects()
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    left = left_behind(_BEFORE) if not hasattr(session.config, "workerinput") else []
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"safebunny tests left {len(left)} broker objects behind on 127.0.0.1:5672: {', '.join(left)}"
+        (reporter.write_line(line, red=True) if reporter is not None else print(line))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if _STREAM_BROKER is not None and hasattr(session.config, "workeroutput"):
         session.config.workeroutput.setdefault("safebunny_brokers", []).append(
             f"safebunny stream tests used {_STREAM_BROKER.origin}")
