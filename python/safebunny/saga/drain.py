@@ -13,6 +13,7 @@ from safebunny.saga.queries import (
     WORKER_START_TRIES,
     WORKER_START_WAIT_S,
     not_worth_a_restart,
+    note_restart,
     note_serialization_race,
     start_query,
     try_start,
@@ -71,6 +72,7 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
             note_serialization_race(saga, step, error)
+            note_restart(saga, step.unit_label, error)
         time.sleep(pause)
         moved = moved_so_far(saga) - before
         still = waiting(saga)
