@@ -262,3 +262,13 @@ class Saga:
         Returns how many of ``ids`` were found parked."""
         self.step_of(node, type)
         return parked.discard(self.config, node, type, list(ids), reason)
+
+    def view(self, instance: str | None = None) -> Any:
+        """The saga as one self-contained HTML page (:class:`~safebunny.saga.view.SagaView`, a ``str``): its graph,
+        per step its status, rates, last batch, restarts and driver, instances by state with the oldest stuck
+        ones, the poison list, and with ``instance`` (a correlation id or business key) that instance's trace as
+        a timeline. Built from the saga's durable state and the broker, as :meth:`status` is, so it works from
+        any process; ``displayHTML(saga.view())`` on Databricks, rich output in Jupyter (docs/operations.md)."""
+        from safebunny.saga.view import view
+
+        return view(self, instance)
