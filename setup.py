@@ -33,7 +33,9 @@ setup(
                  # make test's two workers; xdist 3.8 groups by renaming item._nodeid, which pytest 9.2 no longer reads
                  "pytest-xdist>=3",
                  "pyspark[connect]>=4.2,<4.4",  # a local Spark Connect server for the Connect tests
-                 "moto[server]>=5"],  # an S3-compatible store on a loopback port for the object-store tests
+                 "moto[server]>=5",  # an S3-compatible store on a loopback port for the object-store tests
+                 # the saga page in a real browser: drives Debian's chromium through its chromedriver (no download)
+                 "selenium>=4.20"],
         "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
         "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now
