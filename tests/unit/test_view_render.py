@@ -175,6 +175,9 @@ def test_every_number_carries_its_data_attributes() -> None:
     # nothing is a bare number: every text that is a number sits in an element with a data-field
     assert page.bare == []
     assert _fields("<p>queued <b>12</b></p>").bare == ["12"]  # the check sees one
+    html = render(_data())  # the graph: an arrow per flow and unrouted edge, none to poison
+    assert html.count('class="sb-edge sb-flow"') == 2 and html.count('class="sb-edge sb-unrouted"') == 3
+    assert 'class="sb-edge sb-poison"' not in html and 'data-node="poison"' in html
 
 
 def test_text_from_messages_is_escaped_and_actions_only_when_asked() -> None:

@@ -1,5 +1,7 @@
 """The saga page's pictures as inline SVG (pure): the saga's graph (:mod:`safebunny.saga.graph`, laid out in
-layers) with each step's backlog, parked count and input rate, and one instance's trace as a timeline.
+layers) with each step's backlog, parked count and input rate, and one instance's trace as a timeline. Each
+step's edge to the poison sink is left out of the picture (every step has one, and drawn they would cross the
+boxes): the poison box shows the parked total and each step's box its own.
 
 Every number drawn carries ``data-step``/``data-field`` (or ``data-node``/``data-field``) attributes, as the
 page's tables do, so a test reads the same values from either.
@@ -53,7 +55,7 @@ def _box(node: GraphNode, x: float, y: float, step: Mapping[str, Any] | None, si
         out.append(f'<text class="sb-num" x="{x + 10}" y="{y + 44}"{_attr(data_node=node.id, data_field=field)}>'
                    f'{number(sink_value)}</text>')
         out.append(f'<text class="sb-unit" x="{x + 60}" y="{y + 44}">'
-                   f'{"messages parked" if node.kind == "poison" else "messages in the stream"}</text>')
+                   f'{"parked, all steps" if node.kind == "poison" else "messages in the stream"}</text>')
     else:
         out.append(f'<text class="sb-unit" x="{x + 10}" y="{y + 44}">producer (saga.start or yours)</text>')
     out.append("</g>")
@@ -99,6 +101,8 @@ def graph_svg(graph: SagaGraph, steps: Sequence[Mapping[str, Any]], parked_total
     seen: dict[tuple[str, str], int] = {}
     edges = []
     for e in graph.edges:
+        if e.kind == "poison":
+            continue  # every step has one: drawn, they would cross the boxes; each box shows its parked count
         bend = seen.get((e.source, e.target), 0)
         seen[(e.source, e.target)] = bend + 1
         edges.append(_edge(e, xy[e.source], xy[e.target], bend))
