@@ -62,6 +62,7 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         pause = 0.0
         for step, error in errors:
+            note_restart(saga, step.unit_label, error)  # started again in the next round, as the supervisor counts
             if is_worker_start_timeout(error):
                 tries = unstarted[step.unit_label]
                 pause = max(pause, WORKER_START_WAIT_S * tries)
@@ -72,7 +73,6 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
             note_serialization_race(saga, step, error)
-            note_restart(saga, step.unit_label, error)
         time.sleep(pause)
         moved = moved_so_far(saga) - before
         still = waiting(saga)
