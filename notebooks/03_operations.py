@@ -5,8 +5,9 @@
 # MAGIC Status per step (the counters every batch records under the saga's root, so any process reads the
 # MAGIC same numbers), the saga instances as a SQL view, Prometheus metrics, the poison queue and a redrive
 # MAGIC after a fix, the trace of one order through the steps' inboxes, and plots of throughput and backlog
-# MAGIC per step from the queries' progress. The same functions back the `safebunny` command line
-# MAGIC (`safebunny status`, `safebunny instances`, `safebunny poison list|redrive`, `safebunny trace`).
+# MAGIC per step from the queries' progress, and the whole saga as one picture (`saga.view()`). The same functions
+# MAGIC back the `safebunny` command line (`safebunny status`, `safebunny instances`, `safebunny poison list|redrive`,
+# MAGIC `safebunny trace`, `safebunny view`).
 # MAGIC CI runs this notebook against a local broker.
 
 # COMMAND ----------
@@ -203,6 +204,26 @@ assert spark.sql(f"SELECT state, count(*) FROM {view} GROUP BY state").collect()
 trace = pd.DataFrame([e.to_dict() for e in saga.trace("o7")])
 print(trace[["node", "status", "attempts", "messageId", "causationId", "reason"]].to_string(index=False))
 assert trace.node.iloc[0] == "stock" and trace.node.iloc[-1] == "shipping" and "failed" in set(trace.status)
+
+# COMMAND ----------
+
+# MAGIC %md
+# MAGIC ## The saga as a picture
+# MAGIC
+# MAGIC `saga.view()` is one self-contained HTML page (no network access when shown): the saga's flow as a graph,
+# MAGIC per step its queue depth, rates, last batch, restarts and parked count, the instances by state with the
+# MAGIC oldest stuck ones, the poison list, and with `instance=` that instance's trace as a timeline. It reads the
+# MAGIC same durable state as `saga.status()`, so any process (or a Spark Connect client) shows the same. Outside a
+# MAGIC notebook, `safebunny view <saga>` serves it on a local port.
+
+# COMMAND ----------
+
+page = saga.view(instance="o7")
+displayHTML(page)  # noqa: F821  (Databricks; in Jupyter, `page` as a cell's last line renders it too)
+steps = {s["label"]: s for s in page.data["steps"]}
+assert steps["shipping.PaymentCharged"]["status"]["processed"] == 300
+assert page.data["instances"]["counts"]["completed"] == 300
+assert [e["node"] for e in page.data["trace"]][-1] == "shipping"
 
 # COMMAND ----------
 

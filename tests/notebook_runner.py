@@ -1,7 +1,8 @@
 """Run a Databricks source-format notebook (``# Databricks notebook source``) locally.
 
 Cells are split on ``# COMMAND ----------``. Python cells run in one namespace holding
-``spark`` and a local ``dbutils`` whose widgets return their defaults (or values passed in);
+``spark``, a local ``dbutils`` whose widgets return their defaults (or values passed in) and a ``displayHTML``
+that keeps what it was given (in ``displayed``);
 ``%sql`` cells run through ``spark.sql``; ``%md`` cells are skipped; any other magic fails,
 so a notebook cannot silently skip work here that it does on a cluster.
 """
@@ -44,7 +45,9 @@ class LocalDbutils:
 
 def run_notebook(path: Path, spark: Any, widgets: dict[str, str] | None = None) -> dict[str, Any]:
     """Execute every cell of ``path``; returns the notebook's namespace."""
-    namespace: dict[str, Any] = {"spark": spark, "dbutils": LocalDbutils(widgets or {}), "__name__": "__main__"}
+    displayed: list[str] = []  # what the notebook passed to displayHTML, as Databricks would render it
+    namespace: dict[str, Any] = {"spark": spark, "dbutils": LocalDbutils(widgets or {}), "__name__": "__main__",
+                                 "displayHTML": lambda html: displayed.append(str(html)), "displayed": displayed}
     for number, cell in enumerate(split_cells(path.read_text("utf-8")), start=1):
         lines = cell.splitlines()
         if lines[0].startswith("# MAGIC"):

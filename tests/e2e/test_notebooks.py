@@ -22,6 +22,10 @@ def test_notebook_runs(path, spark, amqp_uri, tmp_path):
             assert f.read(8) == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
     if path.name.startswith("03"):
         assert list((tmp_path / "plots").glob("*.png")), "03_operations writes its plot as a PNG"
+        # the saga page it shows: one HTML document, the shipping step's count as status gives it
+        [page] = namespace["displayed"]
+        assert page.startswith("<!DOCTYPE html>") and 'class="sb-timeline"' in page
+        assert 'data-step="shipping.PaymentCharged" data-field="processed">300<' in page
 
 
 def test_runner_rejects_unknown_magics(tmp_path, spark):

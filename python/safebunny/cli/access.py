@@ -75,6 +75,14 @@ def topology(saga: Saga) -> list[dict[str, Any]]:
     return _topology_rows(topo, _topology.depths(saga, [q.name for q in topo.queues]))
 
 
+def mermaid(saga: Saga) -> str:
+    """The saga's flow as a Mermaid flowchart (:func:`safebunny.saga.graph.mermaid`), from its definition alone."""
+    from safebunny.saga.graph import graph_of
+    from safebunny.saga.graph import mermaid as as_mermaid
+
+    return as_mermaid(graph_of(saga.name, saga.steps))
+
+
 def shards(saga: Saga) -> list[dict[str, Any]]:
     """One row per shard of each sharded step (``saga.shards()``)."""
     return [{"step": s.step, "shard": s.shard, "queue": s.queue, "backlog": s.backlog,

@@ -12,7 +12,7 @@ import os
 import sys
 
 from safebunny import __version__
-from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace
+from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace, view
 from safebunny.cli.exits import CliError
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
 from safebunny.uri import redact
@@ -50,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parsers(sub, common)
     instances.add_parsers(sub, common)
     run.add_parsers(sub, common)
+    view.add_parsers(sub, common)
     ids.add_parsers(sub)
     return parser
 

@@ -1,5 +1,6 @@
 """``safebunny topology declare|show|delete <saga>``: declare the saga's exchange and queues, list them
-with their depths, or delete them (with ``--yes``: their messages go with them)."""
+with their depths (or draw the saga's flow: ``show --format mermaid``), or delete them (with ``--yes``: their
+messages go with them)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ def _declare(args: argparse.Namespace, saga: Saga) -> int:
 
 
 def _show(args: argparse.Namespace, saga: Saga) -> int:
+    if args.format == "mermaid":  # the definition alone: no broker needed
+        print(access.mermaid(saga), end="")
+        return 0
     print_rows(args, access.topology(saga), COLUMNS)
     return 0
 
@@ -53,6 +57,9 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     declare = actions.add_parser("declare", parents=[common], help="declare everything (idempotent)")
     declare.set_defaults(run=_declare)
     show = actions.add_parser("show", parents=[common], help="list exchanges, queues and bindings with depths")
+    show.add_argument("--format", choices=("table", "mermaid"), default="table",
+                      help="table (default: queues with depths, from the broker) or mermaid (the saga's flow as a "
+                           "Mermaid flowchart for docs and READMEs, from the definition alone)")
     show.set_defaults(run=_show)
     delete = actions.add_parser("delete", parents=[common],
                                 help="delete the saga's queues and exchanges, and the messages they hold")

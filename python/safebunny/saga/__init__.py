@@ -9,7 +9,7 @@ from safebunny import _lazy
 
 _LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaMetrics": "safebunny.saga.metrics",
          "StepStatus": "safebunny.saga.status",
-         "TraceEntry": "safebunny.saga.trace"}
+         "TraceEntry": "safebunny.saga.trace", "SagaView": "safebunny.saga.view"}
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: a submodule alone stays light
 
 if TYPE_CHECKING:
@@ -18,5 +18,6 @@ if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
     from safebunny.saga.status import StepStatus
     from safebunny.saga.trace import TraceEntry
+    from safebunny.saga.view import SagaView
 
-__all__ = ["Saga", "Retry", "SagaMetrics", "StepStatus", "TraceEntry"]
+__all__ = ["Saga", "Retry", "SagaMetrics", "StepStatus", "TraceEntry", "SagaView"]

@@ -13,6 +13,7 @@ from safebunny.saga.queries import (
     WORKER_START_TRIES,
     WORKER_START_WAIT_S,
     not_worth_a_restart,
+    note_restart,
     note_serialization_race,
     start_query,
     try_start,
@@ -61,6 +62,7 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         pause = 0.0
         for step, error in errors:
+            note_restart(saga, step.unit_label, error)  # started again in the next round, as the supervisor counts
             if is_worker_start_timeout(error):
                 tries = unstarted[step.unit_label]
                 pause = max(pause, WORKER_START_WAIT_S * tries)

@@ -22,11 +22,12 @@ from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.recorder import batch_function
 from safebunny.session import activate, read_stream
-from safebunny.spark_errors import error_of, is_plan_error
+from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
 __all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "WORKER_START_TRIES",
-           "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart", "note_serialization_race"]
+           "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart", "note_serialization_race",
+           "note_restart"]
 
 log = logging.getLogger("safebunny.saga")
 #: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
@@ -109,6 +110,17 @@ def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseExceptio
                     "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
                     "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
                     "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
+
+
+def note_restart(saga: SagaShape, label: str, error: BaseException | None) -> None:
+    """Count a restart of query ``label`` under the saga's root (:mod:`safebunny.saga.restarts`), for views in any
+    process; a storage error here is logged, never raised (it only feeds a display)."""
+    from safebunny.saga.restarts import RestartLog
+
+    try:
+        RestartLog(saga.config.layout.root, label).record(None if error is None else message_of(error))
+    except Exception as exc:  # noqa: BLE001 - a display record must not stop a supervisor
+        log.warning("saga %s: could not record the restart of %s: %s", saga.config.name, label, exc)
 
 
 def try_start(start: Callable[..., Any], *args: Any) -> Any:

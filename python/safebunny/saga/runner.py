@@ -17,6 +17,7 @@ from safebunny.saga.queries import (
     NotStarted,
     is_available_now,
     not_worth_a_restart,
+    note_restart,
     note_serialization_race,
     start_query,
     try_start,
@@ -122,6 +123,7 @@ class RunningSaga:
                 if now >= retry_at[step.unit_label]:
                     del retry_at[step.unit_label]
                     self.restarts[step.unit_label] += 1
+                    note_restart(self.saga, step.unit_label, self.errors.get(step.unit_label))
                     if step.unit_label in self._unstarted:
                         self._unstarted.discard(step.unit_label)
                     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step
@@ -23,6 +23,9 @@ from safebunny.saga.status import StepStatus, shard_status, status_fields
 from safebunny.saga.trace import TraceEntry
 from safebunny.storage.pause import clear_pause, write_pause
 from safebunny.uri import split_password, validate_uri
+
+if TYPE_CHECKING:
+    from safebunny.saga.view import SagaView
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -262,3 +265,13 @@ class Saga:
         Returns how many of ``ids`` were found parked."""
         self.step_of(node, type)
         return parked.discard(self.config, node, type, list(ids), reason)
+
+    def view(self, instance: str | None = None) -> SagaView:
+        """The saga as one self-contained HTML page (:class:`~safebunny.saga.view.SagaView`, a ``str``): its graph,
+        per step its status, rates, last batch, restarts and driver, instances by state with the oldest stuck
+        ones, the poison list, and with ``instance`` (a correlation id or business key) that instance's trace as
+        a timeline. Built from the saga's durable state and the broker, as :meth:`status` is, so it works from
+        any process; ``displayHTML(saga.view())`` on Databricks, rich output in Jupyter (docs/operations.md)."""
+        from safebunny.saga.view import view
+
+        return view(self, instance)

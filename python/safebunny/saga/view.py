@@ -1,0 +1,176 @@
+"""``saga.view()``: what the saga page shows, gathered from the saga's durable state and the broker (as
+``saga.status()`` is, so any process sees the same, over Spark Connect too), and the page itself.
+
+:func:`gather` returns the page's data as plain JSON values (``safebunny view`` serves it as ``/status.json``);
+:mod:`safebunny.saga.view_html` turns it into HTML without a broker. A section that cannot be read (the broker
+down, no inbox yet) is left empty with the reason in ``errors``, so the rest of the page still shows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from safebunny.errors import SafeBunnyError
+from safebunny.saga import topology
+from safebunny.saga.config import SagaShape
+from safebunny.saga.graph import graph_of
+from safebunny.saga.instance_state import STATES
+from safebunny.saga.instance_state import Parked as InstanceParked
+from safebunny.saga.poison_ledger import HIDDEN_STATES
+from safebunny.saga.reports import RATE_WINDOW_S
+from safebunny.saga.restarts import RestartLog
+from safebunny.uri import redact
+
+__all__ = ["SagaView", "gather", "view", "STUCK_STATES", "STUCK_LISTED"]
+
+#: the instance states listed as stuck on the page, oldest update first
+STUCK_STATES = ("parked", "retrying", "running")
+#: how many stuck instances the page lists
+STUCK_LISTED = 10
+#: a parked message's body is cut to this many characters on the page
+BODY_CHARS = 200
+
+
+class SagaView(str):
+    """The saga page: an HTML document (a ``str``, so Databricks' ``displayHTML(saga.view())`` takes it) that
+    Jupyter shows as rich output (``_repr_html_``); ``data`` holds what it was built from (:func:`gather`)."""
+
+    data: dict[str, Any]
+
+    def __new__(cls, html: str, data: dict[str, Any]) -> SagaView:
+        page = super().__new__(cls, html)
+        page.data = data
+        return page
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"<SagaView of saga {self.data.get('saga')!r}: {len(self)} characters of HTML>"
+
+
+def _iso_age(stamp: str | None, now: dt.datetime) -> float | None:
+    if not stamp:
+        return None
+    return round((now - dt.datetime.fromisoformat(stamp)).total_seconds(), 1)
+
+
+def _out_rate(saga: Any, step: Any, now: dt.datetime) -> float | None:
+    """Messages the step emitted per second over the same window as ``status``'s received rate."""
+    reports = saga.reports_of(step)
+    if not reports:
+        return None
+    since = now - dt.timedelta(seconds=RATE_WINDOW_S)
+    return sum(r.emitted for r in reports if r.finished_at > since) / RATE_WINDOW_S
+
+
+def _steps(saga: Any, now: dt.datetime, errors: dict[str, str]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
+    messages of every step (all states), read once for the poison list and the instances."""
+    from safebunny.saga.parked import read_parked
+    from safebunny.saga.status import status_fields
+
+    fields = status_fields(saga, poison=False)  # the poison queues are read once, below
+    poison_names = {s.label: topology.poison_queue_name(saga.config, s.node, s.consumes) for s in saga.steps}
+    declared = topology.depths(saga, list(poison_names.values()))
+    shards: dict[str, list[dict[str, Any]]] = {}
+    if any(s.shards is not None for s in saga.steps):
+        for sh in saga.shards():
+            shards.setdefault(sh.step, []).append({**sh.to_dict(), "restarts": RestartLog(
+                saga.config.layout.root, f"{sh.step}.shard.{sh.shard}").count()})
+    rows, parked = [], []
+    for s, (values, counters) in zip(saga.steps, fields, strict=True):
+        found = read_parked(saga.config, s.node, s.consumes, all=True) if declared.get(poison_names[s.label]) else []
+        parked += found
+        values = {**values, "poisoned": sum(1 for p in found if p.state not in HIDDEN_STATES)}
+        restarts = sum(RestartLog(saga.config.layout.root, u.unit_label).count() for u in s.units())
+        holders = sorted({h["holder"] for h in shards.get(s.label, []) if h.get("holder")})
+        rows.append({"label": s.label, "node": s.node, "consumes": s.consumes, "from_node": s.from_node,
+                     "produces": list(s.produces), "compensates": s.compensates, "fails_as": s.fails_as,
+                     "rows": s.rows, "shards": s.shards, "status": values,
+                     "in_rate": counters.rate, "out_rate": _out_rate(saga, s, now),
+                     "last_batch_age": _iso_age(counters.last_batch, now), "last_received": counters.last_received,
+                     "last_seconds": counters.last_seconds, "restarts": restarts,
+                     "driver": ", ".join(holders) if holders else counters.last_driver,
+                     "shard_rows": shards.get(s.label, [])})
+    return rows, parked
+
+
+def _instances(saga: Any, parked: list[Any], instance: str | None) -> dict[str, Any]:
+    """Counts by state, the oldest stuck instances, and the found correlation id of ``instance``."""
+    from safebunny.delta.delta_rs import DeltaRsTarget
+    from safebunny.exactly_once import Inbox
+    from safebunny.saga.instance_state import instance_rows
+    from safebunny.saga.instances import _INBOX_COLUMNS
+
+    stuck_parked = [InstanceParked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded")
+                    if p.state == "discarded" else InstanceParked(p.step, p.messageId, p.correlationId, p.reason)
+                    for p in parked if p.state != "resolved"]
+    inbox = Inbox(saga.config.layout.inbox, "view").rows(all_nodes=True)
+    started = DeltaRsTarget(saga.config.layout.started).read()
+    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, stuck_parked,
+                          started.to_pylist() if started is not None else ())
+    rows = table.to_pylist()
+    counts = {state: 0 for state in STATES}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    stuck = sorted((r for r in rows if r["state"] in STUCK_STATES),
+                   key=lambda r: (r["lastUpdate"] or dt.datetime.max.replace(tzinfo=dt.timezone.utc),
+                                  r["correlationId"]))
+    listed = [{**r, "started": _iso(r["started"]), "lastUpdate": _iso(r["lastUpdate"]),
+               "reason": None if r["reason"] is None else redact(r["reason"])} for r in stuck[:STUCK_LISTED]]
+    return {"total": len(rows), "counts": counts, "stuck": listed, "stuck_total": len(stuck)}
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds")
+
+
+def _poison(parked: list[Any]) -> list[dict[str, Any]]:
+    return [{"step": p.step, "messageId": p.messageId, "correlationId": p.correlationId, "type": p.type,
+             "reason": None if p.reason is None else redact(p.reason), "errorType": p.errorType,
+             "attempts": p.attempts, "parkedAt": p.parkedAt, "state": p.state,
+             "body": redact(p.body[:BODY_CHARS]) + ("..." if len(p.body) > BODY_CHARS else "")}
+            for p in parked if p.state not in HIDDEN_STATES]
+
+
+def _section(errors: dict[str, str], name: str, read: Any, empty: Any) -> Any:
+    try:
+        return read()
+    except (SafeBunnyError, OSError) as exc:
+        errors[name] = redact(f"{type(exc).__name__}: {exc}")
+        return empty
+
+
+def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The page's data as JSON values: the saga, its graph, per step its status and more, the shards, the unrouted
+    stream, instances by state, the poison list, and ``instance``'s trace (a correlation id or a business key)."""
+    from safebunny.saga.status import unrouted_depth
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    errors: dict[str, str] = {}
+    s: Any = saga
+    steps, parked = _section(errors, "steps", lambda: _steps(s, now, errors), ([], []))
+    graph = graph_of(saga.config.name, saga.steps)
+    data: dict[str, Any] = {
+        "saga": saga.config.name, "broker": redact(saga.config.uri), "generated": now.isoformat(timespec="seconds"),
+        "rate_window_s": RATE_WINDOW_S,
+        "graph": {"nodes": [vars(n) for n in graph.nodes], "edges": [vars(e) for e in graph.edges]},
+        "steps": steps, "poison": _poison(parked),
+        "unrouted": _section(errors, "unrouted", lambda: unrouted_depth(saga), None),
+        "instances": _section(errors, "instances", lambda: _instances(s, parked, instance),
+                              {"total": None, "counts": {}, "stuck": [], "stuck_total": None}),
+        "instance": instance, "trace": None, "errors": errors}
+    if instance:
+        data["trace"] = _section(errors, "trace", lambda: [e.to_dict() for e in s.trace(instance)], [])
+    return data
+
+
+def view(saga: SagaShape, instance: str | None = None, actions: bool = False, refresh_s: float | None = None,
+         token: str | None = None) -> SagaView:
+    """The saga page (:class:`SagaView`); ``actions``, ``refresh_s`` and ``token`` are for ``safebunny view``."""
+    from safebunny.saga.view_html import render
+
+    data = gather(saga, instance)
+    return SagaView(render(data, actions=actions, refresh_s=refresh_s, token=token), data)

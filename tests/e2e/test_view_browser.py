@@ -1,0 +1,157 @@
+"""The saga page in a real browser: headless Chromium (Debian's ``chromium`` and ``chromium-driver``, driven by
+selenium with no browser download) loads the page that ``safebunny view`` serves from its own process, for the
+small saga of ``cli_saga.py`` after a drain; the counts it renders are the ones ``saga.status()`` gives for the
+same moment, and redrive from the page asks first and goes through the CLI's code."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import wait_until
+from safebunny.cli.locate import load_saga
+from safebunny.saga.view_html import STEP_FIELDS
+
+SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
+EXE = str(Path(sys.executable).with_name("safebunny"))
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+def _browser(profile: str):  # type: ignore[no-untyped-def]
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    assert not missing, f"{missing} missing: apt-get install chromium chromium-driver (.ci/run does)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM  # with the driver's path given too, selenium-manager downloads nothing
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1500,1400", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+def _serve(*flags: str) -> tuple[subprocess.Popen, str]:  # type: ignore[type-arg]
+    """``safebunny view`` in a process of its own; (the process, the page's URL)."""
+    proc = subprocess.Popen([EXE, "view", SAGA_FILE, "--port", "0", "--refresh", "600", *flags],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    line = proc.stdout.readline() if proc.stdout else ""
+    found = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
+    assert found, f"no URL in {line!r}: {proc.stderr.read() if proc.stderr and proc.poll() is not None else ''}"
+    return proc, found.group(1)
+
+
+def _rendered(driver, **want: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The texts of the page's elements with these data attributes (not a shard's cells)."""
+    from selenium.webdriver.common.by import By
+
+    css = "".join(f'[data-{k.replace("_", "-")}="{v}"]' for k, v in want.items()) + ":not([data-shard])"
+    return [e.text for e in driver.find_elements(By.CSS_SELECTOR, css)]
+
+
+def test_the_page_in_chromium_shows_what_status_says(spark, cli_env: Path, amqp_uri: str) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    saga = load_saga(SAGA_FILE)
+    orders = [{"orderId": f"order-{i}", "qty": 1} for i in range(3)] + [{"orderId": "order-bad", "qty": 1}]
+    saga.start(spark.createDataFrame(orders, "orderId string, qty int"), node="orders", type="OrderPlaced",
+               business_key="orderId")
+    saga.drain(spark)
+    status = {f"{s.node}.{s.type}": s for s in saga.status()}  # drained and idle: the numbers hold still
+    assert status["stock.OrderPlaced"].parked == 1 and status["shipping.StockReserved"].processed == 3
+
+    proc, url = _serve("--allow-actions")
+    profile = tempfile.mkdtemp(prefix="sb-chromium-")
+    driver = _browser(profile)
+    try:
+        driver.get(url)
+        WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#sb-view .sb-graph"))
+        assert driver.title == f"saga {saga.name}"
+        for label, s in status.items():
+            for field, _, _ in STEP_FIELDS:
+                expected = getattr(s, field)
+                shown = _rendered(driver, step=label, field=field)
+                assert shown and set(shown) == {"-" if expected is None else str(expected)}, (label, field, shown)
+        # the graph: one box per step, the poison sink with the parked total, compensation marked nowhere here
+        boxes = {e.get_attribute("data-node") for e in driver.find_elements(By.CSS_SELECTOR, "g.sb-node")}
+        assert boxes == {"stock.OrderPlaced", "shipping.StockReserved", "orders", "poison"}
+        assert _rendered(driver, node="poison", field="parked_total") == [str(sum(s.poisoned for s in status.values()))]
+        # instances by state, as saga.instances() counts them
+        from safebunny.saga.instances import instances_table
+
+        states = {}
+        for row in instances_table(saga).to_pylist():
+            states[row["state"]] = states.get(row["state"], 0) + 1
+        assert states == {"completed": 3, "parked": 1}
+        for state, n in states.items():
+            assert _rendered(driver, state=state, field="instances") == [str(n)]
+        # the poison list: the one parked message, with its reason and attempts
+        parked = saga.poison_rows("stock", "OrderPlaced")
+        assert len(parked) == 1
+        row = driver.find_element(By.CSS_SELECTOR, f'tr[data-message-id="{parked[0].messageId}"]')
+        assert "sku not in the catalogue" in row.text
+        assert _rendered(driver, message_id=parked[0].messageId, field="attempts") == [str(parked[0].attempts)]
+        assert ":guest@" not in driver.page_source  # the URI's password never on the page
+        shot = os.environ.get("SAFEBUNNY_VIEW_SCREENSHOT")
+        if shot:
+            driver.save_screenshot(shot)
+
+        # redrive from the page: cancelled, nothing happens; confirmed, the CLI's redrive records it
+        button = driver.find_element(By.CSS_SELECTOR, f'button.sb-redrive[data-message-id="{parked[0].messageId}"]')
+        button.click()
+        WebDriverWait(driver, 10).until(lambda d: d.switch_to.alert).dismiss()
+        assert saga.poison_rows("stock", "OrderPlaced")[0].state == "parked"
+        button.click()
+        alert = WebDriverWait(driver, 10).until(lambda d: d.switch_to.alert)
+        assert parked[0].messageId in alert.text
+        alert.accept()
+        WebDriverWait(driver, 60).until(lambda d: d.find_element(By.ID, "sb-action-result").text)
+        assert driver.find_element(By.ID, "sb-action-result").text == "redrove 1 message(s) of step stock.OrderPlaced"
+        assert [p.state for p in saga.poison_rows("stock", "OrderPlaced", all=True)] == ["redriven"]
+
+        # one instance's trace as a timeline, and the JSON beside the page
+        driver.get(url + "?instance=order-bad")
+        WebDriverWait(driver, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, ".sb-timeline circle"))
+        trace = saga.trace("order-bad")
+        assert _rendered(driver, field="trace_entries") == [str(len(trace))]
+        assert len(driver.find_elements(By.CSS_SELECTOR, ".sb-timeline circle")) == len(trace)
+        import urllib.request
+
+        with urllib.request.urlopen(url + "status.json", timeout=60) as response:
+            data = orjson.loads(response.read())
+        assert {s["label"]: s["status"]["processed"] for s in data["steps"]} == {
+            label: s.processed for label, s in status.items()}
+    finally:
+        driver.quit()
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_the_page_is_read_only_without_the_flag(cli_env: Path) -> None:  # type: ignore[no-untyped-def]
+    """No buttons and no script on a read-only page; the server refuses an action posted anyway."""
+    import urllib.error
+    import urllib.request
+
+    proc, url = _serve()
+    try:
+        wait_until(lambda: proc.poll() is None, timeout=5, what="the server")
+        with urllib.request.urlopen(url, timeout=60) as response:
+            page = response.read().decode()
+        assert "sb-view" in page and "<button" not in page
+        request = urllib.request.Request(url + "actions/redrive", data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(request, timeout=30)
+        assert info.value.code == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
