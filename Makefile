@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
+.PHONY: venv broker-package browser install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ venv: $(PY)
 # broker from it, the demo starts the machine's own.
 broker-package:
 	tools/broker.sh install
+
+# Debian's headless Chromium and its driver, for the saga page's browser test (tests/e2e/test_view_browser.py).
+browser:
+	tools/apt_install.sh /usr/bin/chromium=chromium /usr/bin/chromedriver=chromium-driver
 
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
@@ -71,7 +75,7 @@ test-compat: install-compat
 	SAFEBUNNY_TEST_JVM_ARCHIVE=0 PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
 		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
 
-test: install broker-package
+test: install broker-package browser
 	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60
 
 test-unit: install
