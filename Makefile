@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package browser install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim notebooks clean
+.PHONY: venv broker-package browser install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -108,9 +108,21 @@ bench-full: install
 notebooks: install
 	$(PY) -m pytest tests/e2e/test_notebooks.py -q
 
-# Build (or find in the cache) the JVM shim's jar offline and print its path.
+# Build (or find in the cache) the JVM shim's jar offline and print its path (no network: pyspark's Scala compiler).
 shim: install
 	$(PY) scala_shim/build_offline.py
+
+# The JVM shim's jar as build.sbt builds it (tools/sbt: sbt's launcher and every dependency from Maven Central,
+# cached under ~/.cache/safebunny/sbt, nothing in the checkout), then the id vectors on THAT jar: SelfTest over
+# tests/vectors/message_ids.json, and tests/e2e/test_shim.py with the functions registered from it in Spark
+# (SAFEBUNNY_SHIM_JAR; the offline-build tests of that file run in `make test`). Needs a broker, as the e2e tier does.
+SHIM_JAR := target/scala-2.13/safebunny-shim_2.13-0.1.0.jar
+shim-jar: install
+	rm -f $(SHIM_JAR)
+	time tools/sbt package
+	$(PY) scala_shim/self_test.py $(SHIM_JAR)
+	SAFEBUNNY_SHIM_JAR=$(abspath $(SHIM_JAR)) SAFEBUNNY_TEST_JVM_ARCHIVE=0 $(PY) -m pytest tests/e2e/test_shim.py \
+		-k "not offline and not wrong_vector and not concurrent" -q -p no:cacheprovider
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache

@@ -1,6 +1,7 @@
 // The safebunny JVM shim: safebunny_message_id / safebunny_correlation_id as Spark SQL functions.
-// `sbt package` -> target/scala-2.13/safebunny-shim_2.13-<version>.jar (needs Maven Central).
-// Offline (CI, this repository's tests): `python scala_shim/build_offline.py`, or
+// `tools/sbt package` (sbt's launcher fetched with Maven, caches under ~/.cache/safebunny/sbt; needs Maven Central)
+// -> target/scala-2.13/safebunny-shim_2.13-<version>.jar; `make shim-jar` builds it and runs the id vectors on it (CI).
+// Offline (no network; `make test` tests it too): `python scala_shim/build_offline.py`, or
 // `safebunny.shim.jar_path()` from Python; both compile the same sources with the Scala compiler
 // that ships in pyspark's jars/ folder.
 //
@@ -12,7 +13,7 @@ ThisBuild / scalaVersion := "2.13.18"
 ThisBuild / organization := "io.github.safebunny"
 ThisBuild / version := "0.1.0"
 
-val sparkVersion = "4.3.0" // compiles against any Spark 4.x: only the public UDF API is used
+val sparkVersion = "4.2.0" // compiles against any Spark 4.x: only the public UDF API is used (4.3.0 is not on Maven Central)
 
 lazy val shim = (project in file("."))
   .settings(

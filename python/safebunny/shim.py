@@ -25,7 +25,7 @@ from typing import Any
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for, message_id
 
-__all__ = ["jar_path", "spark_conf", "register", "scala_sources", "cache_dir"]
+__all__ = ["jar_path", "spark_conf", "register", "scala_sources", "cache_dir", "self_test"]
 
 MESSAGE_ID_FUNCTION = "safebunny_message_id"
 CORRELATION_ID_FUNCTION = "safebunny_correlation_id"
@@ -37,6 +37,7 @@ CORRELATION_ID_UDF_CLASS = "safebunny.spark.CorrelationIdUDF"
 
 _SOURCES_ENV = "SAFEBUNNY_SCALA_SOURCES"
 _CACHE_ENV = "SAFEBUNNY_CACHE_DIR"
+_JAR_ENV = "SAFEBUNNY_SHIM_JAR"
 _PACKAGED_SOURCES = Path(__file__).resolve().parent / "scala"
 _REPO_SOURCES = Path("python", "safebunny", "scala")
 _LOCK_TIMEOUT_S = 600.0
@@ -112,7 +113,8 @@ def _pyspark_jars() -> tuple[Path, str]:
     if not jars.is_dir():
         raise SafeBunnyError(
             f"safebunny: no Spark jars folder at '{jars}' (pyspark's jars/, else $SPARK_HOME/jars); use a full "
-            "pyspark install (not pyspark-client), or build the jar with `sbt package` and pass it to spark.jars"
+            "pyspark install (not pyspark-client), or build the jar with `tools/sbt package` in a checkout "
+            f"and set {_JAR_ENV} to it"
         )
     return jars, pyspark.__version__
 
@@ -122,7 +124,7 @@ def _one(jars: Path, pattern: str) -> Path:
     if not found:
         raise SafeBunnyError(
             f"safebunny: no '{pattern}' in '{jars}'; this pyspark does not ship the Scala 2.13 toolchain "
-            "the offline build needs; build the jar with `sbt package` and pass it to spark.jars"
+            f"the offline build needs; build the jar with `tools/sbt package` in a checkout and set {_JAR_ENV} to it"
         )
     return found[-1]
 
@@ -191,11 +193,7 @@ def build_jar(out: Path | str, sources: Sequence[Path] | None = None, vectors: P
               "-usejavacp:false", "-classpath", classpath, "-d", str(classes), "-release", "17",
               "-deprecation", "-feature", *map(str, sources)],
              "compiling the Scala shim", timeout)
-        test_args = [str(_vectors_tsv(Path(vectors), Path(tmp, "vectors.tsv")))] if vectors else []
-        stdout = _run([java, "-cp", os.pathsep.join([str(classes), str(toolchain[1])]), SELF_TEST_CLASS,
-                       *test_args], "the shim's self-test", timeout)
-        if "SELFTEST OK" not in stdout:
-            raise SafeBunnyError(f"safebunny: the shim's self-test printed no verdict: {stdout[-2000:]!r}")
+        self_test(classes, vectors, timeout)
         partial = Path(tmp, out.name)
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\nCreated-By: safebunny.shim\r\n\r\n")
@@ -203,6 +201,21 @@ def build_jar(out: Path | str, sources: Sequence[Path] | None = None, vectors: P
                 jar.write(path, path.relative_to(classes).as_posix())
         os.replace(partial, out)
     return out
+
+
+def self_test(jar: Path | str, vectors: Path | str | None = None, timeout: float = 600.0) -> int:
+    """Run ``safebunny.spark.SelfTest`` from ``jar`` (a jar or a classes folder, however it was built: offline,
+    ``sbt package``) on its built-in vectors plus every vector of ``vectors`` (``tests/vectors/message_ids.json``),
+    with the Scala library of pyspark's ``jars/``; returns how many vectors passed, raises on any mismatch."""
+    jars, _ = _pyspark_jars()
+    classpath = os.pathsep.join([str(jar), str(_one(jars, "scala-library-2.13.*.jar"))])
+    with tempfile.TemporaryDirectory(prefix="safebunny-selftest-") as tmp:
+        test_args = [str(_vectors_tsv(Path(vectors), Path(tmp, "vectors.tsv")))] if vectors else []
+        stdout = _run([_java(), "-cp", classpath, SELF_TEST_CLASS, *test_args], "the shim's self-test", timeout)
+    verdict = [line.split() for line in stdout.splitlines() if line.startswith("SELFTEST OK ")]
+    if not verdict:
+        raise SafeBunnyError(f"safebunny: the shim's self-test printed no verdict: {stdout[-2000:]!r}")
+    return int(verdict[-1][2])
 
 
 @contextmanager
@@ -232,8 +245,18 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
 
 
 def jar_path(rebuild: bool = False) -> str:
-    """The path of the shim jar for this pyspark, building it into :func:`cache_dir` if missing (named by a
-    hash of the sources and the pyspark version: docs/sql-shim.md); ``rebuild`` forces a new build."""
+    """The path of the shim jar for this pyspark: ``$SAFEBUNNY_SHIM_JAR`` when set (a jar built elsewhere, such
+    as ``tools/sbt package``'s, used as it is), else the offline build in :func:`cache_dir`, built if missing
+    (named by a hash of the sources and the pyspark version: docs/sql-shim.md); ``rebuild`` forces a new
+    offline build and ignores ``$SAFEBUNNY_SHIM_JAR``."""
+    given = os.environ.get(_JAR_ENV)
+    if given and not rebuild:
+        if not Path(given).is_file():
+            raise SafeBunnyError(
+                f"safebunny: {_JAR_ENV} is '{given}', which is not a file; build the jar there "
+                f"(`make shim-jar` in a checkout) or unset {_JAR_ENV} to use the offline build"
+            )
+        return str(Path(given).resolve())
     sources = scala_sources()
     jars, version = _pyspark_jars()
     key = _source_key(sources, version, _one(jars, "scala-compiler-2.13.*.jar"))

@@ -4,6 +4,10 @@ The shared ``spark`` fixture was started without the jar, so these tests also pr
 ``safebunny.shim.register(spark)`` works on a running session; one test starts its own session
 with ``spark.jars`` (the other documented way), and two build the jar from scratch (the offline
 build with the full vectors, and concurrent first builds sharing one cache).
+
+The jar under test is ``safebunny.shim.jar_path()``'s: the offline build under ``make test``, the jar of
+``tools/sbt package`` under ``make shim-jar`` (``SAFEBUNNY_SHIM_JAR``, which skips the offline-build tests);
+``test_the_functions_are_served_from_the_jar_under_test`` checks that the classes come from it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -33,6 +38,20 @@ def sql(spark):  # type: ignore[no-untyped-def]
     shim.register(spark)
     shim.register(spark)  # a second call is harmless
     return spark
+
+
+def _served_from(spark, loader) -> Path:  # type: ignore[no-untyped-def]
+    """The file the shim's entry class was loaded from, through ``loader``."""
+    cls = spark._jvm.java.lang.Class.forName(shim.ENTRY_CLASS, True, loader)
+    location = cls.getProtectionDomain().getCodeSource().getLocation().toString()
+    return Path(unquote(urlsplit(location).path)).resolve()
+
+
+def test_the_functions_are_served_from_the_jar_under_test(sql):  # type: ignore[no-untyped-def]
+    loader = sql._jsparkSession.sharedState().jarClassLoader()
+    assert _served_from(sql, loader) == Path(shim.jar_path()).resolve()
+    if os.environ.get("SAFEBUNNY_SHIM_JAR"):
+        assert _served_from(sql, loader) == Path(os.environ["SAFEBUNNY_SHIM_JAR"]).resolve()
 
 
 def test_message_ids_match_the_vectors_byte_for_byte(sql):  # type: ignore[no-untyped-def]
@@ -150,6 +169,9 @@ _FRESH_SESSION = textwrap.dedent(
     loadable = safebunny.shim._load_entry(spark) is not None  # on the class path from the start
     safebunny.shim.register(spark)
     row = spark.sql("SELECT safebunny_message_id('order-1', 'billing', 'InvoiceRequested', 0) AS m").first()
+    cls = spark._jvm.java.lang.Class.forName(safebunny.shim.ENTRY_CLASS, True,
+                                             spark._jsparkSession.sharedState().jarClassLoader())
+    print("FROM", cls.getProtectionDomain().getCodeSource().getLocation().toString())
     print("RESULT", loadable, row.m)
     spark.stop()
     """
@@ -163,6 +185,8 @@ def test_a_session_started_with_spark_conf_needs_no_add_jar():
     assert out.returncode == 0, out.stderr[-3000:]
     expected = message_id("order-1", "billing", "InvoiceRequested", 0)
     assert f"RESULT True {expected}" in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    served = [line.split(" ", 1)[1] for line in out.stdout.splitlines() if line.startswith("FROM ")]
+    assert [Path(unquote(urlsplit(u).path)).resolve() for u in served] == [Path(shim.jar_path()).resolve()]
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +236,7 @@ _CONCURRENT_BUILD = textwrap.dedent(
 
 def test_concurrent_first_builds_share_one_build(tmp_path):  # type: ignore[no-untyped-def]
     env = {**os.environ, "SAFEBUNNY_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("SAFEBUNNY_SHIM_JAR", None)  # this test is about the offline build
     procs = [subprocess.Popen([sys.executable, "-c", _CONCURRENT_BUILD], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=REPO) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

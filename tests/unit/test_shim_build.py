@@ -98,3 +98,29 @@ def test_an_unwritable_cache_says_which_variable_to_set(tmp_path, monkeypatch): 
     monkeypatch.setenv("SAFEBUNNY_CACHE_DIR", str(blocker / "cache"))
     with pytest.raises(SafeBunnyError, match="cannot create the shim's cache folder.*SAFEBUNNY_CACHE_DIR"):
         shim.jar_path()
+
+
+def test_a_given_jar_is_used_as_it_is(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    jar = tmp_path / "built-by-sbt.jar"
+    jar.write_bytes(b"PK")
+    monkeypatch.setenv("SAFEBUNNY_SHIM_JAR", str(jar))
+    monkeypatch.setattr(shim, "build_jar", lambda *a, **k: pytest.fail("a given jar must not be rebuilt"))
+    assert shim.jar_path() == str(jar.resolve())
+    assert shim.spark_conf() == {"spark.jars": str(jar.resolve())}
+
+
+def test_a_given_jar_that_is_missing_is_a_clear_error(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SAFEBUNNY_SHIM_JAR", str(tmp_path / "nope.jar"))
+    with pytest.raises(SafeBunnyError, match="SAFEBUNNY_SHIM_JAR is '.*nope.jar', which is not a file.*make shim-jar"):
+        shim.jar_path()
+
+
+def test_tools_sbt_runs_the_launcher_of_build_properties_with_caches_outside_the_checkout():
+    script = (REPO / "tools" / "sbt").read_text(encoding="utf-8")
+    assert "project/build.properties" in script and "org.scala-sbt:sbt-launch:$version" in script
+    assert "dependency:copy" in script  # fetched by Maven, the ordinary client, never committed
+    for prop in ("sbt.boot.directory", "sbt.global.base", "sbt.ivy.home", "sbt.coursier.home"):
+        assert f"-D{prop}=$cache/" in script
+    assert (REPO / "tools" / "sbt").stat().st_mode & 0o111
+    version = (REPO / "project" / "build.properties").read_text(encoding="utf-8").split("=", 1)[1].strip()
+    assert version.startswith("1.")
