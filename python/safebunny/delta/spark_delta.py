@@ -46,11 +46,9 @@ def table_ref(target: str) -> str:
     return quote_name(target)
 
 
-def maintenance_sql(ref: str, column: str = "processedDate") -> list[str]:
-    """Delete the node ``:node``'s rows whose ``column`` is before ``:cutoff``, compact, vacuum with the default
-    retention: in this order."""
-    return [f"DELETE FROM {ref} WHERE node = :node AND {column} < :cutoff", f"OPTIMIZE {ref}",
-            f"VACUUM {ref}"]
+def maintenance_sql(ref: str) -> list[str]:
+    """Compact, then vacuum with the default retention (after :meth:`SparkDeltaTarget.delete_before`)."""
+    return [f"OPTIMIZE {ref}", f"VACUUM {ref}"]
 
 
 def merge_sql(table: str, source_view: str, on: Sequence[str]) -> str:
@@ -121,9 +119,17 @@ class SparkDeltaTarget(DeltaTarget):
 
         return bool(DeltaTable.isDeltaTable(self.spark(), self.table))
 
-    def query(self, sql: str, **args: Any) -> pa.Table | None:
-        """The rows of ``sql`` (named parameters ``args``) as Arrow; None when the table does not exist."""
-        return self.spark().sql(sql, args=args).toArrow() if self.exists() else None
+    def frame(self) -> Any:
+        """The table as a DataFrame of the session (by name, or by path); filter it with literal columns."""
+        spark = self.spark()
+        return spark.read.format("delta").load(self.table) if is_path(self.table) else spark.table(self.table)
+
+    def delta_table(self) -> Any:
+        """The table as delta-spark's ``DeltaTable`` (its ``delete`` takes a Column: values as literals)."""
+        from delta.tables import DeltaTable  # present wherever Spark has Delta
+
+        spark = self.spark()
+        return DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
 
     def schema(self) -> pa.Schema | None:
         return None  # not read from here: a row handler's batch decides its own types
@@ -137,9 +143,21 @@ class SparkDeltaTarget(DeltaTarget):
         writer = df.write.format("delta").mode("append")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        if app_id is not None:
-            writer = (writer.option("txnAppId", app_id).option("txnVersion", str(version))
-                      .option("userMetadata", commit_tag(app_id, version)))
+        if app_id is None:
+            self._write(writer)
+            return
+        writer = (writer.option("txnAppId", app_id).option("txnVersion", str(version))
+                  .option("userMetadata", commit_tag(app_id, version)))
+        # the commit that creates a table by name (saveAsTable: CREATE TABLE AS SELECT) ignores the writer's
+        # userMetadata option and records none; the session conf reaches it (the session is the batch's own)
+        spark = df.sparkSession
+        spark.conf.set(USER_METADATA_CONF, commit_tag(app_id, version))
+        try:
+            self._write(writer)
+        finally:
+            spark.conf.unset(USER_METADATA_CONF)
+
+    def _write(self, writer: Any) -> None:
         if is_path(self.table):
             writer.save(self.table)
         else:
@@ -188,13 +206,15 @@ class SparkDeltaTarget(DeltaTarget):
     def delete_before(self, node: str, column: str, before: str) -> int | None:
         if not self.exists():
             return 0
-        self.spark().sql(maintenance_sql(self.ref, column)[0], args={"node": node, "cutoff": before})
+        from pyspark.sql import functions as F
+
+        self.delta_table().delete((F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before)))
         return None
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:
         if not self.exists():
             return {"compacted": 0, "vacuumed": 0, "swept": 0}
-        _delete, optimize, vacuum_sql = maintenance_sql(self.ref)
+        optimize, vacuum_sql = maintenance_sql(self.ref)
         self.spark().sql(optimize)
         if vacuum:
             self.spark().sql(vacuum_sql)
