@@ -144,3 +144,42 @@ def test_a_history_that_cannot_be_read_is_unknown_never_not_applied(spark, datab
     spark.range(2).write.format("parquet").saveAsTable(f"{database}.plain")
     with pytest.raises(SafeBunnyError, match="Could not read the history"):
         SparkDeltaTarget(f"{database}.plain", spark).versions({"app": 1})
+
+
+def test_a_history_cut_by_log_cleanup_is_unknown_for_an_older_claim(spark, database):
+    """Log cleanup (delta.logRetentionDuration) removes the oldest commits once a checkpoint covers them; here the
+    commits before the checkpoint are removed by hand, as cleanup does (its cut-off is whole days of file age). An
+    orphan claimed before the history's start may have committed among the removed ones: the check raises. One
+    claimed after it is read from what is left."""
+    import glob
+    import os
+    import time
+
+    import pyarrow as pa
+    import pytest
+
+    from safebunny.delta.spark_delta import SparkDeltaTarget
+    from safebunny.errors import SafeBunnyError
+
+    name = f"{database}.cleaned"
+    target = SparkDeltaTarget(name, spark)
+    target.append(pa.table({"messageId": ["m1"]}), "gone", 1)  # table version 0: removed below
+    for version in range(2, 5):
+        target.append(pa.table({"messageId": [f"m{version}"]}), "app", version)  # table versions 1 to 3
+    spark.sql(f"ALTER TABLE {name} SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")  # version 4
+    target.append(pa.table({"messageId": ["m5"]}), "later", 1)  # version 5
+    target.append(pa.table({"messageId": ["m6"]}), "later", 2)
+    log = spark.sql(f"DESCRIBE DETAIL {name}").collect()[0].location.replace("file:", "") + "/_delta_log"
+    assert glob.glob(f"{log}/*.checkpoint.parquet")
+    for version in range(3):
+        for path in glob.glob(f"{log}/{version:020d}.*") + glob.glob(f"{log}/.{version:020d}.*"):
+            os.remove(path)
+    versions = [r.version for r in spark.sql(f"DESCRIBE HISTORY {name}").collect()]
+    assert min(versions) == 3 and spark.table(name).count() == 6
+
+    with pytest.raises(SafeBunnyError, match="log cleanup"):
+        target.versions({"gone": 1}, since={"gone": time.time() - 86400})  # its tag (version 0) is gone: unknown
+    # "app" 3's own commit (version 2) is gone too, but its later batch's tag (4, at version 3) says it applied
+    assert target.versions({"app": 3, "later": 2}, since={"app": time.time() - 86400}) == {"app": 3, "later": 2}
+    assert target.versions({"other": 1}, since={"other": time.time() + 3600}) == {"other": None}
+    assert target.versions({"gone": 1}) == {"gone": None}  # without a claim's time: the history as it is

@@ -40,3 +40,16 @@ def test_an_effect_by_name_needs_delta_in_the_session():
     assert SparkDeltaTarget("t", databricks, checked=True).spark(write=True) is databricks
     extension = _Conf({"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension"})
     assert SparkDeltaTarget("t", extension, checked=True).spark(write=True) is extension
+
+
+def test_a_history_covers_a_claim_when_nothing_was_cleaned_or_it_starts_well_before():
+    import datetime as dt
+
+    from safebunny.delta.spark_delta import CLOCK_SLACK_SECONDS, history_covers
+
+    start = dt.datetime(2026, 11, 1, 12, 0)
+    claim = start.timestamp()
+    assert history_covers([(0, start, None), (9, start + dt.timedelta(days=9), "t")], claim + 10 * 86400)
+    assert not history_covers([(12, start, None)], claim)  # cut, and it starts at the claim: unknown
+    assert not history_covers([(12, start, None)], claim + CLOCK_SLACK_SECONDS - 1)
+    assert history_covers([(12, start, None), (13, start, None)], claim + CLOCK_SLACK_SECONDS)
