@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package browser install install-compat test-compat test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
+.PHONY: venv broker-package browser install install-compat test-compat install-delta delta-jars test-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -71,9 +71,50 @@ install-compat: $(PYC)
 	$(PYC) -c "import pyspark, safebunny, pyspark_safebunny; v = pyspark.__version__; \
 		assert v == '$(COMPAT_PYSPARK)', f'installing safebunny replaced PySpark $(COMPAT_PYSPARK) with {v}'"
 
-test-compat: install-compat
+test-compat: install-compat broker-package
 	SAFEBUNNY_TEST_JVM_ARCHIVE=0 PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
 		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
+
+# The Delta Spark tier: tables by name (the Databricks path) on real Delta Spark, on the Spark line Delta 4.4 is
+# built for (pyspark 4.2.0, Databricks Runtime 19's Spark), in a venv of its own; safebunny goes in with no extra,
+# as in install-compat, and must leave that PySpark as it is. Delta's jars come from Maven Central through Maven
+# (tests/delta_spark/pom.xml) into a cache folder outside the repository, reused when present. Only Delta's own
+# artifacts (io.delta, io.unitycatalog) are copied: Spark's jars bring every other dependency, in newer versions.
+# The Python package and the jars have one version: delta-spark 4.4.1 on PyPI has no delta-spark_4.2_2.13:4.4.1 jar
+# on Maven Central (only 4.4.0), so its configure_spark_with_delta_pip would ask for a jar that does not exist.
+VENV_DELTA ?= .venv-delta
+DELTA_PYSPARK ?= 4.2.0
+DELTA_VERSION ?= 4.4.0
+DELTA_JARS ?= $(HOME)/.cache/safebunny/delta-jars/$(DELTA_VERSION)
+PYD := $(VENV_DELTA)/bin/python
+DELTA_TESTS ?= tests/delta_spark
+
+$(PYD):
+	$(PYTHON) -m venv $(VENV_DELTA)
+	$(PYD) -m pip install -q --upgrade pip setuptools wheel
+
+install-delta: $(PYD) delta-jars
+	rm -rf build
+	$(PYD) -m pip install -q "pyspark[sql,connect]==$(DELTA_PYSPARK)" "delta-spark==$(DELTA_VERSION)" "pandas<3" \
+		pytest pytest-timeout hypothesis 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYD) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYD) -m pip install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
+	$(PYD) -c "import pyspark, delta, safebunny, pyspark_safebunny; v = pyspark.__version__; \
+		assert v == '$(DELTA_PYSPARK)', f'installing safebunny replaced PySpark $(DELTA_PYSPARK) with {v}'"
+
+# Maven resolves io.delta:delta-spark_4.2_2.13 and copies its runtime closure's Delta artifacts; a folder that has
+# the delta-spark jar already is reused (no network).
+delta-jars:
+	@if ls $(DELTA_JARS)/delta-spark_*-$(DELTA_VERSION).jar >/dev/null 2>&1; then echo "delta jars: $(DELTA_JARS)"; \
+	else mkdir -p $(DELTA_JARS).tmp && mvn -q -B -f tests/delta_spark/pom.xml dependency:copy-dependencies \
+		-Ddelta.version=$(DELTA_VERSION) -DincludeScope=runtime -DincludeGroupIds=io.delta,io.unitycatalog \
+		-DoutputDirectory=$(abspath $(DELTA_JARS)).tmp && rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS) \
+		&& echo "delta jars fetched: $$(ls $(DELTA_JARS) | tr '\n' ' ')"; fi
+
+test-delta: install-delta broker-package
+	SAFEBUNNY_TEST_DELTA_JARS=$(abspath $(DELTA_JARS)) SAFEBUNNY_TEST_JVM_ARCHIVE=0 \
+		PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
+		$(PYD) -m pytest $(DELTA_TESTS) -q -p no:cacheprovider --durations=15
 
 test: install broker-package browser
 	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60

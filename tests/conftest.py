@@ -1,8 +1,9 @@
 """Shared fixtures: one real broker per run, self-cleaning queues, one local SparkSession.
 
 Tiers: ``tests/unit`` needs nothing; ``tests/integration`` (marker ``integration``) needs
-the broker; ``tests/e2e`` (marker ``e2e``) needs the broker and Spark. Markers are added
-from the folder, so a test cannot forget its tier.
+the broker; ``tests/e2e`` (marker ``e2e``) needs the broker and Spark; ``tests/delta_spark`` (marked ``e2e`` too)
+needs them and Delta Spark, and runs only in ``make test-delta``. Markers are added from the folder, so a test cannot
+forget its tier.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 # take longer: the suite asserts what the code computes, never how fast (bench/ measures speed)
 settings.register_profile("safebunny", deadline=None)
 settings.load_profile("safebunny")
+# The Delta Spark tier (tests/delta_spark, ``make test-delta``) runs only in its own venv, with the Delta jars that
+# ``make delta-jars`` fetched (SAFEBUNNY_TEST_DELTA_JARS): elsewhere (``make test``) it is not collected at all (never
+# collected and skipped).
+collect_ignore = [] if os.environ.get("SAFEBUNNY_TEST_DELTA_JARS") else ["delta_spark"]
 
 _BROKER: Broker | None = None
 _JVM_ARCHIVE: ArchiveRun | None = None
@@ -50,7 +55,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = Path(str(item.fspath)).parts
         if "integration" in parts:
             item.add_marker(pytest.mark.integration)
-        elif "e2e" in parts:
+        elif "e2e" in parts or "delta_spark" in parts:
+            if "delta_spark" in parts and not os.environ.get("SAFEBUNNY_TEST_DELTA_JARS"):
+                raise pytest.UsageError("tests/delta_spark needs Delta Spark's jars and pyspark 4.2.0: run `make "
+                                        "test-delta` (SAFEBUNNY_TEST_DELTA_JARS names the jars' folder)")
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
     # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the JVM archive's driver). The e2e
@@ -462,7 +470,7 @@ def cli_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest
 
 
 @pytest.fixture(scope="session")
-def spark():  # type: ignore[no-untyped-def]
+def spark(tmp_path_factory):  # type: ignore[no-untyped-def]
     """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times).
 
     Its checkpoints are local, so it uses :func:`safebunny.spark_conf.use_local_checkpoints`.
@@ -478,10 +486,25 @@ def spark():  # type: ignore[no-untyped-def]
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
     )
+    if os.environ.get("SAFEBUNNY_TEST_DELTA_JARS"):  # the Delta Spark tier: Delta's extension and catalog
+        from delta_session import with_delta
+
+        session = with_delta(session, os.environ["SAFEBUNNY_TEST_DELTA_JARS"],
+                             warehouse=str(tmp_path_factory.mktemp("warehouse")))
+    session = session.getOrCreate()
     yield session
     session.stop()
+
+
+@pytest.fixture
+def database(spark, unique_name):  # type: ignore[no-untyped-def]
+    """A database of the shared session's catalog for one test of the Delta Spark tier (its tables are managed
+    Delta tables), dropped after."""
+    name = "sb_" + re.sub(r"[^a-z0-9]+", "_", unique_name.lower())[-40:]
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {name}")
+    yield name
+    spark.sql(f"DROP DATABASE IF EXISTS {name} CASCADE")
 
 
 @pytest.fixture

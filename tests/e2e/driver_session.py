@@ -1,7 +1,9 @@
 """The SparkSession of the crash tests' driver scripts: a small local session, as the tests' shared one is
 (``tests/conftest.py``), with Spark's default checkpoint file manager (what most users run).
 ``SAFEBUNNY_TEST_MASTER`` replaces the master, e.g. ``local-cluster[2,1,1024]``: executors in their own JVMs
-and Python workers, as on a real cluster."""
+and Python workers, as on a real cluster. ``SAFEBUNNY_TEST_DELTA_JARS`` (the Delta Spark tier, ``make test-delta``)
+adds Delta Spark (``tests/delta_session.py``), and ``SAFEBUNNY_TEST_METASTORE`` a Hive catalog in that folder, so the
+tables one driver created by name are there by name for the driver that restarts it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ def driver_session(app: str) -> Any:
                .config("spark.sql.shuffle.partitions", "2"))
     if os.environ.get("SPARK_SUBMIT_OPTS"):  # the driver's JVM options (tests/conftest.py), for executor JVMs too
         builder = builder.config("spark.executor.extraJavaOptions", os.environ["SPARK_SUBMIT_OPTS"])
+    if os.environ.get("SAFEBUNNY_TEST_DELTA_JARS"):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+        from delta_session import with_delta
+
+        jars, metastore = os.environ["SAFEBUNNY_TEST_DELTA_JARS"], os.environ.get("SAFEBUNNY_TEST_METASTORE")
+        builder = with_delta(builder, jars, metastore)
     return builder.getOrCreate()
 
 

@@ -6,14 +6,18 @@ one emit to OUT_QUEUE; the test sets ``SAFEBUNNY_CRASH_AT`` to kill the
 whole driver at a named point, then runs it again from the same checkpoint.
 
 ``SAFEBUNNY_TEST_SCENARIOS`` (a JSON list of objects with ``queue``, ``out``, ``workdir`` and optionally
-``checkpoint``, ``journal``, ``effects``, ``executor_rows``) replaces the arguments after URI: the driver
+``checkpoint``, ``journal``, ``effects``, ``executor_rows``, ``by_name``) replaces the arguments after URI: the driver
 runs each scenario's query to its end, one after another in one SparkSession, so one driver process
-restarts the scenarios of several kill points. It prints ``DRIVER-DONE <workdir>`` for each scenario that
-finished and ``DRIVER-FAILED <workdir>`` (its traceback on stderr) for one that did not, then goes on.
+restarts the scenarios of several kill points. ``by_name`` (the Delta Spark tier) gives the inbox and the effect
+tables by name, ``<database>.inbox``, ``.effects``, ``.ledger``, in a database named after the workdir (its claims in
+``WORKDIR/state``); the driver's session then has Delta and a Hive catalog (tests/e2e/driver_session.py).
+It prints ``DRIVER-DONE <workdir>`` for each scenario that finished and ``DRIVER-FAILED <workdir>`` (its
+traceback on stderr) for one that did not, then goes on.
 """
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -32,7 +36,8 @@ def _scenarios(argv: list[str]) -> list[dict]:
              "checkpoint": os.environ.get("SAFEBUNNY_TEST_CHECKPOINT", "ck"),
              "journal": os.environ.get("SAFEBUNNY_TEST_JOURNAL"),
              "effects": os.environ.get("SAFEBUNNY_TEST_EFFECTS", "append"),
-             "executor_rows": int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None}]
+             "executor_rows": int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None,
+             "by_name": os.environ.get("SAFEBUNNY_TEST_BY_NAME") == "1"}]
 
 
 pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batches: a broker restart lands mid-stream
@@ -41,7 +46,15 @@ pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batch
 def run(spark, uri: str, scenario: dict) -> None:
     workdir, out_queue = scenario["workdir"], scenario["out"]
     checkpoint = scenario.get("checkpoint") or "ck"
-    step = safebunny.Step(node="billing", inbox=os.path.join(workdir, "inbox"), uri=uri,
+    if scenario.get("by_name"):
+        database = by_name_database(workdir)
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
+        inbox, effects_table, ledger_table = (f"{database}.{t}" for t in ("inbox", "effects", "ledger"))
+        state = os.path.join(workdir, "state")
+    else:
+        inbox, state = os.path.join(workdir, "inbox"), None
+        effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
+    step = safebunny.Step(node="billing", inbox=inbox, uri=uri, state=state,
                           executor_publish_rows=scenario.get("executor_rows") or None)
     # effects "both" adds a merge into WORKDIR/ledger (one row per message, a per-message counter that counts
     # how often the merge ran for it), so a crash can fall between two effects of one batch
@@ -51,11 +64,11 @@ def run(spark, uri: str, scenario: dict) -> None:
         if pause:
             time.sleep(pause)
         invoices = orders.select("messageId", F.col("value").cast("string").alias("order"))
-        effects = [safebunny.append(invoices, os.path.join(workdir, "effects"))]
+        effects = [safebunny.append(invoices, effects_table)]
         if both:
             ledger = invoices.select("messageId", F.lit(ctx.batch_id).alias("batchId"),
                                      F.lit(ctx.epoch).alias("epoch"))
-            effects.append(safebunny.merge(ledger, os.path.join(workdir, "ledger"), on=["messageId"]))
+            effects.append(safebunny.merge(ledger, ledger_table, on=["messageId"]))
         return safebunny.Outcome(effects=effects,
                                  emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
                                                        routing_key=out_queue)])
@@ -70,6 +83,11 @@ def run(spark, uri: str, scenario: dict) -> None:
     q.awaitTermination()
     print("PUBLISHED-FROM", workdir, sorted({r.published_from for r in step.reports if r.published_from}),
           flush=True)
+
+
+def by_name_database(workdir: str) -> str:
+    """The database of a ``by_name`` scenario: named after its workdir."""
+    return "sb_" + re.sub(r"[^a-z0-9]+", "_", os.path.basename(os.path.normpath(workdir)).lower())
 
 
 if __name__ == "__main__":

@@ -24,13 +24,15 @@ N = 150  # three batches of 50
 
 
 def _command(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append",
-             executor_rows=None):
+             executor_rows=None, by_name=False):
     """The driver's argv and environment for one run (``crash_at``: the kill point it stops at)."""
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
     if executor_rows:
         env["SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS"] = str(executor_rows)
     env["SAFEBUNNY_TEST_CHECKPOINT"] = checkpoint
     env["SAFEBUNNY_TEST_EFFECTS"] = effects
+    if by_name:  # tables by name (tests/delta_spark)
+        env["SAFEBUNNY_TEST_BY_NAME"] = "1"
     if journal:
         env["SAFEBUNNY_TEST_JOURNAL"] = journal
     if crash_at:
@@ -56,12 +58,12 @@ def _check(broker, admin, queue, out, workdir, ids):
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
 
 
-def _kill_matrices(uri, tmp_path_factory, matrices):
+def _kill_matrices(uri, tmp_path_factory, matrices, at_once=2):
     """``matrices``: ``{name: (points, restart)}``, each point a ``(crash_at, settings)``. For each point: its own
     queues and folder, N messages, a driver killed at ``crash_at``; then one driver restarts every point of every
     matrix, each with its ``settings`` and its matrix's ``restart`` (checkpoint, journal). Yields
     ``{(name, crash_at): (queue, out, workdir, crashed)}`` and the restart's result; deletes the queues at the
-    end."""
+    end. ``at_once``: crash drivers run side by side (1 where they share a Derby metastore: tests/delta_spark)."""
     admin = Admin(uri)
     runs, scenarios, commands = {}, [], []
     try:
@@ -75,7 +77,7 @@ def _kill_matrices(uri, tmp_path_factory, matrices):
                 runs[name, crash_at] = (queue, out, workdir, None)
                 commands.append(_command(uri, queue, out, workdir, crash_at, **settings))
                 scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
-        for key, crashed in zip(list(runs), run_drivers(commands, 400), strict=True):
+        for key, crashed in zip(list(runs), run_drivers(commands, 400, at_once), strict=True):
             runs[key] = (*runs[key][:3], crashed)
         yield runs, restart_in_one_driver(DRIVER, uri, scenarios)
     finally:

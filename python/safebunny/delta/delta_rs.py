@@ -116,7 +116,8 @@ class DeltaRsTarget(DeltaTarget):
         table = self.handle()
         return None if table is None else pa.schema(table.schema().to_arrow())
 
-    def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
+    def versions(self, apps: Mapping[str, int], since: Mapping[str, float] | None = None) -> dict[str, int | None]:
+        # app transactions live in the snapshot (and its checkpoints), which log cleanup keeps: no ``since`` needed
         table = self.handle()
         return {app: None if table is None else table.transaction_version(app) for app in apps}
 

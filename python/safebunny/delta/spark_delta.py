@@ -14,6 +14,7 @@ step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from safebunny.delta.target import DeltaTarget, Guard, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 __all__ = ["SparkDeltaTarget", "merge_sql", "last_per_key_sql", "quote_name", "table_ref", "maintenance_sql",
-           "commit_tag", "applied_in_history", "TXN_APP_CONF", "USER_METADATA_CONF"]
+           "commit_tag", "applied_in_history", "history_covers", "TXN_APP_CONF", "USER_METADATA_CONF"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -46,11 +47,9 @@ def table_ref(target: str) -> str:
     return quote_name(target)
 
 
-def maintenance_sql(ref: str, column: str = "processedDate") -> list[str]:
-    """Delete the node ``:node``'s rows whose ``column`` is before ``:cutoff``, compact, vacuum with the default
-    retention: in this order."""
-    return [f"DELETE FROM {ref} WHERE node = :node AND {column} < :cutoff", f"OPTIMIZE {ref}",
-            f"VACUUM {ref}"]
+def maintenance_sql(ref: str) -> list[str]:
+    """Compact, then vacuum with the default retention (after :meth:`SparkDeltaTarget.delete_before`)."""
+    return [f"OPTIMIZE {ref}", f"VACUUM {ref}"]
 
 
 def merge_sql(table: str, source_view: str, on: Sequence[str]) -> str:
@@ -90,6 +89,25 @@ def applied_in_history(user_metadata: Iterable[str | None], app_id: str, version
     return False
 
 
+#: slack for the clocks of the driver that wrote a claim and of the storage that stamps the history
+CLOCK_SLACK_SECONDS = 600.0
+
+
+def history_covers(history: Sequence[tuple[int, Any, Any]], since: float) -> bool:
+    """Whether ``history`` (``(version, timestamp, userMetadata)`` rows of ``DESCRIBE HISTORY``) holds every commit
+    made after the unix time ``since``: nothing was ever cleaned (version 0 is there), or its oldest entry is older
+    than ``since`` by more than :data:`CLOCK_SLACK_SECONDS`."""
+    version, at, _tag = min(history, key=lambda entry: entry[0])
+    if version == 0:
+        return True
+    stamp = at.timestamp() if isinstance(at, _dt.datetime) else float(at)  # PySpark gives naive local time
+    return stamp <= since - CLOCK_SLACK_SECONDS
+
+
+def _utc(when: float) -> str:
+    return _dt.datetime.fromtimestamp(when, _dt.timezone.utc).isoformat(timespec="seconds")
+
+
 class SparkDeltaTarget(DeltaTarget):
     """One table through the Spark session's Delta: ``table`` a name, or a path (``delta.`path```). ``spark``: its
     session (else the thread's active one); ``checked``: a write first checks that the session has Delta."""
@@ -121,9 +139,17 @@ class SparkDeltaTarget(DeltaTarget):
 
         return bool(DeltaTable.isDeltaTable(self.spark(), self.table))
 
-    def query(self, sql: str, **args: Any) -> pa.Table | None:
-        """The rows of ``sql`` (named parameters ``args``) as Arrow; None when the table does not exist."""
-        return self.spark().sql(sql, args=args).toArrow() if self.exists() else None
+    def frame(self) -> Any:
+        """The table as a DataFrame of the session (by name, or by path); filter it with literal columns."""
+        spark = self.spark()
+        return spark.read.format("delta").load(self.table) if is_path(self.table) else spark.table(self.table)
+
+    def delta_table(self) -> Any:
+        """The table as delta-spark's ``DeltaTable`` (its ``delete`` takes a Column: values as literals)."""
+        from delta.tables import DeltaTable  # present wherever Spark has Delta
+
+        spark = self.spark()
+        return DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
 
     def schema(self) -> pa.Schema | None:
         return None  # not read from here: a row handler's batch decides its own types
@@ -137,9 +163,21 @@ class SparkDeltaTarget(DeltaTarget):
         writer = df.write.format("delta").mode("append")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        if app_id is not None:
-            writer = (writer.option("txnAppId", app_id).option("txnVersion", str(version))
-                      .option("userMetadata", commit_tag(app_id, version)))
+        if app_id is None:
+            self._write(writer)
+            return
+        writer = (writer.option("txnAppId", app_id).option("txnVersion", str(version))
+                  .option("userMetadata", commit_tag(app_id, version)))
+        # the commit that creates a table by name (saveAsTable: CREATE TABLE AS SELECT) ignores the writer's
+        # userMetadata option and records none; the session conf reaches it (the session is the batch's own)
+        spark = df.sparkSession
+        spark.conf.set(USER_METADATA_CONF, commit_tag(app_id, version))
+        try:
+            self._write(writer)
+        finally:
+            spark.conf.unset(USER_METADATA_CONF)
+
+    def _write(self, writer: Any) -> None:
         if is_path(self.table):
             writer.save(self.table)
         else:
@@ -171,30 +209,46 @@ class SparkDeltaTarget(DeltaTarget):
                 spark.catalog.dropTempView(view)
         return True
 
-    def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
+    def versions(self, apps: Mapping[str, int], since: Mapping[str, float] | None = None) -> dict[str, int | None]:
         """Read through Spark (``DESCRIBE HISTORY``, which works where only the catalog gives access), once for all
         ``apps``; no table: nothing was written to it. Any failure to read raises :class:`SafeBunnyError`: the
-        answer is unknown, and guessing "not applied" would apply the effect twice."""
+        answer is unknown, and guessing "not applied" would apply the effect twice. So does a history that log
+        cleanup (``delta.logRetentionDuration``, 30 days by default) cut after ``since[app]`` (:func:`history_covers`):
+        the commit may have been among those removed."""
         try:
-            history = ([row[0] for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}").select("userMetadata")
-                        .collect()] if apps and self.exists() else [])
+            history = ([(row[0], row[1], row[2]) for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}")
+                        .select("version", "timestamp", "userMetadata").collect()] if apps and self.exists() else [])
         except Exception as exc:  # noqa: BLE001 - unknown is never "not applied"
             raise SafeBunnyError(
                 f"Could not read the history of the effect table {self.table!r} to tell whether an earlier batch "
                 f"applied {dict(apps)} ({type(exc).__name__}: {exc}). The batch fails and is replayed; give the "
                 "driver's identity SELECT on the table (DESCRIBE HISTORY needs it).") from exc
-        return {app: version if applied_in_history(history, app, version) else None for app, version in apps.items()}
+        tags = [tag for _version, _at, tag in history]
+        found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
+        for app, when in (since or {}).items():
+            if found.get(app) is None and history and not history_covers(history, when):
+                oldest = min(history, key=lambda entry: entry[0])
+                raise SafeBunnyError(
+                    f"The history of the effect table {self.table!r} starts at version {oldest[0]} ({oldest[1]}), "
+                    f"after the batch that claimed these messages ({_utc(when)}): log cleanup "
+                    "(delta.logRetentionDuration) removed the commits that would tell whether it applied "
+                    f"{app!r}, so this is unknown and nothing is applied. Check the table for that batch's rows; "
+                    "if they are there or must be applied, remove its claim file under the step's state location "
+                    "(_claims) and restart. Keep delta.logRetentionDuration longer than a step can stay stopped.")
+        return found
 
     def delete_before(self, node: str, column: str, before: str) -> int | None:
         if not self.exists():
             return 0
-        self.spark().sql(maintenance_sql(self.ref, column)[0], args={"node": node, "cutoff": before})
+        from pyspark.sql import functions as F
+
+        self.delta_table().delete((F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before)))
         return None
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:
         if not self.exists():
             return {"compacted": 0, "vacuumed": 0, "swept": 0}
-        _delete, optimize, vacuum_sql = maintenance_sql(self.ref)
+        optimize, vacuum_sql = maintenance_sql(self.ref)
         self.spark().sql(optimize)
         if vacuum:
             self.spark().sql(vacuum_sql)

@@ -51,9 +51,11 @@ class DeltaTarget(ABC):
         """Upsert ``data`` on the ``on`` columns, one source row per key (:mod:`~safebunny.delta.merge_rows`)."""
 
     @abstractmethod
-    def versions(self, apps: Mapping[str, int]) -> dict[str, int | None]:
+    def versions(self, apps: Mapping[str, int], since: Mapping[str, float] | None = None) -> dict[str, int | None]:
         """For each ``app_id -> version``, the table's version of ``app_id`` (delta-rs: the last written, from one
-        snapshot; Spark Delta: ``version`` when its history holds it or a later one, else None). A failure to read
+        snapshot; Spark Delta: ``version`` when its history holds it or a later one, else None). ``since``: app id
+        -> the unix time after which its commit can only have come (its claim's); Spark Delta reads "not applied"
+        only where the history reaches back that far. A failure to read, or a history cleaned past that time,
         raises: unknown is never "not applied"."""
 
     @abstractmethod

@@ -87,7 +87,8 @@ class Takeover:
         # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion): no own or legacy read
         apps = {own: apply_version(self.batch_id), legacy: self.batch_id} if fenceable else {}
         apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
-        versions = target.versions(apps) if apps else {}
+        since = {app: claim.written_at for claim, _, app in claimed}  # a claim is written before its batch's effects
+        versions = target.versions(apps, since) if apps else {}
         own_version, legacy_version = versions.get(own), versions.get(legacy)
         if fenceable and own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
             return TargetPlan(done=True)  # a batch of this epoch written before fences came

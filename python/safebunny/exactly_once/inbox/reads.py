@@ -4,9 +4,9 @@
 - delta-rs (a path, the default): pyarrow filters on the node's partitions inside the window, answered by the
   node's :class:`~safebunny.exactly_once.inbox.index.SeenIndex` (O(batch)) when it can, else by a scan; "batch
   done" is the inbox app transaction's version;
-- Spark Delta (a name): SQL built by pure functions (tested without Delta) and run with named parameters; "batch
-  done" is read from the table's rows (an empty batch that reads as not done only re-applies effects that are
-  idempotent anyway).
+- Spark Delta (a name): DataFrame filters with literal values (named SQL parameters are unbound with Delta's SQL
+  extension on Spark 4.2: :mod:`safebunny.delta.spark_delta`); "batch done" is read from the table's rows (an empty
+  batch that reads as not done only re-applies effects that are idempotent anyway).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.delta.spark_delta import SparkDeltaTarget, quote_name
+from safebunny.delta.spark_delta import SparkDeltaTarget
 from safebunny.exactly_once.inbox.index import SeenIndex
 from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA
 
-__all__ = ["seen_sql", "batch_done_sql", "rows_sql"]
+__all__: list[str] = []
 
 
 class DeltaRsInboxStore:
@@ -65,23 +65,6 @@ class DeltaRsInboxStore:
         return INBOX_SCHEMA.empty_table() if found is None else found
 
 
-def seen_sql(ref: str, ids_view: str) -> str:
-    """Ids of the view ``ids_view`` that node ``:node`` has done since ``:since``, except batch
-    ``(:epoch, :batch)``'s own rows."""
-    return (f"SELECT DISTINCT t.messageId FROM {ref} AS t JOIN {quote_name(ids_view)} AS i "
-            "ON t.messageId = i.messageId WHERE t.node = :node AND t.processedDate >= :since "
-            "AND t.status = 'done' AND NOT (t.epoch = :epoch AND t.batchId = :batch)")
-
-
-def batch_done_sql(ref: str) -> str:
-    return f"SELECT 1 FROM {ref} WHERE node = :node AND epoch = :epoch AND batchId = :batch LIMIT 1"
-
-
-def rows_sql(ref: str, by_node: bool, by_correlation: bool) -> str:
-    where = [c for c, on in (("node = :node", by_node), ("correlationId = :correlation", by_correlation)) if on]
-    return f"SELECT * FROM {ref}" + (f" WHERE {' AND '.join(where)}" if where else "")
-
-
 class SparkInboxStore:
     """One inbox table's look-ups, through the active SparkSession's Delta."""
 
@@ -89,24 +72,34 @@ class SparkInboxStore:
         self.target = target
 
     def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
-        found = self.target.query(batch_done_sql(self.target.ref), node=node, epoch=epoch, batch=batch_id)
-        return found is not None and found.num_rows > 0
+        if not self.target.exists():
+            return False
+        from pyspark.sql import functions as F
+
+        mine = (F.col("node") == F.lit(node)) & (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
+        return bool(self.target.frame().where(mine).limit(1).count())
 
     def seen(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
         if not self.target.exists():
             return set()
-        spark = self.target.spark()
-        view = f"safebunny_inbox_ids_{abs(hash((node, epoch, batch_id)))}"
-        spark.createDataFrame(pa.table({"messageId": pa.array(list(message_ids), pa.string())})) \
-            .createOrReplaceTempView(view)
-        try:
-            found = spark.sql(seen_sql(self.target.ref, view), args={"node": node, "since": since.isoformat(),
-                                                                      "epoch": epoch, "batch": batch_id}).toArrow()
-        finally:
-            spark.catalog.dropTempView(view)
+        from pyspark.sql import functions as F
+
+        ids = self.target.spark().createDataFrame(pa.table({"messageId": pa.array(list(message_ids), pa.string())}))
+        own = (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
+        done = self.target.frame().where((F.col("node") == F.lit(node))
+                                         & (F.col("processedDate") >= F.lit(since.isoformat()))
+                                         & (F.col("status") == F.lit("done")) & ~own)
+        found = done.select("messageId").join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
         return set(found.column("messageId").to_pylist())
 
     def rows(self, node: str | None, correlation_id: str | None) -> pa.Table:
-        args = {k: v for k, v in (("node", node), ("correlation", correlation_id)) if v is not None}
-        found = self.target.query(rows_sql(self.target.ref, node is not None, correlation_id is not None), **args)
-        return INBOX_SCHEMA.empty_table() if found is None else found
+        if not self.target.exists():
+            return INBOX_SCHEMA.empty_table()
+        from pyspark.sql import functions as F
+
+        frame = self.target.frame()
+        if node is not None:
+            frame = frame.where(F.col("node") == F.lit(node))
+        if correlation_id is not None:
+            frame = frame.where(F.col("correlationId") == F.lit(correlation_id))
+        return frame.toArrow()

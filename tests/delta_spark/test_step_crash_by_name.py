@@ -1,0 +1,82 @@
+"""kill -9 of the whole driver inside a batch of a step whose inbox and effect tables are given by name (Delta Spark,
+a Hive catalog that outlives the driver), then a restart from the same checkpoint or from a new one (a new epoch):
+exactly one effect row per input, one merge row per input written by the epoch the claims say, every output
+published, every claim retired. The machinery is tests/e2e/test_step_crash.py's, with ``by_name`` scenarios; the
+crash drivers run one at a time (they share one Derby metastore)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
+
+from step_crash_driver import by_name_database  # noqa: E402
+from test_step_crash import N, _kill_matrices  # noqa: E402
+
+import safebunny  # noqa: E402
+from conftest import queue_totals, wait_until  # noqa: E402
+
+SAME = ["step.after_effects:2", "step.after_inbox:2"]
+# (kill point in the second batch, ledger rows the new epoch writes), as in tests/e2e/test_step_crash.py
+NEW = [("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50)]
+
+
+@pytest.fixture(scope="module")
+def matrices(broker, amqp_uri, tmp_path_factory):
+    metastore = str(tmp_path_factory.mktemp("metastore"))
+    os.environ["SAFEBUNNY_TEST_METASTORE"] = metastore  # the drivers' Hive catalog (tests/e2e/driver_session.py)
+    try:
+        same = [(crash_at, {"by_name": True}) for crash_at in SAME]
+        new = [(crash_at, {"by_name": True, "journal": "journal", "effects": "both"}) for crash_at, _ in NEW]
+        for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory,
+                                             {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})}, at_once=1):
+            yield runs, finished, Path(metastore) / "warehouse"
+    finally:
+        os.environ.pop("SAFEBUNNY_TEST_METASTORE", None)
+
+
+def _rows(spark, warehouse, workdir, table):
+    return spark.read.format("delta").load(str(warehouse / f"{by_name_database(str(workdir))}.db" / table)).collect()
+
+
+def _check(spark, broker, admin, warehouse, queue, out, workdir):
+    ids = [f"m{i}" for i in range(N)]
+    assert sorted(r.messageId for r in _rows(spark, warehouse, workdir, "effects")) == sorted(ids)
+    got = {p.message_id for _, p, _ in admin.get_all(out)}
+    assert got == {safebunny.message_id(i, "billing", "InvoiceRequested", 0) for i in ids}
+    wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
+    assert not list((workdir / "state" / "_claims").rglob("*.json")), "every claim retired"
+    return ids
+
+
+@pytest.mark.parametrize("crash_at", SAME)
+def test_a_step_by_name_killed_then_restarted_from_its_checkpoint_ends_exactly_once(spark, broker, admin, matrices,
+                                                                                   crash_at):
+    runs, finished, warehouse = matrices
+    queue, out, workdir, crashed = runs["same", crash_at]
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
+    _check(spark, broker, admin, warehouse, queue, out, workdir)
+
+
+@pytest.mark.parametrize("crash_at,merged_by_new_epoch", NEW)
+def test_a_step_by_name_killed_then_run_from_a_new_checkpoint_applies_each_effect_once(
+        spark, broker, admin, matrices, crash_at, merged_by_new_epoch):
+    """The new epoch reads the dead batch's claim and asks each table's history (DESCRIBE HISTORY, the commits'
+    userMetadata) whether that batch applied there: the append holds each message once, and the merge's rows say
+    which epoch wrote them."""
+    runs, finished, warehouse = matrices
+    queue, out, workdir, crashed = runs["new", crash_at]
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
+    assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
+    old_epoch = json.loads((workdir / "ck" / "metadata").read_text())["id"]
+    ids = _check(spark, broker, admin, warehouse, queue, out, workdir)
+    ledger = _rows(spark, warehouse, workdir, "ledger")
+    assert sorted(r.messageId for r in ledger) == sorted(ids)
+    assert sum(r.epoch != old_epoch for r in ledger) == merged_by_new_epoch
