@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path", "delta_target"]
 
-#: ``guard(read)``: checks a snapshot before a commit (``read(app_id)`` is its version there); raises to refuse
-Guard = Callable[[Callable[[str], "int | None"]], None]
+#: ``guard(read, version)``: checks a snapshot before a commit (``read(app_id)`` is an app id's version there,
+#: ``version`` the table's, None without a table); raises to refuse
+Guard = Callable[[Callable[[str], "int | None"], "int | None"], None]
 #: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
 BACKENDS = ("auto", "delta-rs", "spark")
 
@@ -55,6 +56,11 @@ class DeltaTarget(ABC):
         """For each ``app_id -> version``, the table's version of ``app_id`` (delta-rs: the last written, from one
         snapshot; Spark Delta: ``version`` when its history holds it or a later one, else None). A failure to read
         raises: unknown is never "not applied"."""
+
+    def table_version(self) -> int | None:
+        """The table's current version (its last commit), where a fenced batch's plan is pinned; None without a
+        table, or on a target that is not fenceable."""
+        return None
 
     @abstractmethod
     def schema(self) -> pa.Schema | None:
