@@ -5,18 +5,25 @@
 driver in its own session and restart it from the same checkpoint without the variable.
 ``SAFEBUNNY_FAIL_AT=<name>[:<n>]`` raises :class:`CrashPointFailure` there instead, once: the batch fails
 and the driver lives on (its supervisor restarts the query, which replays the batch).
-Unset, a crash point costs two dictionary lookups.
+``SAFEBUNNY_STALL_AT=<name>[:<n>]`` stalls the process there instead, once, until a test releases it: it writes
+the file ``stalled`` in ``SAFEBUNNY_STALL_DIR`` and waits for the file ``release`` there (a GC pause or a slow
+store, forced where a test wants another driver to run meanwhile).
+Unset, a crash point costs three dictionary lookups.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 __all__ = ["crash_point", "CrashPointFailure"]
 
 CRASH_ENV = "SAFEBUNNY_CRASH_AT"
 FAIL_ENV = "SAFEBUNNY_FAIL_AT"
+STALL_ENV = "SAFEBUNNY_STALL_AT"
+#: the folder of a stall's ``stalled`` and ``release`` files
+STALL_DIR_ENV = "SAFEBUNNY_STALL_DIR"
 #: the driver's process group, for crash points that run in Spark's Python workers
 DRIVER_GROUP_ENV = "SAFEBUNNY_CRASH_PGID"
 _seen: dict[str, int] = {}
@@ -29,11 +36,15 @@ class CrashPointFailure(RuntimeError):
 
 def crash_point(name: str) -> None:
     """Kill the whole process group here when ``SAFEBUNNY_CRASH_AT`` names this point (or fail the batch
-    once, when ``SAFEBUNNY_FAIL_AT`` does)."""
+    once, when ``SAFEBUNNY_FAIL_AT`` does; or wait once for a release, when ``SAFEBUNNY_STALL_AT`` does)."""
     failing = os.environ.get(FAIL_ENV)
     if failing and name not in _failed and _reached(failing, name, "fail:"):
         _failed.add(name)
         raise CrashPointFailure(f"injected failure at crash point {name!r} ({FAIL_ENV}={failing})")
+    stalling = os.environ.get(STALL_ENV)
+    if stalling and "stall:" + name not in _failed and _reached(stalling, name, "stall:"):
+        _failed.add("stall:" + name)
+        _stall(name)
     spec = os.environ.get(CRASH_ENV)
     if not spec:
         return
@@ -44,6 +55,16 @@ def crash_point(name: str) -> None:
         if driver_group and int(driver_group) != os.getpgrp():
             os.killpg(int(driver_group), signal.SIGKILL)
         os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _stall(name: str) -> None:
+    """Write ``stalled`` (naming the point) and wait for ``release`` in the stall folder."""
+    folder = os.environ[STALL_DIR_ENV]
+    with open(os.path.join(folder, "stalled.tmp"), "w") as out:
+        out.write(f"{name} {os.getpid()}\n")
+    os.replace(os.path.join(folder, "stalled.tmp"), os.path.join(folder, "stalled"))
+    while not os.path.exists(os.path.join(folder, "release")):
+        time.sleep(0.05)
 
 
 def _reached(spec: str, name: str, scope: str) -> bool:

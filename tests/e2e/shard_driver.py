@@ -4,7 +4,8 @@ Two sharded steps (stock reserves with a Delta append and emits, shipping ships 
 run continuously as driver ``DRIVER`` until the file ``WORKDIR/stop-DRIVER`` appears. The test sets
 ``SAFEBUNNY_CRASH_AT`` to kill one driver mid-batch. With ``SAFEBUNNY_TEST_GO`` (a file), the driver starts
 its session at once but its saga only once that file exists: a standby's session start overlaps the first
-driver's.
+driver's. ``SAFEBUNNY_TEST_LEDGER=1`` gives stock a second Delta table (``ledger``, applied before
+``reservations``); ``SAFEBUNNY_TEST_BALANCE=0`` runs without handing shards over between drivers.
 """
 
 import os
@@ -26,8 +27,10 @@ def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.S
                produces=["StockReserved"], shards=STOCK_SHARDS)
     def reserve(orders, ctx):
         ok = orders.select("messageId", "orderId")
-        return safebunny.Outcome(effects=[safebunny.append(ok, os.path.join(workdir, "reservations"))],
-                                 emits=[safebunny.emit(ok, type="StockReserved")])
+        effects = [safebunny.append(ok, os.path.join(workdir, "reservations"))]
+        if os.environ.get("SAFEBUNNY_TEST_LEDGER"):
+            effects.append(safebunny.append(ok, os.path.join(workdir, "ledger")))
+        return safebunny.Outcome(effects=effects, emits=[safebunny.emit(ok, type="StockReserved")])
 
     @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string",
                shards=SHIPPING_SHARDS)
@@ -45,7 +48,7 @@ if __name__ == "__main__":
     while go and not os.path.exists(go):
         time.sleep(0.2)
     saga = define(uri, name, workdir, driver)
-    running = saga.run(spark, trigger="500 milliseconds")
+    running = saga.run(spark, trigger="500 milliseconds", balance=os.environ.get("SAFEBUNNY_TEST_BALANCE") != "0")
     print("RUNNING", flush=True)
     stop = os.path.join(workdir, f"stop-{driver}")
     while not os.path.exists(stop):

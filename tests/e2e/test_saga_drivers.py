@@ -32,8 +32,10 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 ORDERS = 90
 
 
-def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None):
-    env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT")}
+def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, **more):
+    env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT",
+                                                            "SAFEBUNNY_STALL_AT")}
+    env.update(more)
     if go:
         env["SAFEBUNNY_TEST_GO"] = str(go)
     if crash_at:
@@ -64,9 +66,9 @@ def _shard_queues(saga):
             + [topology.consumer_queue(saga, "shipping", "StockReserved", i) for i in range(SHIPPING_SHARDS)])
 
 
-def _wait_shipped(saga, tmp_path, shards, driver):
+def _wait_shipped(saga, tmp_path, shards, driver, orders=ORDERS):
     try:
-        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= ORDERS, timeout=240, every=1,
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= orders, timeout=240, every=1,
                    what=f"driver {driver} to finish the saga")
     except AssertionError as exc:
         queues = [*shards, topology.unrouted_name(saga)]
@@ -98,12 +100,12 @@ def _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, orders,
         assert process.poll() is None, _log(tmp_path, d)
 
 
-def _standby_then_orders(spark, uri, name, workdir, saga, shards):
+def _standby_then_orders(spark, uri, name, workdir, saga, shards, orders=ORDERS, **more):
     """Start driver b's session beside driver a's (started just before); once a is every shard's active
     consumer, let b run the saga as the standby, wait for its queries, then start the orders; returns b's
     process."""
     go = workdir / "go-b"
-    second = _driver(uri, name, workdir, "b", go=go)
+    second = _driver(uri, name, workdir, "b", go=go, **more)
     wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=180, every=1,
                what="driver a attached to every shard")
     go.touch()
@@ -111,8 +113,8 @@ def _standby_then_orders(spark, uri, name, workdir, saga, shards):
     # started, and their consumers attach at their first trigger
     wait_until(lambda: "RUNNING" in _log(workdir, "b"), timeout=180, every=1, what="driver b running")
     time.sleep(5)
-    orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
-    saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+    frame = spark.createDataFrame([(f"o{i}",) for i in range(orders)], "orderId string")
+    saga.start(frame, node="orders", type="OrderPlaced", business_key="orderId")
     return second
 
 
@@ -239,4 +241,61 @@ def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effec
         assert all(r.lease_age_seconds is not None and r.lease_age_seconds < 20 for r in rows if r.holder), rows
     finally:
         _stop(tmp_path, drivers)
+        topology.delete(saga)
+
+
+def _close_active_consumers(broker, queues):
+    """Close the connection of each queue's active consumer (rabbitmqctl), as a network blip or a missed heartbeat
+    would: the broker requeues its unacked messages and activates the waiting consumer (the standby)."""
+    channels = {line.split("\t")[1] for line in broker.ctl("list_consumers", "-q", "queue_name", "channel_pid",
+                                                          "active").splitlines()
+                if line.split("\t")[0] in queues and line.split("\t")[-1] == "true"}
+    connections = {pid: conn for pid, conn in (line.split("\t") for line in
+                                               broker.ctl("list_channels", "-q", "pid", "connection").splitlines())}
+    closed = {connections[c] for c in channels if c in connections}
+    for conn in closed:
+        broker.ctl("close_connection", conn, "safebunny test: the shard moves while its batch stalls")
+    return closed
+
+
+@pytest.mark.parametrize("stall_at", ["step.after_one_effect", "step.after_claim"])
+def test_a_driver_stalled_mid_batch_while_its_shard_moved_applies_nothing_twice(spark, broker, amqp_uri, tmp_path,
+                                                                               stall_at):
+    """Issue 48, cases 1 and 4 with real drivers: stock writes two Delta tables (ledger, then reservations). Driver
+    a's first stock batch stalls (after its first table's commit, or after its claim) and its consumer connection is
+    closed (a reconnecting consumer: the broker moves the shard and a's unacked messages to driver b, the standby),
+    b applies them (fencing a) and finishes every order; then a resumes its stale batch. Each table still holds each
+    order once, and a's resumed batch says it left them out."""
+    if broker.ctl is None:
+        pytest.skip("closing a connection needs rabbitmqctl for the test broker")
+    orders = 50
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)
+    shards = _shard_queues(saga)
+    stock = [q for q in shards if ".stock." in q]
+    stall = tmp_path / "stall-a"
+    stall.mkdir()
+    both = {"SAFEBUNNY_TEST_LEDGER": "1", "SAFEBUNNY_TEST_BALANCE": "0"}
+    first = second = None
+    try:
+        first = _driver(amqp_uri, name, tmp_path, "a", SAFEBUNNY_STALL_AT=stall_at, SAFEBUNNY_STALL_DIR=str(stall),
+                        **both)
+        second = _standby_then_orders(spark, amqp_uri, name, tmp_path, saga, shards, orders, **both)
+        wait_until(lambda: (stall / "stalled").exists(), timeout=240, every=0.5, what="driver a stalled mid-batch")
+        assert _close_active_consumers(broker, stock), "driver a's stock consumers found"
+        want = sorted(f"o{i}" for i in range(orders))
+        wait_until(lambda: sorted(set(_order_ids(tmp_path / "reservations"))) == want, timeout=240, every=1,
+                   what="driver b reserved every order")
+        assert "fencing" in _log(tmp_path, "b"), "driver b fenced a's stalled batch: " + _log(tmp_path, "b")
+        (stall / "release").touch()
+        wait_until(lambda: "applied by another batch" in _log(tmp_path, "a")
+                   or len(_order_ids(tmp_path / "reservations")) > orders, timeout=120, every=1,
+                   what="driver a's stalled batch to end")
+        _wait_shipped(saga, tmp_path, shards, "b", orders)
+        time.sleep(3)  # a second copy would land within a few triggers
+        for table in ("ledger", "reservations", "shipments"):
+            assert sorted(_order_ids(tmp_path / table)) == want, f"each order once in {table}"
+        assert first.poll() is None and second.poll() is None, _log(tmp_path, "a")
+    finally:
+        _stop(tmp_path, [(first, "a"), (second, "b")])
         topology.delete(saga)

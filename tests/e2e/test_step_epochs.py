@@ -266,13 +266,13 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
             assert a_may_go.wait(120)
         return original(target, effect, table, app_id, version, *fence)
 
-    def plan_after_both_claims(self, effects, orphans, late_done):
+    def plan_after_both_claims(self, effects, orphans, late_done, pins=None):
         if self.epoch == "EB" and both_see:
             b_may_commit.set()
         if both_see and self.epoch == "EA":  # A lists only once B's claim is on file too
             assert b_may_commit.wait(120)
             orphans = step_a._claimed._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
-        return original_apply(self, effects, orphans, late_done)
+        return original_apply(self, effects, orphans, late_done, pins)
 
     step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")
     step_b = safebunny.Step(node="ship", inbox=inbox, epoch="EB")
@@ -353,3 +353,52 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
     assert {t for types in branches.values() for t in types} == {"Declined"}, \
         "A's decisions never reached B's listing, so B's committed first and A adopted them"
     assert not _claim_files(tmp_path)
+
+
+@pytest.mark.parametrize("resume_at", ["plan", "commit"])
+def test_a_batch_fenced_while_it_stalled_between_two_tables_resumes_without_applying_again(spark, amqp_uri,
+                                                                                          tmp_path, resume_at):
+    """Issue 48, case 1 (the zombie): batch A of epoch EA commits its first table, then stalls (a GC pause, a slow
+    store); batch B of epoch EB gets the same messages (the broker moved the shard), sees A's claim, leaves A's ids
+    out of the first table, fences A out of the second, applies there, marks and releases A's claim. A resumes with
+    the claims it listed before the stall: it must not apply its ids to the second table again. ``resume_at``: A
+    stalls after its first commit, before planning the second table; or after planning it, before its commit."""
+    import threading
+
+    first, second, inbox = str(tmp_path / "t1"), str(tmp_path / "t2"), str(tmp_path / "inbox")
+    ids = [f"m{i}" for i in range(5)]
+
+    def handle(df, ctx):
+        rows = df.selectExpr("messageId", f"'{ctx.epoch}' AS epoch")
+        return safebunny.Outcome(effects=[safebunny.append(rows, first), safebunny.append(rows, second)])
+
+    stalled, resume = threading.Event(), threading.Event()
+    original = takeover_module.apply_effect
+
+    def apply_effect(target, effect, table, app_id, version, *fence):
+        if ".EA." in app_id and resume_at == "commit" and effect.table.endswith("t2") and not resume.is_set():
+            stalled.set()
+            assert resume.wait(120)
+        written = original(target, effect, table, app_id, version, *fence)
+        if ".EA." in app_id and resume_at == "plan" and effect.table.endswith("t1"):
+            stalled.set()
+            assert resume.wait(120)
+        return written
+
+    step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")
+    step_b = safebunny.Step(node="ship", inbox=inbox, epoch="EB")
+    takeover_module.apply_effect = apply_effect
+    try:
+        thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 1, handle))
+        assert stalled.wait(120), "A committed its first table and stalled"
+        step_b.process(_batch(spark, ids), 0, handle)
+        assert not _claim_files(tmp_path), "B released A's claim: its ids are all done"
+        resume.set()
+        thread.join(240)
+    finally:
+        takeover_module.apply_effect = original
+    assert not errors, errors
+    for table, by in ((first, {"EA"}), (second, {"EB"})):
+        rows = DeltaRsTarget(table).read().to_pylist()
+        assert sorted(r["messageId"] for r in rows) == ids, f"each message once in {table}"
+        assert {r["epoch"] for r in rows} == by

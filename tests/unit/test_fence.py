@@ -38,10 +38,22 @@ def test_an_orphan_fenced_already_is_fenced_again_and_expected_as_read():
     assert plan.fences == (("app-y", 14),) and plan.expect == {"me": None, "app-y": 14}
 
 
-def test_a_batch_whose_commit_is_in_writes_nothing_and_a_fenced_one_expects_its_fence():
+def test_a_batch_whose_commit_is_in_writes_nothing_and_a_fenced_one_plans_only_from_a_pinned_listing():
+    """Issue 48, case 1: fenced after it listed the claims, a batch's listing may miss the fencer (whose claim can
+    be gone by now) and its version ``2N`` does not move when it is fenced again: it must list again after reading
+    the table's version, and commit from that version only."""
     assert plan_target("me", 9, 4, {"a"}, [], fenceable=True).done
-    fenced = plan_target("me", 8, 4, {"a"}, [], fenceable=True)
-    assert not fenced.done and fenced.expect == {"me": 8}
+    assert plan_target("me", 8, 4, {"a"}, [], fenceable=True) == TargetPlan(stale=True)
+    fenced = plan_target("me", 8, 4, {"a"}, [], fenceable=True, pinned=17)
+    assert not fenced.done and not fenced.stale and fenced.expect == {"me": 8} and fenced.pin == 17
+    assert plan_target("me", None, 4, {"a"}, [], fenceable=True, pinned=17).pin is None, "open: no pin needed"
+
+
+def test_a_fenced_plan_is_refused_from_any_other_table_version():
+    plan = plan_target("me", 8, 4, {"a"}, [], fenceable=True, pinned=17)
+    check_expected(plan, {"me": 8}.get, "/t", 17)
+    with pytest.raises(FenceMoved, match="moved from version 17 to 18"):
+        check_expected(plan, {"me": 8}.get, "/t", 18)  # fenced again meanwhile: still 8, but the table moved
 
 
 def test_orphans_without_a_shared_id_and_unfenceable_targets_take_no_fence():

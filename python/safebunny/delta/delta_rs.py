@@ -121,6 +121,10 @@ class DeltaRsTarget(DeltaTarget):
         table = self.handle()
         return {app: None if table is None else table.transaction_version(app) for app in apps}
 
+    def table_version(self) -> int | None:
+        table = self.handle()
+        return None if table is None else table.version()
+
     # -- writing (each a single commit carrying the app transaction) ---------------------------
     def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
                fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
@@ -131,7 +135,8 @@ class DeltaRsTarget(DeltaTarget):
             if app_id is not None and _done(None if table is None else table.transaction_version(app_id), version):
                 return False
             if guard is not None:
-                guard(lambda app: None if table is None else table.transaction_version(app))
+                guard(lambda app: None if table is None else table.transaction_version(app),
+                      None if table is None else table.version())
             own = [(app_id, version)] if app_id is not None else []
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
             write_deltalake(self.path if table is None else table, data, mode="append",
@@ -156,7 +161,7 @@ class DeltaRsTarget(DeltaTarget):
             if _done(table.transaction_version(app_id), version):
                 return False
             if guard is not None:
-                guard(table.transaction_version)
+                guard(table.transaction_version, table.version())
             transactions = [Transaction(app_id, version), *(Transaction(a, v) for a, v in fences)]
             predicate = " AND ".join(f"t.`{k}` = s.`{k}`" for k in on)
             (table.merge(data, predicate, source_alias="s", target_alias="t",

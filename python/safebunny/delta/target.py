@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path", "delta_target"]
 
-#: ``guard(read)``: checks a snapshot before a commit (``read(app_id)`` is its version there); raises to refuse
-Guard = Callable[[Callable[[str], "int | None"]], None]
+#: ``guard(read, version)``: checks a snapshot before a commit (``read(app_id)`` is an app id's version there,
+#: ``version`` the table's, None without a table); raises to refuse
+Guard = Callable[[Callable[[str], "int | None"], "int | None"], None]
 #: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
 BACKENDS = ("auto", "delta-rs", "spark")
 
@@ -57,6 +58,11 @@ class DeltaTarget(ABC):
         -> the unix time after which its commit can only have come (its claim's); Spark Delta reads "not applied"
         only where the history reaches back that far. A failure to read, or a history cleaned past that time,
         raises: unknown is never "not applied"."""
+
+    def table_version(self) -> int | None:
+        """The table's current version (its last commit), where a fenced batch's plan is pinned; None without a
+        table, or on a target that is not fenceable."""
+        return None
 
     @abstractmethod
     def schema(self) -> pa.Schema | None:

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
-from safebunny.exactly_once.claims.fence import FenceMoved
+from safebunny.exactly_once.claims.fence import FenceMoved, StalePlan
 from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids
 from safebunny.exactly_once.claims.takeover import Takeover
 from safebunny.exactly_once.collect.materialize import Materialized
@@ -67,17 +67,24 @@ class BatchClaims:
         another batch commits to a target meanwhile, plan again from what landed. Returns the other claims,
         and whether another batch was met (:meth:`Takeover.apply`)."""
         takeover = Takeover(spark, self.node, epoch, batch_id)
-        for attempt in range(1, _FENCE_ATTEMPTS + 1):
+        pins: dict[tuple, int | None] = {}  # per target: a version read before the listing a fenced plan uses
+        moved, pinned = 0, False
+        while True:
             orphans = self._orphans(epoch, batch_id)
             try:
-                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id))
+                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id), pins)
                 return orphans, met
-            except FenceMoved:
-                if attempt == _FENCE_ATTEMPTS:
+            except FenceMoved as exc:
+                if isinstance(exc, StalePlan) and not pinned:  # fenced before this listing: list again, once
+                    pinned = True
+                    continue
+                moved += 1
+                if moved == _FENCE_ATTEMPTS:
                     raise
+                pins.clear()  # a pin the table moved past is read again, before the next listing
+                pinned = False
                 log.warning("step %s batch %d: another batch committed to a target this one planned against; "
-                            "planning again (%d/%d)", self.node, batch_id, attempt, _FENCE_ATTEMPTS)
-        raise AssertionError("unreachable")
+                            "planning again (%d/%d)", self.node, batch_id, moved, _FENCE_ATTEMPTS)
 
     def release(self, epoch: str, batch_id: int, claimed: Claimed) -> None:
         """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done."""

@@ -3,7 +3,9 @@
 Batch N of a claim applies with the app transaction ``(app, 2N + 1)`` (:func:`apply_version`); a batch that
 applies ids an unapplied orphan claimed writes the orphan's at ``2N`` in the same commit
 (:func:`fence_version`); :func:`state_of` reads a target's version as open, fenced or applied, and
-:class:`TargetPlan.expect` / :class:`FenceMoved` make a batch whose snapshot moved fail and replay. The
+:class:`TargetPlan.expect` / :class:`FenceMoved` make a batch whose snapshot moved fail and replay. A batch
+fenced out of a target plans it again from a listing made after the table was at :attr:`TargetPlan.pin`, and
+commits only from that table version (:attr:`TargetPlan.stale`). The
 reasoning: docs/exactly-once.md ("The fence: two batches on the same messages"). Claims of scheme 1 and
 targets given by name (Spark Delta) are read as applied or open, never fenced.
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from safebunny.errors import SafeBunnyError
 
 __all__ = ["APPLIED", "FENCED", "OPEN", "apply_version", "fence_version", "state_of", "TargetPlan", "Orphan",
-           "plan_target", "check_expected", "FenceMoved"]
+           "plan_target", "check_expected", "FenceMoved", "StalePlan"]
 
 #: The claim scheme this version writes: effects at 2N + 1, fences at 2N.
 SCHEME = 2
@@ -27,6 +29,10 @@ APPLIED, FENCED, OPEN = "applied", "fenced", "open"
 
 class FenceMoved(SafeBunnyError):
     """Another batch committed to a target this batch planned against: the batch fails and is replayed."""
+
+
+class StalePlan(FenceMoved):
+    """This batch was fenced out of a target after it listed the claims: it lists them again before planning it."""
 
 
 def apply_version(batch_id: int, scheme: int = SCHEME) -> int:
@@ -60,13 +66,18 @@ class TargetPlan:
     - ``fences``: ``(app id, version)`` of the batches this commit fences (written in the same commit);
     - ``expect``: app id -> the version read when planning (own and fenced); the commit is refused if any
       moved;
-    - ``done``: this batch's own commit is in already (a replay): nothing to write.
+    - ``done``: this batch's own commit is in already (a replay): nothing to write;
+    - ``stale``: this batch is fenced here and its listing of claims may predate the fence: nothing may be
+      planned from it (list again after reading the table's version, and pass that version as ``pinned``);
+    - ``pin``: the table version a fenced batch's plan rests on: its commit is refused from any other.
     """
 
     leave_out: frozenset[str] = frozenset()
     fences: tuple[tuple[str, int], ...] = ()
     expect: Mapping[str, int | None] = field(default_factory=dict)
     done: bool = False
+    stale: bool = False
+    pin: int | None = None
 
 
 @dataclass(frozen=True)
@@ -82,12 +93,21 @@ class Orphan:
 
 
 def plan_target(own_app: str, own_committed: int | None, batch_id: int, ids: Iterable[str],
-                orphans: Iterable[Orphan], fenceable: bool) -> TargetPlan:
+                orphans: Iterable[Orphan], fenceable: bool, pinned: int | None = None) -> TargetPlan:
     """The plan for one target: ``ids`` are this batch's ids with rows there; ``fenceable``: the target
-    takes several app transactions in one commit (a path, written with delta-rs)."""
+    takes several app transactions in one commit (a path, written with delta-rs); ``pinned``: a version of the
+    table read before ``orphans`` were listed (and before the inbox was last asked).
+
+    A batch fenced here (its version at ``2N``) is planned only with ``pinned``: the version ``2N`` does not
+    change when another batch fences it again, so neither :func:`check_expected` nor the table's own conflict
+    check sees a fencer that committed after this batch listed the claims; its ids would be applied twice.
+    A listing made after the table was at ``pinned``, with the commit made from that very version, sees every
+    batch that applied here (its claim, or once removed its inbox marker)."""
     own_state = state_of(own_committed, batch_id)
     if own_state == APPLIED:
         return TargetPlan(done=True)
+    if own_state == FENCED and pinned is None:
+        return TargetPlan(stale=True)
     mine = set(ids)
     leave: set[str] = set()
     fences: dict[str, int] = {}
@@ -102,11 +122,19 @@ def plan_target(own_app: str, own_committed: int | None, batch_id: int, ids: Ite
         elif fenceable and orphan.scheme >= 2:  # open or fenced already: fence it (again) in this commit
             fences[orphan.app_id] = fence_version(orphan.batch_id)
             expect[orphan.app_id] = orphan.committed
-    return TargetPlan(frozenset(leave), tuple(sorted(fences.items())), expect)
+    return TargetPlan(frozenset(leave), tuple(sorted(fences.items())), expect,
+                      pin=pinned if own_state == FENCED else None)
 
 
-def check_expected(plan: TargetPlan, read: Callable[[str], int | None], table: str) -> None:
-    """Raise :class:`FenceMoved` when an app id of ``plan`` no longer has the version read when planning."""
+def check_expected(plan: TargetPlan, read: Callable[[str], int | None], table: str,
+                   version: int | None = None) -> None:
+    """Raise :class:`FenceMoved` when an app id of ``plan`` no longer has the version read when planning, or
+    when the table is not at the plan's pin (``version``: the table version the commit would be made from)."""
+    if plan.pin is not None and version != plan.pin:
+        raise FenceMoved(
+            f"The effect table {table!r} moved from version {plan.pin} to {version} while a batch fenced out of it "
+            "planned again: another batch committed there. This batch lists the claims and plans again; nothing "
+            "is applied twice.")
     for app_id, version in plan.expect.items():
         now = read(app_id)
         if now != version:

@@ -24,7 +24,15 @@ import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
 from safebunny.delta.target import DeltaTarget, Guard, delta_target
-from safebunny.exactly_once.claims.fence import SCHEME, Orphan, TargetPlan, apply_version, check_expected, plan_target
+from safebunny.exactly_once.claims.fence import (
+    SCHEME,
+    Orphan,
+    StalePlan,
+    TargetPlan,
+    apply_version,
+    check_expected,
+    plan_target,
+)
 from safebunny.exactly_once.claims.log import Claim
 from safebunny.exactly_once.collect.settle import without_messages
 from safebunny.exactly_once.outcome import Effect
@@ -44,18 +52,27 @@ class Takeover:
     batch_id: int
 
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
-              late_done: Callable[[], set[str]]) -> bool:
+              late_done: Callable[[], set[str]], pins: dict[tuple, int | None] | None = None) -> bool:
         """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans`` (listed after this
         batch's claim was written); ``late_done()`` gives the batch's ids done in the inbox by now: a batch that
         finished and removed its claim since this one's dedupe is in no listing, but its marker is in. True when
-        another batch was met: it applied some of these ids, or this batch's own commit was in already."""
+        another batch was met: it applied some of these ids, or this batch's own commit was in already.
+
+        ``pins``: per target, a table version read before ``orphans`` were listed. A target this batch was fenced
+        out of is planned only with one; without it the target is left for the next pass, its version read now
+        (after this listing, so before the next), and :class:`StalePlan` raised once the others are applied."""
+        pins = {} if pins is None else pins
         late: set[str] | None = None
-        met = False
+        met = stale = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
             target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
-            plan = self._plan(effect, target, table, orphans)
+            plan = self._plan(effect, target, table, orphans, pins.get(key))
             met = met or plan.done or bool(plan.leave_out)
+            if plan.stale:  # fenced after this batch listed the claims: the fencer may be in no listing yet
+                pins[key] = target.table_version()
+                stale = met = True
+                continue
             if plan.done:
                 continue
             if late is None:  # after the claims were listed: a batch that finished since this one's dedupe
@@ -70,13 +87,17 @@ class Takeover:
             if plan.fences:
                 log.warning("step %s batch %d: fencing %d other batch(es) out of %s (they claimed messages this "
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
-            guard = partial(check_expected, plan, table=effect.table) if plan.expect else None
+            guard = partial(_check, plan, effect.table) if plan.expect else None
             app = effect_app_id(self.node, self.epoch, effect)
             apply_effect(target, effect, rows, app, apply_version(self.batch_id), plan.fences, guard)
             crash_point("step.after_one_effect")
+        if stale:
+            raise StalePlan(f"step {self.node} batch {self.batch_id} was fenced out of an effect table after it "
+                            "listed the claims: it lists them again and plans that table from what it finds")
         return met
 
-    def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim]) -> TargetPlan:
+    def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim],
+              pinned: int | None) -> TargetPlan:
         """The plan for one target, from one read of its app transactions: this batch's own, the legacy one of
         its epoch (a batch written before fences came) and each orphan's that applied ids there."""
         own = effect_app_id(self.node, self.epoch, effect)
@@ -94,7 +115,11 @@ class Takeover:
             return TargetPlan(done=True)  # a batch of this epoch written before fences came
         views = [Orphan(claim.batch_id, claim.scheme, ids, app, versions.get(app)) for claim, ids, app in claimed]
         ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
-        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=fenceable)
+        return plan_target(own, own_version, self.batch_id, ids, views, fenceable=fenceable, pinned=pinned)
+
+
+def _check(plan: TargetPlan, table: str, read: Callable[[str], int | None], version: int | None) -> None:
+    check_expected(plan, read, table, version)
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
