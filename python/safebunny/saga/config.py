@@ -147,6 +147,14 @@ class SagaConfig:
         """The broker's URI with the password, for pika."""
         return with_password(self.uri, self.password)
 
+    def connection_name(self, role: str, unit_label: str | None = None) -> str:
+        """The client-provided name of a connection this saga opens (RabbitMQ shows it):
+        ``safebunny/<saga>[/<driver>][/<step or shard>]/<role>``, e.g.
+        ``safebunny/fulfilment/host-a/stock.OrderPlaced.shard.1/consumer``."""
+        driver = self.layout.driver
+        return "/".join(["safebunny", self.name, *([driver] if driver else []), *([unit_label] if unit_label else []),
+                         role])
+
 
 class Named(Protocol):
     """What the queue and exchange names need of a saga: its name (a :class:`SagaConfig` or a saga)."""

@@ -72,7 +72,8 @@ class FailureRouter:
             log.info("saga %s step %s: message %s %s (attempt %d): %s", self.config.name, self.step.label,
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
-        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
+        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}",
+                       self.config.connection_name("failures", self.step.unit_label))
         self.parked_ids.add(parked)  # after the poison copies were confirmed
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():

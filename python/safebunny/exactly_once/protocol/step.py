@@ -113,7 +113,9 @@ class Step:
                  checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
                  journal: str | None = None, skip: Skip | None = None, executor_publish_rows: int | str | None = AUTO,
                  executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
-        publish = PublishSettings(uri, password, dict(publish_options or {}), publish_retry_seconds,
+        # the emits' connection is named after the node unless the options name it (RabbitMQ shows the name)
+        named = {"connectionName": f"safebunny/{node}/publisher", **(publish_options or {})}
+        publish = PublishSettings(uri, password, named, publish_retry_seconds,
                                   executor_publish_rows, executor_partition_rows)
         self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
                                      on_failed, router, epoch, checkpoint, journal, prepare, skip, publish)
