@@ -101,7 +101,7 @@ class SagaLayout:
         return self._under("poison", f"{label}.json")
 
     def parked_ids(self, unit_label: str) -> str:
-        """The ids one query parked (:mod:`safebunny.saga.parked_ids`)."""
+        """One query's parking decisions, recorded before their copies go out (:mod:`safebunny.saga.parked_ids`)."""
         return self._under("poison", f"{unit_label}.parked.json")
 
     def reports(self, unit_label: str) -> Any:

@@ -157,6 +157,7 @@ class Saga:
                                          executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else step.body.prepare,
                                          skip=failures.parked_ids.fresh_copies,
+                                         parked=failures.parked_ids.recorded,
                                          publish_options={"connectionName": config.connection_name(
                                              "publisher", label)})
         return self._runtimes[label]
