@@ -5,7 +5,8 @@ run continuously as driver ``DRIVER`` until the file ``WORKDIR/stop-DRIVER`` app
 ``SAFEBUNNY_CRASH_AT`` to kill one driver mid-batch. With ``SAFEBUNNY_TEST_GO`` (a file), the driver starts
 its session at once but its saga only once that file exists: a standby's session start overlaps the first
 driver's. ``SAFEBUNNY_TEST_LEDGER=1`` gives stock a second Delta table (``ledger``, applied before
-``reservations``); ``SAFEBUNNY_TEST_BALANCE=0`` runs without handing shards over between drivers.
+``reservations``); ``SAFEBUNNY_TEST_BALANCE=0`` runs without handing shards over between drivers. With
+``SAFEBUNNY_TEST_CHECKPOINTS`` (a folder), the Spark checkpoints go there (``Saga(checkpoints=...)``).
 """
 
 import os
@@ -21,7 +22,7 @@ STOCK_SHARDS, SHIPPING_SHARDS = 2, 2  # enough for a takeover and a balance; eac
 
 def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:
     saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
-                          batch_size=15, driver=driver)
+                          batch_size=15, driver=driver, checkpoints=os.environ.get("SAFEBUNNY_TEST_CHECKPOINTS"))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
                produces=["StockReserved"], shards=STOCK_SHARDS)

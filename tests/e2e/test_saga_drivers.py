@@ -32,10 +32,12 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 ORDERS = 90
 
 
-def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, **more):
+def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, checkpoints=None, **more):
     env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT",
                                                             "SAFEBUNNY_STALL_AT")}
     env.update(more)
+    if checkpoints:
+        env["SAFEBUNNY_TEST_CHECKPOINTS"] = str(checkpoints)
     if go:
         env["SAFEBUNNY_TEST_GO"] = str(go)
     if crash_at:
@@ -193,6 +195,38 @@ def test_two_drivers_started_at_once_end_exactly_once_with_every_shard_held(spar
         holders = {(s.step, s.shard): s.last_driver for s in saga.shards()}
         print(f"shards by driver: {holders}")
         assert set(holders.values()) <= {"a", "b"}
+    finally:
+        _stop(tmp_path, drivers)
+        topology.delete(saga)
+
+
+def test_two_drivers_with_a_checkpoints_home_keep_a_checkpoint_each_and_end_exactly_once(spark, amqp_uri, tmp_path):
+    """Issue 48, item 2: ``Saga(driver=..., checkpoints=...)`` put both drivers' queries on one checkpoint (one
+    epoch for two processes: a batch id the other used reads as done, its effects and marker skipped). Now each
+    driver's checkpoints are under ``<checkpoints>/<driver>``, each query with its own id there."""
+    name = f"sbt-drivers-{uuid.uuid4().hex[:8]}"
+    saga = define(amqp_uri, name, str(tmp_path), None)
+    shards = _shard_queues(saga)
+    home = tmp_path / "ck"
+    drivers = []
+    try:
+        drivers = [(_driver(amqp_uri, name, tmp_path, d, checkpoints=home), d) for d in ("a", "b")]
+        for _process, d in drivers:
+            wait_until(lambda d=d: "RUNNING" in _log(tmp_path, d), timeout=180, every=1, what=f"driver {d} running")
+        # a loaded machine restarts queries whose Python worker was slow to start: give the shards time
+        wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=300, every=1, what="every shard held")
+        orders = spark.createDataFrame([(f"o{i}",) for i in range(30)], "orderId string")
+        saga.start(orders, node="orders", type="OrderPlaced", business_key="orderId")
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= 30, timeout=240, every=1,
+                   what="30 orders shipped")
+        _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, 30, drivers)
+        assert sorted(p.name for p in home.iterdir()) == ["a", "b"], "one folder per driver, nothing shared"
+        units = sorted(u.unit_label for u in saga.units())
+        ids = {}
+        for d in ("a", "b"):
+            assert sorted(p.name for p in (home / d).iterdir()) == units
+            ids[d] = {(home / d / u / "metadata").read_text() for u in units}
+        assert not ids["a"] & ids["b"], "each driver's queries have query ids (epochs) of their own"
     finally:
         _stop(tmp_path, drivers)
         topology.delete(saga)

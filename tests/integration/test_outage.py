@@ -15,10 +15,10 @@ def _outage(monkeypatch, reader, seconds):
     real_open = consumer_mod.open_connection
     down_until = time.monotonic() + seconds
 
-    def flaky_open(uri, heartbeat=None):
+    def flaky_open(uri, heartbeat=None, name="safebunny/consumer"):
         if time.monotonic() < down_until:
             raise BrokerUnreachableError("simulated: the broker is restarting")
-        return real_open(uri, heartbeat)
+        return real_open(uri, heartbeat, name)
 
     monkeypatch.setattr(consumer_mod, "open_connection", flaky_open)
     consumer = reader.source._consumer

@@ -37,7 +37,11 @@ def test_a_replayed_batch_republishes_the_same_copies_and_poison_lists_each_mess
         for _ in range(2):  # the batch, then its replay after a crash before the commit
             routed = router([_failed("m-retry", 0), _failed("m-poison", 1)], ctx)
             assert routed == {"retried": 1, "parked": 1}  # what the batch's report counts
-        assert router.parked_ids.read() == {"m-poison"}  # a fresh copy of it is a duplicate from now on
+        assert {mid: d["sent"] for mid, d in router.parked_ids.read().items()} == {"m-poison": True}  # a fresh
+        # copy of it is a duplicate from now on
+        # a copy of the parked message that fails now for a reason the tiers would retry is parked again as recorded:
+        # the same poison copy id, the same fails_as id (issue 48, item 3)
+        assert router([_failed("m-poison", 0)], ctx) == {"retried": 0, "parked": 1}
 
         tier = admin.get_all(safebunny.topology.retry_queue_name(saga, "stock", "OrderPlaced", 0))
         assert [p.message_id for _, p, _ in tier] == ["m-retry", "m-retry"]
@@ -50,6 +54,7 @@ def test_a_replayed_batch_republishes_the_same_copies_and_poison_lists_each_mess
 
         failure = admin.get_all(safebunny.topology.queue_name(saga, "stock", "StockFailed"))
         assert len({p.message_id for _, p, _ in failure}) == 1  # the same derived id: the inbox keeps one
+        assert len(failure) == 3  # the batch, its replay, and the later copy parked as recorded
         assert all(p.headers["x-causation-id"] == "m-poison" for _, p, _ in failure)
     finally:
         safebunny.topology.delete(saga)

@@ -41,7 +41,7 @@ def test_wrong_password_and_missing_queue_give_clear_errors(amqp_uri, unique_nam
         from safebunny.amqp.connection import open_blocking
         from safebunny.source.consumer import QueueConsumer
         out = {}
-        for what, fn in [("password", lambda: open_blocking(V["bad"])),
+        for what, fn in [("password", lambda: open_blocking(V["bad"], name="safebunny/test")),
                          ("queue", lambda: QueueConsumer(V["uri"], V["missing"], 10).start())]:
             try:
                 fn()

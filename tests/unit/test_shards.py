@@ -113,6 +113,18 @@ def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> No
     assert alone.checkpoint_of(unit) == str(tmp_path / "checkpoints" / "stock.OrderPlaced.shard.1")
 
 
+def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 48, item 2: ``Saga(driver=..., checkpoints=...)`` gave every driver the same checkpoint."""
+    from safebunny.saga.config import SagaLayout
+
+    home = tmp_path / "ck"
+    a, b = (SagaLayout(str(tmp_path / "root"), d, str(home)) for d in ("a", "b"))
+    assert a.checkpoint("stock.OrderPlaced.shard.0") == str(home / "a" / "stock.OrderPlaced.shard.0")
+    assert b.checkpoint("stock.OrderPlaced.shard.0") == str(home / "b" / "stock.OrderPlaced.shard.0")
+    # one driver: the path it always had, so an existing checkpoint (and its epoch) is kept
+    assert SagaLayout(str(tmp_path / "root"), None, str(home)).checkpoint("s.T") == str(home / "s.T")
+
+
 def test_among_several_drivers_every_step_must_be_sharded() -> None:
     from safebunny.saga.checks import require_shards
 

@@ -11,7 +11,7 @@ def test_defaults():
     assert got == {
         "uri": URI, "exchange": "", "routingKey": "billing.InvoiceCreated", "node": None, "type": None,
         "contentType": None, "maxInFlight": 1000, "confirmTimeoutMs": 30000, "heartbeatSeconds": 30,
-        "connectTimeoutMs": 10000, "logLevel": None,
+        "connectTimeoutMs": 10000, "connectionName": None, "logLevel": None,
     }
 
 

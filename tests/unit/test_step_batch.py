@@ -88,12 +88,43 @@ def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_
     assert parked.fresh_copies(table) is None  # nothing parked: nothing to skip
     unskipped = Batch.of(table, skip=parked.fresh_copies)
     assert (unskipped.table, unskipped.skipped) == (table, 0)
-    parked.add(["p"])
+    parked.record({"p": {"error_type": "ValueError", "reason": "boom", "attempt": 1, "redriven": None}})
+    # recorded, its copies not confirmed yet (a crash between the two): a fresh copy is parked again, not skipped
+    assert parked.fresh_copies(table).to_pylist() == [False] * 6
+    parked.mark_sent(["p"])
     assert parked.fresh_copies(table).to_pylist() == [True, False, False, False, False, True]
     batch = Batch.of(table, skip=parked.fresh_copies)
     kept, skipped = batch.table, batch.skipped
     assert skipped == 2 and kept.column("headers").to_pylist()[:2] == [[(ATTEMPT, "1")], [(REDRIVEN, "yes")]]
     assert kept.num_rows == 4
+
+
+def test_a_recorded_parking_rejects_every_copy_but_a_redriven_one_and_an_old_list_reads_as_sent(tmp_path):
+    """Issue 48, item 3: a saga step's ``Step(parked=...)``. A parking is honoured by any later copy of the message
+    (a redelivery in another epoch, a retry tier's copy), whatever the handler would say now; a copy that redrive
+    sent after the parking (another ``x-safebunny-redriven`` stamp) is decided afresh, and once that copy is
+    parked in turn, its stamp is the one honoured."""
+    from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
+    from safebunny.saga.retry import ATTEMPT
+
+    parked = ParkedIds(str(tmp_path / "s.parked.json"))
+    ids = ["p", "p", "p", "q"]
+    headers = [None, {ATTEMPT: "2"}, {REDRIVEN: "t1"}, None]
+    table = _batch(ids, headers).table
+    assert parked.recorded(table) == {}
+    parked.record({"p": {"error_type": "ServiceDown", "reason": "down", "attempt": 1, "redriven": None}})
+    (failed,) = parked.recorded(table.slice(1, 1)).values()  # the retry tier's copy
+    assert (failed.message_id, failed.reason, failed.error_type) == ("p", "down", "ServiceDown")
+    assert set(parked.recorded(table)) == {"p"} and parked.honoured("p", {REDRIVEN: "t1"}) is None
+    parked.record({"p": {"error_type": "ServiceDown", "reason": "down again", "attempt": 1, "redriven": "t1"}})
+    assert parked.honoured("p", {REDRIVEN: "t1"})["reason"] == "down again" and parked.honoured("p", {}) is None
+    parked.record({"p": {"error_type": "Other", "reason": "later", "attempt": 3, "redriven": "t1"}})
+    assert parked.honoured("p", {REDRIVEN: "t1"})["reason"] == "down again", "a recorded parking is never redecided"
+    old = tmp_path / "old.parked.json"
+    old.write_text('["p"]')  # the format before: ids written after their copies were confirmed
+    legacy = ParkedIds(str(old))
+    assert legacy.fresh_copies(table).to_pylist() == [True, False, False, False]
+    assert legacy.recorded(table.slice(1, 1))["p"].reason  # parked again, with a reason saying where to look
 
 
 def test_a_stand_in_id_is_the_position_in_the_batch_as_read_whatever_is_skipped():

@@ -43,7 +43,7 @@ class FakeClient:
 def _source(client, **options):
     opened = []
 
-    def opener(uri, port, heartbeat):
+    def opener(uri, port, heartbeat, name):
         opened.append(client)
         return client
 

@@ -3,7 +3,9 @@
 Every reader and writer goes through :func:`open_blocking` (or :func:`broker_error` for
 clients it does not open), so a wrong password, a missing vhost or queue, or an unreachable
 host reads the same everywhere: what failed, at which ``host:port`` and vhost, and what to
-check, never the password.
+check, never the password. Every connection carries a client-provided name (:func:`client_properties`), which
+RabbitMQ shows in its management UI and API and in ``rabbitmqctl list_connections client_properties``, so an
+operator can tell which saga, driver, step or shard and role a connection serves.
 """
 
 from __future__ import annotations
@@ -24,9 +26,16 @@ from safebunny.errors import (
 from safebunny.optional import optional_classes
 from safebunny.uri import connection_parameters, describe, redact
 
-__all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "close_quietly", "open_blocking"]
+__all__ = ["CONNECT_TIMEOUT_S", "StreamEndpoint", "broker_error", "client_properties", "close_quietly",
+           "open_blocking"]
 
 CONNECT_TIMEOUT_S = 10.0
+
+
+def client_properties(name: str) -> dict[str, str]:
+    """pika's ``client_properties`` of a connection named ``name`` (e.g. ``safebunny/<saga>/<driver>/<step>.<shard>
+    /consumer``): RabbitMQ lists it as the connection's ``connection_name``."""
+    return {"connection_name": name, "product": "safebunny"}
 
 
 @dataclass(frozen=True)
@@ -131,12 +140,13 @@ def broker_error(exc: BaseException, endpoint: StreamEndpoint, action: str, queu
     return SafeBunnyBrokerError(f"RabbitMQ at {where} failed while trying to {action}: {detail}", code)
 
 
-def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect") -> Any:
-    """Open a pika ``BlockingConnection`` (one attempt, bounded timeouts) or raise a clear error."""
+def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect", *, name: str) -> Any:
+    """Open a pika ``BlockingConnection`` named ``name`` (one attempt, bounded timeouts) or raise a clear error."""
     import pika
 
     params = connection_parameters(uri, heartbeat=heartbeat, connection_attempts=1, socket_timeout=CONNECT_TIMEOUT_S,
-                                   stack_timeout=CONNECT_TIMEOUT_S * 2, blocked_connection_timeout=60)
+                                   stack_timeout=CONNECT_TIMEOUT_S * 2, blocked_connection_timeout=60,
+                                   client_properties=client_properties(name))
     try:
         return pika.BlockingConnection(params)
     except Exception as exc:

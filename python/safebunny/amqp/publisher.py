@@ -9,14 +9,13 @@ one open publisher per URI and settings in the process, so the tasks of a reused
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import asdict, dataclass
 from itertools import takewhile
 from typing import Any
 
-from safebunny.amqp.connection import StreamEndpoint, broker_error
+from safebunny.amqp.connection import StreamEndpoint, broker_error, client_properties
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 from safebunny.uri import connection_parameters, describe
 
@@ -47,13 +46,15 @@ class ConfirmingPublisher:
     ``amqp://`` or ``amqps://`` (its password never appears in errors); ``max_in_flight``: unconfirmed messages
     allowed before :meth:`publish` waits; ``confirm_timeout``: seconds a message may stay unconfirmed before the
     publish fails; ``heartbeat``: AMQP heartbeat in seconds (0 disables); ``connect_timeout``: seconds that
-    opening the connection and channel may take."""
+    opening the connection and channel may take; ``name``: the connection's client-provided name (RabbitMQ shows
+    it)."""
 
     def __init__(self, uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0,
-                 heartbeat: int = 30, connect_timeout: float = 10.0) -> None:
+                 heartbeat: int = 30, connect_timeout: float = 10.0, name: str = "safebunny/publisher") -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, but got {max_in_flight!r}")
         self.uri = uri
+        self.name = name
         self.max_in_flight = max_in_flight
         self.confirm_timeout = confirm_timeout
         self.heartbeat = heartbeat
@@ -78,7 +79,7 @@ class ConfirmingPublisher:
         params = connection_parameters(
             self.uri, heartbeat=self.heartbeat, connection_attempts=1, socket_timeout=self.connect_timeout,
             blocked_connection_timeout=None,
-            client_properties={"connection_name": f"safebunny publisher pid {os.getpid()}", "product": "safebunny"})
+            client_properties=client_properties(self.name))
         state: dict[str, Any] = {}
 
         def on_open(conn: Any) -> None:

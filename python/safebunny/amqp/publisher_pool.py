@@ -17,13 +17,13 @@ _LOCK = threading.Lock()
 
 
 def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
-            connect_timeout: float = 10.0) -> ConfirmingPublisher:
+            connect_timeout: float = 10.0, name: str = "safebunny/publisher") -> ConfirmingPublisher:
     """An open publisher for these settings: a cached one that is still healthy, or a new one.
 
     A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
     (nobody serviced its heartbeats meanwhile). Give it back with :func:`release`.
     """
-    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout)
+    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout, name)
     while True:
         with _LOCK:
             cached = _POOL.get(key)
@@ -44,7 +44,7 @@ def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.
             return publisher
         publisher.close()
     return ConfirmingPublisher(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
-                               connect_timeout=connect_timeout).open()
+                               connect_timeout=connect_timeout, name=name).open()
 
 
 def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
@@ -54,7 +54,7 @@ def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
         return
     publisher.last_used = time.monotonic()
     key = (publisher.uri, publisher.max_in_flight, publisher.confirm_timeout, publisher.heartbeat,
-           publisher.connect_timeout)
+           publisher.connect_timeout, publisher.name)
     with _LOCK:
         _POOL.setdefault(key, []).append(publisher)
 

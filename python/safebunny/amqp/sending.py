@@ -39,7 +39,8 @@ def confirmed(opts: Mapping[str, Any], send: Callable[[ConfirmingPublisher], Non
     publisher goes back to the pool, or is closed when anything failed."""
     publisher = acquire(opts["uri"], max_in_flight=opts["maxInFlight"],
                         confirm_timeout=opts["confirmTimeoutMs"] / 1000.0, heartbeat=opts["heartbeatSeconds"],
-                        connect_timeout=opts["connectTimeoutMs"] / 1000.0)
+                        connect_timeout=opts["connectTimeoutMs"] / 1000.0,
+                        name=opts.get("connectionName") or "safebunny/publisher")
     healthy = False
     try:
         send(publisher)

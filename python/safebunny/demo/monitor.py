@@ -79,7 +79,7 @@ class Monitor:
     def _sample(self) -> None:
         from safebunny.amqp.connection import open_blocking
 
-        conn = open_blocking(self.uri, action="sample the demo's queue depths")
+        conn = open_blocking(self.uri, action="sample the demo's queue depths", name="safebunny/demo/monitor")
         try:
             channel = conn.channel()
             while not self._stop.is_set():

@@ -27,7 +27,8 @@ def _publish_malformed(saga: Saga, plan: Plan) -> None:
     from safebunny.amqp.connection import open_blocking
     from safebunny.ids import correlation_id_for, saga_start
 
-    conn = open_blocking(saga.connection_uri, action="publish the demo's malformed orders")
+    conn = open_blocking(saga.connection_uri, action="publish the demo's malformed orders",
+                         name=saga.config.connection_name("demo-publisher"))
     try:
         ch = conn.channel()
         ch.confirm_delivery()

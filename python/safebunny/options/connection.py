@@ -22,6 +22,11 @@ CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("password", parse_str, values="string",
                doc="The broker password, replacing the one in `uri`. Prefer it to a password inside `uri`: "
                    "Spark redacts an option named `password` in query plans, not one inside `uri`."),
+    OptionSpec("connectionName", parse_str, values="string",
+               doc="The client-provided name of the connection this source or sink opens, which RabbitMQ shows in "
+                   "its management UI and `rabbitmqctl list_connections client_properties`. By default "
+                   "`safebunny/<queue>/consumer` for a source and `safebunny/publisher` for a sink; a saga names "
+                   "each `safebunny/<saga>/<driver>/<step or shard>/<role>`."),
     OptionSpec("logLevel", parse_choice(*LOG_LEVELS), values=", ".join(f"`{v}`" for v in LOG_LEVELS),
                doc="The level of safebunny's loggers in the processes Spark runs this source or sink in (its reader "
                    "process, the executors' Python workers), where the driver's `SAFEBUNNY_LOG_LEVEL` does not "

@@ -41,7 +41,8 @@ def _max_age(option: str, value: str | None, what: str) -> str | None:
 class SagaLayout:
     """Where a saga keeps its state under ``root``: the one place that names these paths. ``driver``: this
     process's name among several drivers (its checkpoints and journals live under ``root/drivers/<driver>``);
-    ``checkpoints``: another home for the steps' Spark checkpoints."""
+    ``checkpoints``: another home for the steps' Spark checkpoints (``<checkpoints>/<driver>/<step>`` among
+    several drivers)."""
 
     root: str
     driver: str | None = None
@@ -79,9 +80,12 @@ class SagaLayout:
         return self._under("drivers", "_leases")
 
     def checkpoint(self, unit_label: str) -> str:
-        """The Spark checkpoint of one step's (or shard's) query."""
-        base = self.checkpoints if self.checkpoints is not None else os.path.join(self.own_root, "checkpoints")
-        return os.path.join(base, unit_label)
+        """The Spark checkpoint of one step's (or shard's) query: the driver's own. Two drivers on one checkpoint
+        would share one epoch, and a batch id the other used reads as done there (its effects and marker skipped),
+        so a ``checkpoints`` home keeps a folder per driver too (issue 48, item 2); without a driver, as before."""
+        if self.checkpoints is None:
+            return os.path.join(self.own_root, "checkpoints", unit_label)
+        return os.path.join(self.checkpoints, *([self.driver] if self.driver else []), unit_label)
 
     def journal(self, unit_label: str) -> str:
         """Where one step's (or shard's) query journals its batches."""
@@ -97,7 +101,7 @@ class SagaLayout:
         return self._under("poison", f"{label}.json")
 
     def parked_ids(self, unit_label: str) -> str:
-        """The ids one query parked (:mod:`safebunny.saga.parked_ids`)."""
+        """One query's parking decisions, recorded before their copies go out (:mod:`safebunny.saga.parked_ids`)."""
         return self._under("poison", f"{unit_label}.parked.json")
 
     def reports(self, unit_label: str) -> Any:
@@ -142,6 +146,14 @@ class SagaConfig:
     def connection_uri(self) -> str:
         """The broker's URI with the password, for pika."""
         return with_password(self.uri, self.password)
+
+    def connection_name(self, role: str, unit_label: str | None = None) -> str:
+        """The client-provided name of a connection this saga opens (RabbitMQ shows it):
+        ``safebunny/<saga>[/<driver>][/<step or shard>]/<role>``, e.g.
+        ``safebunny/fulfilment/host-a/stock.OrderPlaced.shard.1/consumer``."""
+        driver = self.layout.driver
+        return "/".join(["safebunny", self.name, *([driver] if driver else []), *([unit_label] if unit_label else []),
+                         role])
 
 
 class Named(Protocol):

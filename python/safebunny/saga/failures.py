@@ -1,26 +1,30 @@
 """Where a saga step's failed rows go: the next retry tier, or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
-the same copies (:mod:`safebunny.saga.republish`). The ids it parked are recorded after their poison copies
-were confirmed (:mod:`safebunny.saga.parked_ids`), and it returns how many rows it retried and parked: the batch's
-report keeps them (:mod:`safebunny.saga.reports`)."""
+the same copies (:mod:`safebunny.saga.republish`). A parking is recorded before its copies are published and
+honoured by every later attempt, in any epoch (:mod:`safebunny.saga.parked_ids`): a message parked once is parked
+again with the same copies, never applied. It returns how many rows it retried and parked: the batch's report
+keeps them (:mod:`safebunny.saga.reports`)."""
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from safebunny.amqp.outgoing import CAUSATION_HEADER
+from safebunny.crashpoints import crash_point
 from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.parked_ids import ParkedIds
+from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
-from safebunny.saga.retry import REASON, decide, failure_headers
+from safebunny.saga.retry import REASON, Decision, decide, failure_headers
+from safebunny.streams.client import as_text
 
 __all__ = ["FailureRouter"]
 
@@ -41,15 +45,22 @@ class FailureRouter:
         return self.saga.config
 
     def __call__(self, failed: list[FailedRow], ctx: Any) -> Counter[str]:
-        """Publish the copies of ``failed`` (confirmed), record the parked ids; how many were retried and parked."""
+        """Record the parkings of ``failed``, then publish their copies (confirmed); how many were retried and
+        parked."""
         batch: Counter[tuple[str, str]] = Counter()
         example: dict[tuple[str, str], tuple[str, str]] = {}
         copies: list[Copy] = []
-        parked: list[str] = []
+        parked: dict[str, dict[str, Any]] = {}
         for row in failed:
             source: Mapping[str, Any] = row.row or {}
             headers = dict(source.get("headers") or {})
-            decision = decide(self.config.retry, headers, row.error_type)
+            recorded = self.parked_ids.honoured(row.message_id, headers)
+            if recorded is None:  # decided now
+                decision = decide(self.config.retry, headers, row.error_type)
+            else:  # parked before (a replay, another epoch): the same decision, the same copies and ids
+                decision = Decision("poison", None, int(recorded.get("attempt") or 1))
+                row = replace(row, reason=recorded.get("reason") or row.reason,
+                              error_type=recorded.get("error_type") or row.error_type)
             poisoned = decision.target == "poison"
             if poisoned:
                 target = topology.poison_queue_name(self.config, self.step.node, self.step.consumes)
@@ -65,15 +76,22 @@ class FailureRouter:
             if poisoned and self.step.fails_as:
                 copies.append(self._failure_message(row, source, body))
             if poisoned:
-                parked.append(row.message_id)
+                parked[row.message_id] = {"error_type": row.error_type, "reason": row.reason[:2000],
+                                          "attempt": decision.attempt, "redriven": as_text(headers.get(REDRIVEN))}
             key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
             batch[key] += 1
             example.setdefault(key, (row.message_id, row.reason[:300]))
             log.info("saga %s step %s: message %s %s (attempt %d): %s", self.config.name, self.step.label,
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
-        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}")
-        self.parked_ids.add(parked)  # after the poison copies were confirmed
+        # the parkings first: once a poison copy or a fails_as message may be out, every later attempt must park
+        # the message the same way, whatever its handler would say then (DESIGN.md, one recorded decision per message)
+        self.parked_ids.record(parked)
+        crash_point("saga.after_parked_ids")
+        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}",
+                       self.config.connection_name("failures", self.step.unit_label))
+        crash_point("saga.after_failure_copies")
+        self.parked_ids.mark_sent(parked)  # fresh copies of these now count as duplicates
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():
             mid, reason = example[(what, error_type)]

@@ -53,7 +53,8 @@ class Parked:
 
 def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
     out = []
-    with open_blocking(uri, action=f"read the poison queue {queue!r}") as conn:  # pika's with closes it
+    name = f"safebunny/{queue}/poison-reader"
+    with open_blocking(uri, action=f"read the poison queue {queue!r}", name=name) as conn:  # pika's with closes it
         ch = conn.channel()
         ch.basic_qos(prefetch_count=500)
         for method, props, body in ch.consume(queue, arguments={"x-stream-offset": "first"},
@@ -155,7 +156,7 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
         target = topology.consumer_queue(config, node, message_type, shard)
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))
-    publish_copies(config.connection_uri, copies, f"saga:redrive/{step.label}")
+    publish_copies(config.connection_uri, copies, f"saga:redrive/{step.label}", config.connection_name("redrive"))
     if copies:
         ledger.record([str(c.message_id) for c in copies], "redriven")
     return len(copies)

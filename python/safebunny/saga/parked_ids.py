@@ -1,66 +1,125 @@
-"""The ids a step has parked, so that a fresh copy of a parked message counts as a duplicate.
+"""The parking decisions of a step: recorded before anything is sent, honoured by every later attempt.
 
-A copy that arrives fresh (no ``x-safebunny-attempt`` or ``x-safebunny-redriven`` header) of a parked
-message is dropped and counted as a duplicate; ``redrive`` is the way to run it again (docs/sagas.md,
-"Starting"). The ids live in ``<root>/poison/<unit label>.parked.json`` (a JSON list written whole), written
-after the poison copy was confirmed, so an id found there is in the poison stream. One file per query (a
-shard has its own): a copy of an instance goes to the same shard as its first.
+A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messages, its poison copy and, with
+``fails_as``, a compensation message. So the decision is recorded here *before* they are published, and a later
+attempt in any epoch (a replay, a new checkpoint, another driver) that meets the message again does not decide
+it again: the step rejects it before its handler (``Step(parked=...)``, :meth:`ParkedIds.recorded`) and the router
+parks it as recorded, with the same copies and ids. Without that, a crash between the copies and the inbox marker,
+then a redelivery that now succeeds (the service is back), applied an order whose instance was compensated
+(issue 48, item 3). A copy ``redrive`` sent (a new ``x-safebunny-redriven`` stamp) is decided afresh: that is what
+redrive asks for.
+
+A copy that arrives fresh (no ``x-safebunny-attempt`` or ``x-safebunny-redriven`` header) of a message whose poison
+copy was confirmed is dropped and counted as a duplicate (``Step(skip=...)``, :meth:`ParkedIds.fresh_copies`;
+docs/sagas.md, "Starting"); one whose copies may not have gone out yet (a crash between the record and the
+confirms) is parked again instead, so it reaches the poison queue.
+
+The file ``<root>/poison/<unit label>.parked.json`` (one per query: a copy of an instance goes to the same shard as
+its first) holds ``{id: {"error_type", "reason", "attempt", "redriven", "sent"}}``, written whole and atomically; a
+list of ids (the format before) reads as sent decisions without a reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from safebunny.exactly_once import FailedRow
 from safebunny.saga.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
 from safebunny.storage.writes import write_atomically
+from safebunny.streams.client import as_text
 
 __all__: list[str] = []
 
 #: the header ``redrive`` sets on the copies it sends back
 REDRIVEN = "x-safebunny-redriven"
+#: the reason a parked id recorded before reasons were kept is parked again with
+_UNRECORDED = "parked before (its reason is in the poison queue)"
 
 
 class ParkedIds:
-    """The message ids query ``label`` of a saga under ``root`` has parked."""
+    """The parking decisions of one query of a saga (a file under its root)."""
 
     def __init__(self, location: str) -> None:
         self.filesystem, self.path = resolve_location(location, "root")
-        self._cache: tuple[Any, frozenset[str], pa.Array] | None = None
+        # (file stamp, decisions, the sent ids and all ids as Arrow sets, built once per change)
+        self._cache: tuple[Any, dict[str, dict[str, Any]], pa.Array, pa.Array] | None = None
 
-    def read(self) -> frozenset[str]:
+    def read(self) -> Mapping[str, Mapping[str, Any]]:
+        """Every recorded decision, by message id."""
         from pyarrow import fs
 
         info = self.filesystem.get_file_info(self.path)
         if info.type == fs.FileType.NotFound:
-            return frozenset()
+            return {}
         stamp = (info.mtime_ns, info.size)
         if self._cache is None or self._cache[0] != stamp:
             with self.filesystem.open_input_stream(self.path) as f:
                 data = f.read()
-            ids = frozenset(orjson.loads(data) if data else ())
-            self._cache = (stamp, ids, pa.array(sorted(ids), pa.string()))  # the Arrow set, built once per change
+            loaded = orjson.loads(data) if data else {}
+            decisions = loaded if isinstance(loaded, dict) else {str(i): {"sent": True} for i in loaded}
+            sent = sorted(mid for mid, d in decisions.items() if d.get("sent"))
+            self._cache = (stamp, decisions, pa.array(sent, pa.string()), pa.array(sorted(decisions), pa.string()))
         return self._cache[1]
 
     def fresh_copies(self, table: pa.Table) -> pa.ChunkedArray | None:
-        """Which rows of ``table`` (a batch as the source gives it) are fresh copies of parked ids: the saga step's
-        ``Step(skip=...)``, so they count as duplicates; None when nothing is parked."""
+        """Which rows of ``table`` (a batch as the source gives it) are fresh copies of ids whose poison copy was
+        confirmed: the saga step's ``Step(skip=...)``, so they count as duplicates; None when there are none."""
         if not self.read():
             return None
-        assert self._cache is not None  # read() found ids, so it cached them
+        assert self._cache is not None  # read() found decisions, so it cached them
         copy = pc.is_in(table.column("messageId"), value_set=self._cache[2])
         for header in (ATTEMPT, REDRIVEN):
             copy = pc.and_(copy, pc.is_null(pc.map_lookup(table.column("headers"), header, "first")))
         return pc.fill_null(copy, False)
 
-    def add(self, ids: Iterable[str]) -> None:
-        new = {str(i) for i in ids if i is not None}
+    def honoured(self, message_id: str, headers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        """The recorded parking that a copy of ``message_id`` with ``headers`` must follow, or None (not parked, or
+        sent again by a redrive after it was)."""
+        decision = self.read().get(message_id)
+        if decision is None or decision.get("redriven") != as_text((headers or {}).get(REDRIVEN)):
+            return None
+        return decision
+
+    def recorded(self, table: pa.Table) -> dict[str, FailedRow]:
+        """The saga step's ``Step(parked=...)``: of the new messages in ``table``, those a recorded parking covers,
+        as the failed rows the router parks again; they never reach the handler."""
+        if not self.read() or not table.num_rows:
+            return {}
+        assert self._cache is not None  # read() found decisions, so it cached them
+        table = table.filter(pc.fill_null(pc.is_in(table.column("messageId"), value_set=self._cache[3]), False))
+        out: dict[str, FailedRow] = {}  # only the rows of recorded ids are read as Python values
+        headers = table.column("headers").to_pylist() if "headers" in table.column_names else [None] * table.num_rows
+        correlations = (table.column("correlationId").to_pylist() if "correlationId" in table.column_names
+                        else [None] * table.num_rows)
+        for mid, pairs, correlation in zip(table.column("messageId").to_pylist(), headers, correlations,
+                                           strict=True):
+            decision = self.honoured(mid, dict(pairs or ()))
+            if decision is not None:
+                out[mid] = FailedRow(mid, decision.get("reason") or _UNRECORDED, 1, correlation,
+                                     decision.get("error_type"))
+        return out
+
+    def record(self, decisions: Mapping[str, Mapping[str, Any]]) -> None:
+        """Record parking ``decisions`` (before their copies are published); one already recorded stays as it is."""
         known = self.read()
-        if new - known:
-            write_atomically(self.filesystem, self.path, orjson.dumps(sorted(known | new)))
-            self._cache = None
+        new = {mid: {**d, "sent": False} for mid, d in decisions.items()
+               if known.get(mid, {}).get("redriven", False) != d.get("redriven")}
+        if new:
+            self._write({**known, **new})
+
+    def mark_sent(self, ids: Iterable[str]) -> None:
+        """Note that the copies of ``ids``' parkings were confirmed (fresh copies of them now count as duplicates)."""
+        known = self.read()
+        unsent = {mid for mid in ids if mid in known and not known[mid].get("sent")}
+        if unsent:
+            self._write({**known, **{mid: {**known[mid], "sent": True} for mid in unsent}})
+
+    def _write(self, decisions: Mapping[str, Mapping[str, Any]]) -> None:
+        write_atomically(self.filesystem, self.path, orjson.dumps(decisions, option=orjson.OPT_SORT_KEYS))
+        self._cache = None

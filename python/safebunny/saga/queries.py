@@ -25,9 +25,9 @@ from safebunny.session import activate, read_stream
 from safebunny.spark_errors import error_of, is_plan_error, message_of
 from safebunny.spark_logs import note_streaming_started
 
-__all__ = ["source_frame", "start_query", "interval_ms", "is_entry", "is_available_now", "WORKER_START_TRIES",
-           "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart", "note_serialization_race",
-           "note_restart"]
+__all__ = ["source_frame", "source_options", "start_query", "interval_ms", "is_entry", "is_available_now",
+           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
+           "note_serialization_race", "note_restart"]
 
 log = logging.getLogger("safebunny.saga")
 #: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
@@ -43,15 +43,22 @@ def is_available_now(trigger: str | None) -> bool:
 
 
 def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
-    """The streaming DataFrame of step ``step``'s queue. The password goes in the ``password`` option
-    (``saga.uri`` holds none), which Spark redacts in query plans."""
+    """The streaming DataFrame of step ``step``'s queue."""
     activate(spark)
+    return read_stream(spark, **source_options(saga, step, trigger))
+
+
+def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) -> dict[str, str]:
+    """The source options of step ``step``'s query. The password goes in the ``password`` option (``saga.uri``
+    holds none), which Spark redacts in query plans; ``connectionName`` names the saga, driver, step or shard and
+    role, so the broker's connection list says whose consumer a connection is."""
     config, layout = saga.config, saga.config.layout
     options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
                "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
                "journalLocation": layout.journal(step.unit_label),
                "maxMessagesPerTrigger": str(step.batch_size),
-               "pauseFile": layout.pause_file(step.node, step.consumes)}
+               "pauseFile": layout.pause_file(step.node, step.consumes),
+               "connectionName": config.connection_name("consumer", step.unit_label)}
     interval = None if trigger is None else interval_ms(trigger)
     if interval is not None and is_entry(saga, step):
         # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
@@ -60,7 +67,7 @@ def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | Non
         options["singleActiveConsumer"] = "true"
     if config.password is not None:
         options["password"] = config.password
-    return read_stream(spark, **options)
+    return options
 
 
 def is_entry(saga: SagaShape, step: SagaStep) -> bool:

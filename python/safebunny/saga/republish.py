@@ -47,12 +47,12 @@ class Copy:
     headers: dict[str, Any] = field(default_factory=dict)
 
 
-def publish_copies(uri: str, copies: list[Copy], scope: str) -> PublishCounts:
-    """Publish ``copies`` with confirms and wait for every one; raises
+def publish_copies(uri: str, copies: list[Copy], scope: str, name: str) -> PublishCounts:
+    """Publish ``copies`` with confirms on a connection named ``name`` and wait for every one; raises
     :class:`~safebunny.errors.SafeBunnyPublishError` unless each was confirmed and routed."""
     if not copies:
         return PublishCounts()
-    opts = parse_sink_options({"uri": uri})
+    opts = parse_sink_options({"uri": uri, "connectionName": name})
     builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
 
     def send(publisher: ConfirmingPublisher) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["Retry", "parse_duration_ms", "decide", "failure_headers", "ATTEMPT", "FIRST_FAILURE", "REASON"]
+__all__ = ["Retry", "Decision", "parse_duration_ms", "decide", "failure_headers", "ATTEMPT", "FIRST_FAILURE", "REASON"]
 
 ATTEMPT = "x-safebunny-attempt"
 FIRST_FAILURE = "x-safebunny-first-failure"

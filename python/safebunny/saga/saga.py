@@ -159,7 +159,10 @@ class Saga:
                                          executor_publish_rows=config.executor_publish_rows,
                                          executor_partition_rows=config.executor_partition_rows,
                                          prepare=None if step.rows else step.body.prepare,
-                                         skip=failures.parked_ids.fresh_copies)
+                                         skip=failures.parked_ids.fresh_copies,
+                                         parked=failures.parked_ids.recorded,
+                                         publish_options={"connectionName": config.connection_name(
+                                             "publisher", label)})
         return self._runtimes[label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:

@@ -40,9 +40,9 @@ _FATAL_REFUSALS = 3
 log = logging.getLogger("safebunny.source")
 
 
-def open_connection(uri: str, heartbeat: int | None = None) -> Any:
-    """Open a :class:`pika.BlockingConnection` for consuming, or raise a clear broker error."""
-    return open_blocking(uri, heartbeat=heartbeat, action="consume")
+def open_connection(uri: str, heartbeat: int | None = None, name: str = "safebunny/consumer") -> Any:
+    """Open a :class:`pika.BlockingConnection` named ``name`` for consuming, or raise a clear broker error."""
+    return open_blocking(uri, heartbeat=heartbeat, action="consume", name=name)
 
 
 class QueueConsumer:
@@ -53,12 +53,14 @@ class QueueConsumer:
     """
 
     def __init__(self, uri: str, queue: str, prefetch: int, heartbeat: int = 30,
-                 max_buffered_bytes: int | None = None) -> None:
+                 max_buffered_bytes: int | None = None, name: str | None = None) -> None:
         if not 0 <= prefetch <= 65535:
             raise ValueError(f"prefetch must be within 0..65535, but got {prefetch}")
         if max_buffered_bytes is not None and max_buffered_bytes < 1:
             raise ValueError(f"max_buffered_bytes must be >= 1 or None, but got {max_buffered_bytes}")
         self.uri = uri
+        #: the connection's client-provided name (RabbitMQ shows it)
+        self.name = name or f"safebunny/{queue}/consumer"
         self.queue = queue
         self.prefetch = prefetch
         self.heartbeat = heartbeat
@@ -100,7 +102,7 @@ class QueueConsumer:
     def _connect(self) -> None:
         import pika.exceptions as px
 
-        connection = open_connection(self.uri, self.heartbeat)
+        connection = open_connection(self.uri, self.heartbeat, self.name)
         channel = connection.channel()
         try:
             declared = channel.queue_declare(self.queue, passive=True)

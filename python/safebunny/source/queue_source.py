@@ -109,6 +109,7 @@ class QueueSource:
             self._consumer = QueueConsumer(
                 self.options["uri"], self.queue, prefetch=self.prefetch(),
                 heartbeat=self.options["heartbeatSeconds"], max_buffered_bytes=self._max_buffered_bytes(),
+                name=self.options.get("connectionName"),
             ).start()
         return self._consumer
 

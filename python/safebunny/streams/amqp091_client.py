@@ -54,13 +54,15 @@ class AmqpStreamClient(StreamQueueClient):
     protocol = "amqp"
     PREFETCH = 1000
 
-    def __init__(self, endpoint: StreamEndpoint, heartbeat: int | None = None) -> None:
+    def __init__(self, endpoint: StreamEndpoint, heartbeat: int | None = None,
+                 name: str = "safebunny/stream-reader") -> None:
         self.endpoint = endpoint
         self._heartbeat = heartbeat
+        self.name = name  # the connection's client-provided name (RabbitMQ shows it)
         self._conn: Any = None
 
     def connect(self) -> AmqpStreamClient:
-        self._conn = open_blocking(self.endpoint.uri, self._heartbeat, "open an AMQP connection")
+        self._conn = open_blocking(self.endpoint.uri, self._heartbeat, "open an AMQP connection", name=self.name)
         return self
 
     def close(self) -> None:

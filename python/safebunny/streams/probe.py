@@ -98,7 +98,7 @@ def _unknown_type(endpoint: StreamEndpoint, queue: str, why: str, code: int | No
 def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
     import pika.exceptions as pe
 
-    connection = open_blocking(uri, action=f"look up queue {queue!r}")
+    connection = open_blocking(uri, action=f"look up queue {queue!r}", name=f"safebunny/{queue}/probe")
     try:
         try:
             connection.channel().queue_declare(queue, passive=True)

@@ -29,9 +29,10 @@ def stream_protocol_answers(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
-def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None) -> StreamQueueClient:
-    """A connected client: the stream protocol when ``stream_port`` answers, else AMQP 0-9-1 (``stream_port=0``:
-    always; the warning and when a refusal is an error: docs/source.md, "Protocol")."""
+def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None,
+                       name: str = "safebunny/stream-reader") -> StreamQueueClient:
+    """A connected client whose connection is named ``name``: the stream protocol when ``stream_port`` answers, else
+    AMQP 0-9-1 (``stream_port=0``: always; the warning and when a refusal is an error: docs/source.md, "Protocol")."""
     endpoint = StreamEndpoint.from_uri(uri, stream_port)
     if stream_port > 0:
         if not stream_protocol_answers(endpoint.host, stream_port):
@@ -41,7 +42,7 @@ def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None)
                 "streamPort=0 to choose AMQP 0-9-1 and silence this warning.", endpoint.host, stream_port,
             )
         elif available("rstream.client"):
-            return RStreamClient(endpoint).connect()
+            return RStreamClient(endpoint, name).connect()
         else:
             log.warning(
                 "The stream protocol port %s:%s answers, but the package 'rstream' cannot be imported; reading "
@@ -49,4 +50,4 @@ def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None)
                 "'rstream>=0.20' (a dependency of safebunny), or set streamPort=0 to silence this warning.",
                 endpoint.host, stream_port,
             )
-    return AmqpStreamClient(endpoint, heartbeat).connect()
+    return AmqpStreamClient(endpoint, heartbeat, name).connect()

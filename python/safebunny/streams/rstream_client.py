@@ -139,8 +139,9 @@ class RStreamClient(StreamQueueClient):
 
     protocol = "stream"
 
-    def __init__(self, endpoint: StreamEndpoint) -> None:
+    def __init__(self, endpoint: StreamEndpoint, name: str = "safebunny/stream-reader") -> None:
         self.endpoint = endpoint
+        self.name = name  # the connection's client-provided name (RabbitMQ shows it)
         self._loop = asyncio.new_event_loop()
         self._holder: list[Any] = [None]  # the rstream Client, shared with the finalizer
         self._next_id = 0  # the last subscription id handed out
@@ -175,7 +176,7 @@ class RStreamClient(StreamQueueClient):
                 me.connection_lost = True
 
         client = Client(ep.host, ep.stream_port, ssl_context=context, frame_max=1024 * 1024, heartbeat=60,
-                        connection_name="safebunny-stream-source", connection_closed_handler=on_closed)
+                        connection_name=self.name, connection_closed_handler=on_closed)
 
         async def open_() -> None:
             await asyncio.wait_for(client.start(), CONNECT_TIMEOUT_S)

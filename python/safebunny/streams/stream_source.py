@@ -49,6 +49,12 @@ log = logging.getLogger("safebunny.source")
 T = TypeVar("T")
 
 
+def stream_client_name(options: dict[str, Any]) -> str:
+    """The name of a stream source's connections, the driver-side reader's and each partition's (RabbitMQ shows
+    it): the ``connectionName`` option, else ``safebunny/<queue>/consumer``."""
+    return options.get("connectionName") or f"safebunny/{options['queue']}/consumer"
+
+
 def _empty_wait_s(options: dict[str, Any]) -> float:
     return max(0.05, options["pollTimeoutMs"] / 1000.0)
 
@@ -81,7 +87,7 @@ class DriverConnection:
             self._drop()
         if self.client is None:
             o = self.options
-            self.client = self.opener(o["uri"], o["streamPort"], o["heartbeatSeconds"])
+            self.client = self.opener(o["uri"], o["streamPort"], o["heartbeatSeconds"], stream_client_name(o))
         return self.client
 
     def call(self, action: Callable[[StreamQueueClient], T]) -> T:
@@ -128,7 +134,8 @@ def batch_range(options: dict[str, Any]) -> tuple[int, int]:
 
 def read_partition(options: dict[str, Any], start: int, end: int) -> Iterator[Any]:
     """Yield Arrow batches with exactly the stream offsets ``[start, end)`` (runs on executors)."""
-    client = open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"])
+    client = open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"],
+                                stream_client_name(options))
     try:
         yield from client.read_range(
             options["queue"], options["queue"], start, end,

@@ -113,6 +113,10 @@ class NewMessages:
                 "prepare")
         return replace(self, rejected={**self.rejected, **prepared.rejected}, prepared=prepared)
 
+    def with_rejected(self, rejected: Mapping[str, FailedRow]) -> NewMessages:
+        """These messages with ``rejected`` (id -> failed row) kept from the handler too."""
+        return replace(self, rejected={**self.rejected, **rejected}) if rejected else self
+
     def for_handler(self) -> NewMessages:
         """These messages without the rejected ones: what the handler is given."""
         if not self.rejected:

@@ -26,6 +26,9 @@ FailedCallback = Callable[[list[FailedRow], StepContext], "Mapping[str, int] | N
 #: (the new messages' Arrow rows, their Spark schema) -> the handler's input, or None to hand the handler
 #: the rows as they are
 Prepare = Callable[[pa.Table, Any], "Prepared | None"]
+#: (the new messages' Arrow rows) -> the failed row of each message whose failure an earlier attempt recorded for
+#: good (a saga's parkings): those never reach the handler and go to ``on_failed`` as recorded
+Parked = Callable[[pa.Table], "Mapping[str, FailedRow]"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class StepSettings:
     journal: str | None = None
     prepare: Prepare | None = None
     skip: Skip | None = None
+    parked: Parked | None = None
     publish: PublishSettings = field(default_factory=PublishSettings)
 
     def __post_init__(self) -> None:

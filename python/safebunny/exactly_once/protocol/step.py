@@ -46,7 +46,7 @@ from safebunny.exactly_once.handlers.rows import RowRun
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
-from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Prepare, StepSettings
+from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Parked, Prepare, StepSettings
 from safebunny.session import activate
 
 __all__ = ["Step"]
@@ -102,7 +102,12 @@ class Step:
       they are. A saga parses bodies this way (:meth:`safebunny.saga.bodies.Body.prepare`);
     - ``skip``: ``skip(arrow_rows)`` gives a boolean mask (or None) of the batch's rows to count as duplicates
       without handling them, applied on the driver to the batch as read. A saga skips fresh copies of the
-      messages it parked this way (:meth:`safebunny.saga.parked_ids.ParkedIds.fresh_copies`).
+      messages it parked this way (:meth:`safebunny.saga.parked_ids.ParkedIds.fresh_copies`);
+    - ``parked``: ``parked(new_arrow_rows)`` gives the failed row of each new message that an earlier attempt
+      failed for good and recorded so (in any epoch): it never reaches the handler, and goes to ``on_failed``
+      with the recorded reason. A saga's parkings are recorded before their poison copies and compensation
+      messages are sent (:meth:`safebunny.saga.parked_ids.ParkedIds.recorded`), so a redelivery that the
+      handler would now accept is parked again, never applied.
     """
 
     def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
@@ -112,11 +117,13 @@ class Step:
                  publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
                  checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
                  journal: str | None = None, skip: Skip | None = None, executor_publish_rows: int | str | None = AUTO,
-                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS) -> None:
-        publish = PublishSettings(uri, password, dict(publish_options or {}), publish_retry_seconds,
+                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS, parked: Parked | None = None) -> None:
+        # the emits' connection is named after the node unless the options name it (RabbitMQ shows the name)
+        named = {"connectionName": f"safebunny/{node}/publisher", **(publish_options or {})}
+        publish = PublishSettings(uri, password, named, publish_retry_seconds,
                                   executor_publish_rows, executor_partition_rows)
         self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
-                                     on_failed, router, epoch, checkpoint, journal, prepare, skip, publish)
+                                     on_failed, router, epoch, checkpoint, journal, prepare, skip, parked, publish)
         self.node = node
         self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
         self._claimed = BatchClaims(node, self.inbox)
@@ -182,6 +189,8 @@ class Step:
         ctx = run.ctx
         run.seen = self.inbox.seen(run.batch.first_ids(), ctx.epoch, ctx.batch_id)
         new = run.batch.new(run.seen)
+        if self.settings.parked is not None and new.count:  # failed for good before: never handled again
+            new = new.with_rejected(self.settings.parked(new.table))
         # an empty batch (a tick that lets Spark commit the batch before it, so the source acks it) records nothing
         run.replayed = bool(run.batch.received) and self.inbox.batch_done(ctx.epoch, ctx.batch_id)
         run.clock.lap("dedupe")
