@@ -314,8 +314,9 @@ def _my_publisher_connections() -> list[int]:
 
     out = subprocess.run(["rabbitmqctl", "list_connections", "-q", "--no-table-headers", "client_properties"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    marker = '"safebunny publisher pid '
-    pids = [int(line.split(marker)[1].split('"')[0]) for line in out.splitlines() if marker in line]
+    marker = '{"process","pid '  # amqp/connection.client_properties
+    pids = [int(line.split(marker)[1].split('"')[0]) for line in out.splitlines()
+            if marker in line and '/publisher"}' in line]
     return sorted(p for p in pids if _descends_from_me(p))
 
 

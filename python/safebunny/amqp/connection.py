@@ -11,6 +11,7 @@ operator can tell which saga, driver, step or shard and role a connection serves
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +35,9 @@ CONNECT_TIMEOUT_S = 10.0
 
 def client_properties(name: str) -> dict[str, str]:
     """pika's ``client_properties`` of a connection named ``name`` (e.g. ``safebunny/<saga>/<driver>/<step>.<shard>
-    /consumer``): RabbitMQ lists it as the connection's ``connection_name``."""
-    return {"connection_name": name, "product": "safebunny"}
+    /consumer``): RabbitMQ lists it as the connection's ``connection_name``, beside ``process`` (``pid <n>``: which
+    process on the client's host holds it, as the management UI shows it)."""
+    return {"connection_name": name, "product": "safebunny", "process": f"pid {os.getpid()}"}
 
 
 @dataclass(frozen=True)
