@@ -176,6 +176,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"safebunny stream tests used {_STREAM_BROKER.origin}", bold=True)
 
 
+@pytest.fixture(scope="module")
+def management_broker() -> Iterator:
+    """A throwaway broker with the management plugin on a free loopback port (``.management_port``), statistics
+    every 500 ms: the machine's broker runs without the plugin, and the tests do not change its plugins."""
+    from brokers import ThrowawayBroker, free_port
+
+    port = free_port()
+    broker = ThrowawayBroker(plugins=("rabbitmq_management",), extra_config=(
+        f"management.tcp.port = {port}", "management.tcp.ip = 127.0.0.1", "collect_statistics_interval = 500"))
+    broker.management_port = port  # type: ignore[attr-defined]
+    broker.start()
+    yield broker
+    broker.destroy()
+
+
 @pytest.fixture(scope="session")
 def short_timeout_broker() -> Iterator:
     """A throwaway broker whose ``consumer_timeout`` is 2 s, checked every 500 ms (the channel tick; 60 s by

@@ -6,13 +6,10 @@ from __future__ import annotations
 import base64
 import json
 import urllib.request
-from collections.abc import Iterator
 from types import SimpleNamespace
 
-import pytest
-
 import safebunny
-from brokers import ThrowawayBroker, free_port
+from brokers import ThrowawayBroker
 from conftest import wait_until
 from safebunny.amqp.publisher_pool import close_all
 from safebunny.exactly_once import FailedRow
@@ -20,17 +17,6 @@ from safebunny.options.source import parse_source_options
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.queries import source_options
 from safebunny.source.queue_source import QueueSource
-
-
-@pytest.fixture(scope="module")
-def management_broker() -> Iterator[ThrowawayBroker]:
-    port = free_port()
-    broker = ThrowawayBroker(plugins=("rabbitmq_management",), extra_config=(
-        f"management.tcp.port = {port}", "management.tcp.ip = 127.0.0.1", "collect_statistics_interval = 500"))
-    broker.management_port = port  # type: ignore[attr-defined]
-    broker.start()
-    yield broker
-    broker.destroy()
 
 
 def _connection_names(broker: ThrowawayBroker) -> set[str]:

@@ -3,27 +3,13 @@ broker runs without the plugin, and the tests do not change its plugins); and th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pika
-import pytest
 
 import safebunny
 from brokers import ThrowawayBroker, free_port
 from conftest import wait_until
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import topology
-
-
-@pytest.fixture(scope="module")
-def management_broker() -> Iterator[ThrowawayBroker]:
-    port = free_port()
-    broker = ThrowawayBroker(plugins=("rabbitmq_management",), extra_config=(
-        f"management.tcp.port = {port}", "management.tcp.ip = 127.0.0.1", "collect_statistics_interval = 500"))
-    broker.management_port = port  # type: ignore[attr-defined]
-    broker.start()
-    yield broker
-    broker.destroy()
 
 
 def test_status_shows_the_unacked_messages_of_a_step_queue(management_broker: ThrowawayBroker, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_view_render import SHOP_MERMAID
 
 from safebunny.cli import exits
 from safebunny.cli.locate import load_saga
@@ -59,23 +60,7 @@ def test_view_parses_with_safe_defaults() -> None:
 
 def test_topology_show_as_mermaid(saga_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["topology", "show", str(saga_file), "--format", "mermaid"]) == 0  # no broker needed
-    assert capsys.readouterr().out == """flowchart LR
-  %% saga shop
-  n_stock_OrderPlaced["stock.OrderPlaced"]
-  n_payment_StockReserved["payment.StockReserved"]
-  n_stock_PaymentDeclined["stock.PaymentDeclined (compensates)"]
-  n_orders(["orders"])
-  n_poison[("poison")]
-  n_orders -->|OrderPlaced| n_stock_OrderPlaced
-  n_stock_OrderPlaced -->|StockReserved| n_payment_StockReserved
-  n_payment_StockReserved -.->|PaymentDeclined (compensation)| n_stock_PaymentDeclined
-  n_stock_OrderPlaced -.->|OrderPlaced| n_poison
-  n_payment_StockReserved -.->|StockReserved| n_poison
-  n_stock_PaymentDeclined -.->|PaymentDeclined| n_poison
-  classDef poison fill:#fde2e1,stroke:#c0392b
-  classDef unrouted fill:#fff3cd,stroke:#b7950b
-  class n_poison poison
-"""
+    assert capsys.readouterr().out == SHOP_MERMAID
 
 
 def _post(url: str, body: object, token: str | None = None) -> tuple[int, dict]:

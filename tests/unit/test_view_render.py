@@ -64,11 +64,8 @@ def test_a_cycle_does_not_loop_for_ever() -> None:
     assert {places["a.X"][0], places["b.Y"][0]} == {0, 1}
 
 
-def test_mermaid_text() -> None:
-    steps = [_step("stock", "OrderPlaced", "orders", ["StockReserved"]),
-             _step("payment", "StockReserved", "stock", ["PaymentDeclined"]),
-             _step("stock", "PaymentDeclined", "payment", compensates="OrderPlaced")]
-    assert mermaid(graph_of("shop", steps)) == """flowchart LR
+#: the three-step saga "shop" as Mermaid text (also what `safebunny topology show --format mermaid` prints for it)
+SHOP_MERMAID = """flowchart LR
   %% saga shop
   n_stock_OrderPlaced["stock.OrderPlaced"]
   n_payment_StockReserved["payment.StockReserved"]
@@ -85,6 +82,13 @@ def test_mermaid_text() -> None:
   classDef unrouted fill:#fff3cd,stroke:#b7950b
   class n_poison poison
 """
+
+
+def test_mermaid_text() -> None:
+    steps = [_step("stock", "OrderPlaced", "orders", ["StockReserved"]),
+             _step("payment", "StockReserved", "stock", ["PaymentDeclined"]),
+             _step("stock", "PaymentDeclined", "payment", compensates="OrderPlaced")]
+    assert mermaid(graph_of("shop", steps)) == SHOP_MERMAID
 
 
 def _data(**over):  # type: ignore[no-untyped-def]
