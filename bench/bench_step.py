@@ -47,8 +47,9 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     effects, inbox = str(run_dir / "orders"), str(run_dir / "inbox")
     journal, checkpoint = str(run_dir / "journal"), str(run_dir / "checkpoint")
     # told its source's journal and its checkpoint, as a saga's steps are: it reads each batch on the driver
-    step = safebunny.Step(node="bench", inbox=inbox, uri=uri, journal=journal, checkpoint=checkpoint,
-                          executor_publish_rows=max(1, batch // 2) if executors else None)
+    step = safebunny.Step(node="bench", inbox=inbox, settings=safebunny.StepSettings(
+        uri=uri, journal=journal, checkpoint=checkpoint,
+        executor_publish_rows=max(1, batch // 2) if executors else None))
 
     def handle(orders: Any, ctx: Any) -> Any:
         body = F.col("value").cast("string")

@@ -254,7 +254,7 @@ def _saga(args: argparse.Namespace, tag: str, work: str) -> Any:
     import safebunny
 
     saga = safebunny.Saga(f"illegal-size-{tag}", uri=args.uri, root=os.path.join(work, "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=20)
+        settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",)), batch_size=20))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",
                produces=["StockReserved"])

@@ -43,7 +43,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def _saga(uri: str, name: str, workdir: str, shards: int, driver: str | None) -> Any:
     import safebunny
 
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), batch_size=500, driver=driver)
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), settings=safebunny.SagaSettings(
+        batch_size=500, driver=driver))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=shards)
     def reserve(orders: Any, ctx: Any) -> Any:

@@ -45,7 +45,7 @@ DECLINED = "4000-0000-0000-0002"
 ORDER = "orderId string, sku string, qty int, card string"
 
 saga = safebunny.Saga(f"nb-fulfilment-{uuid.uuid4().hex[:6]}", uri=uri, password=password, root=root,
-                      retry=safebunny.Retry(delays=("1s", "2s")), batch_size=500)
+    settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s", "2s")), batch_size=500))
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema=ORDER, produces=["StockReserved"])

@@ -45,7 +45,7 @@ root = f"{workdir}/saga03"
 shutil.rmtree(root, ignore_errors=True)
 fixed = f"{root}/payment-fixed"  # the "fix": a file, which the handler sees wherever it runs (on serverless, the server)
 saga = safebunny.Saga(f"nb-ops-{uuid.uuid4().hex[:6]}", uri=uri, password=password, root=root,
-                      retry=safebunny.Retry(delays=("1s", "1s")), batch_size=100)
+    settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s", "1s")), batch_size=100))
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",

@@ -395,7 +395,7 @@ def queue_reader(uri: str, queue: str, journal: str, **extra: str):  # type: ign
 
     options = parse_source_options({"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal,
                                     **extra})
-    return SafeBunnyQueueStreamReader(options, schema_for(options["includeHeaders"], True))
+    return SafeBunnyQueueStreamReader(options, schema_for(options.include_headers, True))
 
 
 @pytest.fixture

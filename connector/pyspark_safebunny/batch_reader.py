@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 from pyspark_safebunny.queue_type import resolve_queue_type
 from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition, check_schema, read_stream_partition
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options.source import parse_source_options
+from safebunny.options.source import SourceOptions, parse_source_options
 from safebunny.streams.offsets import split_range
 from safebunny.streams.stream_source import batch_range
 
@@ -31,7 +31,7 @@ def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> D
     kind = resolve_queue_type(options)
     if kind != "stream":
         raise SafeBunnyOptionError(
-            f"Queue {options['queue']!r} is a {kind} queue: batch reads (spark.read) of classic and quorum "
+            f"Queue {options.queue!r} is a {kind} queue: batch reads (spark.read) of classic and quorum "
             "queues are not supported, because reading them removes the messages. Use "
             "spark.readStream.format('safebunny') with .trigger(availableNow=True) instead, which acks only "
             "after each batch has committed.",
@@ -43,14 +43,14 @@ def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> D
 class SafeBunnyStreamBatchReader(DataSourceReader):
     """Reads ``[startingOffsets, tail)`` of a stream queue once."""
 
-    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(options, schema)
-        self.options = dict(options)
+        self.options = options
         self.schema = schema
 
     def partitions(self) -> list[InputPartition]:
         start, end = batch_range(self.options)
-        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options["minPartitions"])]
+        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_stream_partition(self.options, partition)

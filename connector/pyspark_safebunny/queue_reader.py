@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -23,6 +22,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.options.source import SourceOptions
 from safebunny.source.journal import Journal
 from safebunny.source.offset import QueueOffset
 from safebunny.source.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
@@ -47,7 +47,7 @@ class JournalPartition(InputPartition):
 class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads a classic or quorum queue (:class:`~safebunny.source.queue_source.QueueSource` does the work)."""
 
-    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
         self.source = QueueSource(options)

@@ -4,32 +4,30 @@ readers; it imports none of them, so the plugin's modules import each other one 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.options.source import SourceOptions
 from safebunny.storage.volumes import refuse_volume
 
 __all__ = ["resolve_queue_type", "require_journal"]
 
 
-def resolve_queue_type(options: Mapping[str, Any]) -> str:
+def resolve_queue_type(options: SourceOptions) -> str:
     """``classic``, ``quorum`` or ``stream``: the option when set, else the broker's answer."""
-    if options["queueType"] != "auto":
-        return str(options["queueType"])
+    if options.queue_type != "auto":
+        return options.queue_type
     from safebunny.streams.probe import detect_queue_type
 
-    return detect_queue_type(options["uri"], options["queue"], options["streamPort"])
+    return detect_queue_type(options.connection.login_uri, options.queue, options.stream_port)
 
 
-def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
+def require_journal(options: SourceOptions, queue_type: str) -> None:
     """Classic and quorum queues need ``journalLocation``, off Unity Catalog volumes; say so before the query
     starts."""
     if queue_type == "stream":
         return
-    if not options.get("journalLocation"):
+    if not options.journal_location:
         raise SafeBunnyOptionError(
-            f"Option 'journalLocation' is required to read the {queue_type} queue {options['queue']!r}: "
+            f"Option 'journalLocation' is required to read the {queue_type} queue {options.queue!r}: "
             "set it to a durable directory every executor can read (local disk in local mode, a cloud storage "
             "URI such as 's3://...' or DBFS on a cluster), e.g. "
             ".option('journalLocation', '/checkpoints/orders/journal'). "
@@ -38,4 +36,4 @@ def require_journal(options: Mapping[str, Any], queue_type: str) -> None:
             "readStream and trigger(availableNow=True).)",
             "journalLocation",
         )
-    refuse_volume(options["journalLocation"], "Option 'journalLocation'", "journalLocation")
+    refuse_volume(options.journal_location, "Option 'journalLocation'", "journalLocation")

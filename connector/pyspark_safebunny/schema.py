@@ -33,4 +33,4 @@ def source_schema(raw_options: Mapping[str, str]) -> StructType:
     # fail at load(), not when the query starts: a missing queue, a refused login, a journal needed and missing
     # (queueType=stream asks nothing: it needs no journal)
     require_journal(options, resolve_queue_type(options))
-    return schema_for(options["includeHeaders"], include_offset=True)
+    return schema_for(options.include_headers, include_offset=True)

@@ -24,6 +24,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.options.source import SourceOptions
 from safebunny.streams.offsets import batch_start, from_spark_offset, split_range, to_spark_offset
 from safebunny.streams.stream_source import StreamSource, read_partition
 
@@ -41,11 +42,11 @@ class SafeBunnyStreamPartition(InputPartition):
         super().__init__((self.start, self.end))
 
 
-def check_schema(options: dict[str, Any], schema: StructType) -> None:
+def check_schema(options: SourceOptions, schema: StructType) -> None:
     """Reject a user-specified schema: the columns are fixed (see docs/source.md)."""
     from pyspark_safebunny.schema import schema_for
 
-    expected = schema_for(options["includeHeaders"], include_offset=True)
+    expected = schema_for(options.include_headers, include_offset=True)
     if schema != expected:
         raise SafeBunnyOptionError(
             f"The safebunny source has a fixed schema ({expected.simpleString()}), but got "
@@ -54,7 +55,7 @@ def check_schema(options: dict[str, Any], schema: StructType) -> None:
         )
 
 
-def read_stream_partition(options: dict[str, Any], partition: InputPartition) -> Iterator[Any]:
+def read_stream_partition(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors); none for any
     other partition (Spark's stand-in for "no partitions")."""
     if not isinstance(partition, SafeBunnyStreamPartition):
@@ -65,9 +66,9 @@ def read_stream_partition(options: dict[str, Any], partition: InputPartition) ->
 class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads a stream queue by offset; see :mod:`safebunny.streams.stream_source`."""
 
-    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(options, schema)
-        self.options = dict(options)
+        self.options = options
         self.schema = schema
         self.source = StreamSource(self.options)
 
@@ -77,10 +78,10 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return self.source.initial()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.options.get("maxMessagesPerTrigger") is not None:
-            return ReadMaxRows(self.options["maxMessagesPerTrigger"])
-        if self.options.get("maxBytesPerTrigger") is not None:
-            return ReadMaxBytes(self.options["maxBytesPerTrigger"])
+        if self.options.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.options.max_messages_per_trigger)
+        if self.options.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.options.max_bytes_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -88,9 +89,9 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         if isinstance(limit, ReadMaxRows):
-            return self.source.latest(start, limit.max_rows, self.options.get("maxBytesPerTrigger"))
+            return self.source.latest(start, limit.max_rows, self.options.max_bytes_per_trigger)
         if isinstance(limit, ReadMaxBytes):
-            return self.source.latest(start, self.options.get("maxMessagesPerTrigger"), limit.max_bytes)
+            return self.source.latest(start, self.options.max_messages_per_trigger, limit.max_bytes)
         if isinstance(limit, ReadMinRows):
             return self.source.latest(start, min_rows=limit.min_rows)
         return self.source.latest(start)  # ReadAllAvailable, or anything this source does not know: no cap
@@ -100,7 +101,7 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
         return None if tail is None else to_spark_offset(tail)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        ranges = split_range(batch_start(start, end), from_spark_offset(end), self.options["minPartitions"])
+        ranges = split_range(batch_start(start, end), from_spark_offset(end), self.options.min_partitions)
         return [SafeBunnyStreamPartition(lo, hi) for lo, hi in ranges]
 
     def commit(self, end: dict) -> None:

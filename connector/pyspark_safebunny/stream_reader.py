@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
-from safebunny.options.source import parse_source_options
+from safebunny.options.source import SourceOptions, parse_source_options
 
 __all__ = ["create_stream_reader", "SafeBunnyStreamReader"]
 
@@ -24,7 +24,7 @@ def create_stream_reader(raw_options: Mapping[str, str], schema: StructType) -> 
     return SafeBunnyStreamReader(parse_source_options(raw_options), schema)
 
 
-def _queue_reader(options: dict[str, Any], schema: StructType) -> DataSourceStreamReader:
+def _queue_reader(options: SourceOptions, schema: StructType) -> DataSourceStreamReader:
     queue_type = resolve_queue_type(options)
     if queue_type == "stream":
         from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamQueueReader
@@ -46,7 +46,7 @@ class SafeBunnyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     queue's reader: ``read`` serves a partition by its type.
     """
 
-    def __init__(self, options: dict[str, Any], schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options
         self.schema = schema
         self._reader: DataSourceStreamReader | None = None

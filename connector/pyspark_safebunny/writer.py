@@ -16,14 +16,14 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
 from safebunny.amqp.sending import confirmed, publish_batches
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options.sink import parse_sink_options
+from safebunny.options.sink import SinkOptions, parse_sink_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -72,7 +72,7 @@ def _describe(total: Mapping[str, int]) -> str:
 class _Publishing:
     """The part shared by the batch and the streaming writer: options, plan and the task's work."""
 
-    def __init__(self, options: dict[str, Any], plan: SinkPlan) -> None:
+    def __init__(self, options: SinkOptions, plan: SinkPlan) -> None:
         self.options = options
         self.plan = plan
 
@@ -132,7 +132,7 @@ class SafeBunnyStreamWriter(_Publishing, DataSourceStreamArrowWriter):
                     _describe(summarize(messages)))
 
 
-def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[dict[str, Any], SinkPlan]:
+def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[SinkOptions, SinkPlan]:
     parsed = parse_sink_options(options)
     return parsed, plan_sink(parsed, {field.name: field.dataType.simpleString() for field in schema.fields})
 

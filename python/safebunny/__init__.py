@@ -24,11 +24,13 @@ from safebunny.saga import topology
 # imported on first use (see safebunny._lazy): a process that needs one module does not load them all
 _LAZY = {
     "BatchReport": "safebunny.exactly_once", "Inbox": "safebunny.exactly_once", "Outcome": "safebunny.exactly_once",
-    "Step": "safebunny.exactly_once", "StepContext": "safebunny.exactly_once", "append": "safebunny.exactly_once",
+    "Step": "safebunny.exactly_once", "StepSettings": "safebunny.exactly_once", "StepContext": "safebunny.exactly_once",
+    "append": "safebunny.exactly_once",
     "emit": "safebunny.exactly_once", "merge": "safebunny.exactly_once",
     "correlation_id_for": "safebunny.ids", "message_id": "safebunny.ids", "new_correlation_id": "safebunny.ids",
     "saga_start": "safebunny.ids",
-    "Retry": "safebunny.saga", "Saga": "safebunny.saga", "StepStatus": "safebunny.saga",
+    "Retry": "safebunny.saga", "Saga": "safebunny.saga", "SagaSettings": "safebunny.saga",
+    "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
     "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
     "error_of": "safebunny.spark_errors",
@@ -38,9 +40,9 @@ __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
 if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
     from typing import Any
 
-    from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, append, emit, merge
+    from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, StepSettings, append, emit, merge
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
-    from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
+    from safebunny.saga import Retry, Saga, SagaSettings, StepStatus, TraceEntry
     from safebunny.session import activate, publish, read_stream
     from safebunny.spark_errors import error_of
 
@@ -53,6 +55,7 @@ __all__ = [
     "new_correlation_id",
     "saga_start",
     "Step",
+    "StepSettings",
     "StepContext",
     "BatchReport",
     "Outcome",
@@ -64,6 +67,7 @@ __all__ = [
     "publish",
     "read_stream",
     "Saga",
+    "SagaSettings",
     "Retry",
     "StepStatus",
     "TraceEntry",

@@ -16,7 +16,7 @@ ROOT = Path(os.environ["CLI_SAGA_ROOT"])
 FIX = Path(os.environ["CLI_SAGA_FIX"])
 
 saga = safebunny.Saga(os.environ["CLI_SAGA_NAME"], uri=os.environ["SAFEBUNNY_URI"], root=str(ROOT / "saga"),
-                      retry=safebunny.Retry(delays=("1s",)))
+    settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",))))
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",

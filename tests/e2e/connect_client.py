@@ -53,7 +53,8 @@ def step_scenario():
                                   [(f"m{i}", json.dumps({"n": i})) for i in range(4)], "messageId string, value string")
     safebunny.publish(first, uri=uri, exchange="", routingKey=queue)
     effects = os.path.join(workdir, "effects")
-    step = safebunny.Step(node="connect", inbox=os.path.join(workdir, "inbox"), uri=uri)
+    step = safebunny.Step(node="connect", inbox=os.path.join(workdir, "inbox"), settings=safebunny.StepSettings(
+        uri=uri))
 
     def handle(messages, ctx):
         rows = messages.select("messageId", F.get_json_object(F.col("value").cast("string"), "$.n").alias("n"))
@@ -80,8 +81,8 @@ def step_scenario():
 def _orders_saga(name, with_qty=False, **settings):
     """The two-step saga of the saga scenarios: stock reserves (a Delta append and an emit per order), shipping
     ships (a Delta append); ``with_qty`` adds the orders' ``qty int`` column."""
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
-                          **settings)
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",)), **settings))
     columns = ["messageId", "orderId", *(["qty"] if with_qty else [])]
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders",

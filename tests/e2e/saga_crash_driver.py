@@ -20,9 +20,9 @@ print("MASTER", spark.sparkContext.master, flush=True)
 # about 20 per task
 executor_rows = int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None
 state = os.environ.get("SAFEBUNNY_TEST_STATE") or workdir
-saga = safebunny.Saga(name, uri=uri, root=f"{state}/saga", retry=safebunny.Retry(delays=("1s",)),
-                      batch_size=40, executor_publish_rows=executor_rows, executor_partition_rows=20,
-                      checkpoints=os.path.join(workdir, "checkpoints"))
+saga = safebunny.Saga(name, uri=uri, root=f"{state}/saga", settings=safebunny.SagaSettings(
+    retry=safebunny.Retry(delays=("1s",)), batch_size=40, executor_publish_rows=executor_rows,
+    executor_partition_rows=20, checkpoints=os.path.join(workdir, "checkpoints")))
 
 
 @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int",

@@ -23,9 +23,9 @@ class ServiceDown(RuntimeError):
 
 
 def define(uri: str, name: str, workdir: str, checkpoints: str) -> safebunny.Saga:
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), batch_size=40,
-                          retry=safebunny.Retry(delays=("1s",), poison_on=("ServiceDown",)),
-                          checkpoints=os.path.join(workdir, checkpoints))
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), settings=safebunny.SagaSettings(
+        batch_size=40, retry=safebunny.Retry(delays=("1s",), poison_on=("ServiceDown",)),
+        checkpoints=os.path.join(workdir, checkpoints)))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", rows=True,
                produces=["StockReserved"], fails_as="StockFailed")

@@ -21,8 +21,9 @@ STOCK_SHARDS, SHIPPING_SHARDS = 2, 2  # enough for a takeover and a balance; eac
 
 
 def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), retry=safebunny.Retry(delays=("1s",)),
-                          batch_size=15, driver=driver, checkpoints=os.environ.get("SAFEBUNNY_TEST_CHECKPOINTS"))
+    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",)), batch_size=15, driver=driver,
+        checkpoints=os.environ.get("SAFEBUNNY_TEST_CHECKPOINTS")))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
                produces=["StockReserved"], shards=STOCK_SHARDS)

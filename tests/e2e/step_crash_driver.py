@@ -54,8 +54,8 @@ def run(spark, uri: str, scenario: dict) -> None:
     else:
         inbox, state = os.path.join(workdir, "inbox"), None
         effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
-    step = safebunny.Step(node="billing", inbox=inbox, uri=uri, state=state,
-                          executor_publish_rows=scenario.get("executor_rows") or None)
+    step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
+        uri=uri, state=state, executor_publish_rows=scenario.get("executor_rows") or None))
     # effects "both" adds a merge into WORKDIR/ledger (one row per message, a per-message counter that counts
     # how often the merge ran for it), so a crash can fall between two effects of one batch
     both = scenario.get("effects") == "both"

@@ -174,7 +174,7 @@ def test_an_empty_batch_commits_nothing_and_the_next_batch_is_recorded(spark, tm
     import safebunny
 
     inbox = str(tmp_path / "inbox")
-    step = safebunny.Step("ticks", inbox, epoch="e1")
+    step = safebunny.Step("ticks", inbox, safebunny.StepSettings(epoch="e1"))
     seen: list[int] = []
 
     def handler(data, ctx):  # type: ignore[no-untyped-def]

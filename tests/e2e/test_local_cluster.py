@@ -41,7 +41,8 @@ def _why(stderr):
 
 def test_a_saga_on_a_cluster_killed_mid_drain_applies_each_effect_once(amqp_uri, tmp_path):
     name = f"sbt-cluster-{uuid.uuid4().hex[:8]}"
-    saga = safebunny.Saga(name, uri=amqp_uri, root=str(tmp_path / "saga"), retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga(name, uri=amqp_uri, root=str(tmp_path / "saga"), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",))))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda d, c: None)
     saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")(lambda d, c: None)
     try:

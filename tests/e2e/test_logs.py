@@ -55,7 +55,7 @@ SAGA_SESSION = r'''
 spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-saga = safebunny.Saga(name, uri=uri, root=root, retry=safebunny.Retry(delays=("1s",)))
+saga = safebunny.Saga(name, uri=uri, root=root, settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",))))
 '''
 
 SAGA_DRIVER = r'''

@@ -48,7 +48,7 @@ def test_a_step_with_its_state_on_s3_survives_a_crash_and_a_new_epoch_exactly_on
         return safebunny.Outcome(effects=[safebunny.append({"orderId": msg["messageId"],
                                                             "answer": f"a{calls['n']}"}, ledger)])
 
-    first = safebunny.Step(node="approve", inbox=inbox, epoch="E0")
+    first = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(epoch="E0"))
 
     def die(*args, **kwargs):
         raise Crash("the driver died before the inbox append")
@@ -58,7 +58,7 @@ def test_a_step_with_its_state_on_s3_survives_a_crash_and_a_new_epoch_exactly_on
         first.process(_batch(spark, ["m1", "m2", "m3"]), 2, decide, rows=True)
     assert any("/_claims/approve/" in p for p in _objects(inbox)), "the claim is on the object store"
     assert any("/_decisions/_delta_log/" in p for p in _objects(inbox)), "so are the committed decisions"
-    second = safebunny.Step(node="approve", inbox=inbox, epoch="E1")
+    second = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(epoch="E1"))
     second.process(_batch(spark, ["m1", "m2", "m3", "m4"]), 0, decide, rows=True)
     rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["orderId"] for r in rows) == ["m1", "m2", "m3", "m4"], "each message once"

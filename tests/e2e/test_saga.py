@@ -24,8 +24,8 @@ def _rows(path):
 
 def _fulfilment(uri, tmp, broken):
     name = f"sbt-{uuid.uuid4().hex[:8]}"
-    saga = safebunny.Saga(name, uri=uri, root=str(tmp / "saga"), retry=safebunny.Retry(delays=("1s", "1s")),
-                          batch_size=200)
+    saga = safebunny.Saga(name, uri=uri, root=str(tmp / "saga"), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s", "1s")), batch_size=200))
     t = {k: str(tmp / k) for k in ("reservations", "payments", "shipments", "releases")}
     calls = {}
 

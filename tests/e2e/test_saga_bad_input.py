@@ -22,7 +22,7 @@ def _rows(path):
 
 def _saga(uri, tmp):
     return safebunny.Saga(f"sbi-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp / "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=50)
+        settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",)), batch_size=50))
 
 
 def _publish(uri, saga, routing_key, bodies):

@@ -33,7 +33,8 @@ def _run(uri, name, workdir, state, *extra, crash_at=None):
 
 def _shape(uri, name, state):
     """The driver's saga without its handlers: enough to read its queues and delete its topology."""
-    saga = safebunny.Saga(name, uri=uri, root=f"{state}/saga", retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga(name, uri=uri, root=f"{state}/saga", settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",))))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda d, c: None)
     saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")(lambda d, c: None)
     return saga

@@ -15,7 +15,8 @@ from safebunny.saga.instances import instances_table
 
 def test_a_parked_order_started_again_is_a_duplicate_and_trace_agrees_with_poison(spark, amqp_uri, tmp_path):
     saga = safebunny.Saga(f"sbc-{uuid.uuid4().hex[:8]}", uri=amqp_uri, root=str(tmp_path / "saga"),
-                          retry=safebunny.Retry(delays=("1s",), poison_on=("ValueError",)), batch_size=50)
+        settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",), poison_on=("ValueError",)),
+            batch_size=50))
     out = str(tmp_path / "reservations")
 
     @F.udf("string")

@@ -16,7 +16,7 @@ from safebunny.errors import SafeBunnyPlanError
 
 def _saga(uri, tmp):
     saga = safebunny.Saga(f"sbp-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp / "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=50)
+        settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",)), batch_size=50))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, qty int")
     def reserve(orders, ctx):

@@ -23,7 +23,7 @@ def _rows(path: str) -> list[dict]:  # type: ignore[type-arg]
 
 def test_a_sharded_step_applies_each_instance_once_in_its_own_shard(spark, amqp_uri, tmp_path):
     saga = safebunny.Saga(f"sbs-{uuid.uuid4().hex[:8]}", uri=amqp_uri, root=str(tmp_path / "saga"),
-                          retry=safebunny.Retry(delays=("1s",)), batch_size=50)
+        settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",)), batch_size=50))
     reserved, shipped = str(tmp_path / "reserved"), str(tmp_path / "shipped")
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",

@@ -20,8 +20,8 @@ def test_a_saga_writes_nothing_outside_its_root(spark, amqp_uri, tmp_path, monke
     (cwd / "notes.txt").write_text("the user's own file")
     monkeypatch.chdir(cwd)
     before, around = _listing(cwd), _listing(tmp_path)
-    saga = safebunny.Saga(f"sbt-{uuid.uuid4().hex[:8]}", uri=amqp_uri, root=str(root),
-                          retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga(f"sbt-{uuid.uuid4().hex[:8]}", uri=amqp_uri, root=str(root), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",))))
 
     @saga.step("greeter", consumes="NameGiven", from_node="app", schema="name string", produces=["Greeted"])
     def greet(names, ctx):

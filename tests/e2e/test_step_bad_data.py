@@ -41,7 +41,7 @@ def _twice(step, df, batch_id, handler, rows=False):
 @pytest.mark.parametrize("rows", [False, True], ids=["dataframe", "row"])
 def test_a_merge_with_two_messages_for_one_key_keeps_the_last_in_source_order(spark, tmp_path, rows):
     accounts = str(tmp_path / "accounts")
-    step = safebunny.Step("acct", str(tmp_path / "inbox"), epoch="e1")
+    step = safebunny.Step("acct", str(tmp_path / "inbox"), safebunny.StepSettings(epoch="e1"))
 
     def upsert(data, ctx):
         if rows:
@@ -60,8 +60,8 @@ def test_a_failed_message_keeps_no_effect_and_no_emit_so_its_retry_applies_once(
     out = make_queue(suffix="-out")
     ledger = str(tmp_path / "ledger")
     handed: list[FailedRow] = []
-    step = safebunny.Step("ledger", str(tmp_path / "inbox"), amqp_uri, epoch="e1",
-                          on_failed=lambda failed, ctx: handed.extend(failed))
+    step = safebunny.Step("ledger", str(tmp_path / "inbox"), safebunny.StepSettings(
+        uri=amqp_uri, epoch="e1", on_failed=lambda failed, ctx: handed.extend(failed)))
     calls = {"n": 0}
 
     def post(df, ctx):
@@ -88,7 +88,8 @@ def test_a_message_without_an_id_is_handed_over_with_a_reason_and_the_rest_appli
     admin.publish(queue, [json.dumps({"n": i}).encode() for i in range(3)], props)
     effects, inbox = str(tmp_path / "effects"), str(tmp_path / "inbox")
     handed: list[FailedRow] = []
-    step = safebunny.Step("noid", inbox, amqp_uri, on_failed=lambda failed, ctx: handed.extend(failed))
+    step = safebunny.Step("noid", inbox, safebunny.StepSettings(
+        uri=amqp_uri, on_failed=lambda failed, ctx: handed.extend(failed)))
 
     def handle(df, ctx):
         return safebunny.Outcome(effects=[safebunny.append(df.select("messageId", "value"), effects)])
@@ -110,7 +111,7 @@ def test_a_message_without_an_id_is_handed_over_with_a_reason_and_the_rest_appli
 
 def test_row_handler_types_come_from_the_table_and_the_batch_and_a_misfit_fails_alone(spark, tmp_path):
     notes, codes = str(tmp_path / "notes"), str(tmp_path / "codes")
-    step = safebunny.Step("notes", str(tmp_path / "inbox"), epoch="e1")
+    step = safebunny.Step("notes", str(tmp_path / "inbox"), safebunny.StepSettings(epoch="e1"))
     answers = {"m1": (notes, {"k": "a", "note": None}), "m2": (notes, {"k": "b", "note": "hello"}),
                "m3": (codes, {"code": 1}), "m4": (codes, {"code": "A1"}), "m5": (codes, {"code": None}),
                "m6": (codes, {"code": 7})}

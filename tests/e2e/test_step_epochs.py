@@ -45,13 +45,13 @@ def test_a_row_handler_keeps_the_orphaned_epochs_decisions(spark, amqp_uri, make
         return safebunny.Outcome(effects=[safebunny.append(decision, ledger)],
                                  emits=[safebunny.emit(decision, type="Decided", routing_key=out)])
 
-    first = safebunny.Step(node="approval", inbox=inbox, uri=amqp_uri, epoch="E0")
+    first = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 4, decide, rows=True)
     assert len(DeltaRsTarget(ledger).read()) == 2, "the first epoch's effects are committed"
 
-    second = safebunny.Step(node="approval", inbox=inbox, uri=amqp_uri, epoch="E1")
+    second = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
     report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, decide, rows=True)
     rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["messageId"] for r in rows) == ["m1", "m2", "m3"], "each message once in the ledger"
@@ -73,7 +73,7 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
                                           safebunny.merge(rows, ledger, on="messageId")],
                                  emits=[safebunny.emit(rows, type="Done", routing_key=out)])
 
-    first = safebunny.Step(node="ship", inbox=inbox, uri=amqp_uri, epoch="E0")
+    first = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
     applied = []
     original = takeover_module.apply_effect
 
@@ -91,7 +91,7 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
         takeover_module.apply_effect = original
     assert applied == ["append"]
 
-    second = safebunny.Step(node="ship", inbox=inbox, uri=amqp_uri, epoch="E1")
+    second = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
     second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
     appended = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(effects).read().to_pylist())
     assert appended == [("m1", "E0"), ("m2", "E0"), ("m3", "E1")]
@@ -126,14 +126,14 @@ def test_a_row_that_failed_in_the_dead_epoch_is_applied_by_the_next(spark, amqp_
         return safebunny.Outcome(effects=[safebunny.append(
             df.select("messageId", charge("messageId").alias("status")), ledger)])
 
-    first = safebunny.Step(node="charge", inbox=inbox, epoch="E0")
+    first = safebunny.Step(node="charge", inbox=inbox, settings=safebunny.StepSettings(epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2", "m3"]), 3, handle)
     assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m3"]
 
     down.unlink()  # the service is back
-    second = safebunny.Step(node="charge", inbox=inbox, epoch="E1")
+    second = safebunny.Step(node="charge", inbox=inbox, settings=safebunny.StepSettings(epoch="E1"))
     report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
     assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2", "m3"], \
         "the order that failed in the dead epoch is applied once, the others are not applied again"
@@ -155,12 +155,14 @@ def test_a_failed_decision_of_the_dead_epoch_is_decided_again(spark, amqp_uri, m
         return safebunny.Outcome(effects=[safebunny.append(row, ledger)],
                                  emits=[safebunny.emit(row, type="Approved", routing_key=out)])
 
-    first = safebunny.Step(node="approve", inbox=inbox, uri=amqp_uri, epoch="E0", row_retries=0)
+    first = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(
+        uri=amqp_uri, epoch="E0", row_retries=0))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 1, decide, rows=True)
     service["up"] = True
-    second = safebunny.Step(node="approve", inbox=inbox, uri=amqp_uri, epoch="E1", row_retries=0)
+    second = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(
+        uri=amqp_uri, epoch="E1", row_retries=0))
     report = second.process(_batch(spark, ["m1", "m2"]), 0, decide, rows=True)
     assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2"]
     assert report.failed == 0 and report.processed == 2
@@ -180,13 +182,13 @@ def test_an_emit_only_row_step_takes_one_branch_per_instance(spark, amqp_uri, ma
                                                        routing_key=out)])
 
     ids = [f"o{i}" for i in range(8)]
-    first = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="E0")
+    first = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ids), 5, pay, rows=True)
     assert _claim_files(tmp_path), "an emit-only row batch records which decisions it took"
     answer["value"] = "Declined"  # the service answers differently now
-    second = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="E1")
+    second = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
     second.process(_batch(spark, ids), 0, pay, rows=True)
     branches: dict[str, set[str]] = {}
     for _, props, body in admin.get_all(out):
@@ -203,7 +205,7 @@ def test_a_claim_older_than_the_window_still_protects_its_effects(spark, amqp_ur
     def handle(df, ctx):
         return safebunny.Outcome(effects=[safebunny.append(df.select("messageId"), ledger)])
 
-    first = safebunny.Step(node="keep", inbox=inbox, epoch="E0")
+    first = safebunny.Step(node="keep", inbox=inbox, settings=safebunny.StepSettings(epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 2, handle)
@@ -211,7 +213,7 @@ def test_a_claim_older_than_the_window_still_protects_its_effects(spark, amqp_ur
     raw = json.loads(claim.read_text())
     raw["writtenAt"] = 0.0  # written in 1970: far older than any window
     claim.write_text(json.dumps(raw))
-    second = safebunny.Step(node="keep", inbox=inbox, epoch="E1")
+    second = safebunny.Step(node="keep", inbox=inbox, settings=safebunny.StepSettings(epoch="E1"))
     second.process(_batch(spark, ["m1", "m2"]), 0, handle)
     assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2"]
 
@@ -274,8 +276,8 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
             orphans = step_a._claimed._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
         return original_apply(self, effects, orphans, late_done, pins)
 
-    step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")
-    step_b = safebunny.Step(node="ship", inbox=inbox, epoch="EB")
+    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA"))
+    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB"))
     takeover_module.apply_effect = apply_effect
     takeover_module.Takeover.apply = plan_after_both_claims
     try:
@@ -324,8 +326,8 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
 
     a_ready, a_may_go = threading.Event(), threading.Event()
 
-    step_a = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EA")
-    step_b = safebunny.Step(node="payment", inbox=inbox, uri=amqp_uri, epoch="EB")
+    step_a = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="EA"))
+    step_b = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="EB"))
     write_claim = step_a._claimed.claims.write
 
     def claim_after_b(*args, **kwargs):  # A has decided; its claim comes after B's whole batch
@@ -385,8 +387,8 @@ def test_a_batch_fenced_while_it_stalled_between_two_tables_resumes_without_appl
             assert resume.wait(120)
         return written
 
-    step_a = safebunny.Step(node="ship", inbox=inbox, epoch="EA")
-    step_b = safebunny.Step(node="ship", inbox=inbox, epoch="EB")
+    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA"))
+    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB"))
     takeover_module.apply_effect = apply_effect
     try:
         thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 1, handle))

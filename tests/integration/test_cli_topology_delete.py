@@ -11,7 +11,8 @@ from safebunny.cli.main import main
 SAGA = """
 import safebunny
 
-saga = safebunny.Saga({name!r}, uri={uri!r}, root={root!r}, retry=safebunny.Retry(delays=("1s",)))
+saga = safebunny.Saga({name!r}, uri={uri!r}, root={root!r},
+                      settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",))))
 
 
 @saga.step("greeter", consumes="NameGiven", from_node="app", schema="name string")

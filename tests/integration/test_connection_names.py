@@ -28,14 +28,14 @@ def _connection_names(broker: ThrowawayBroker) -> set[str]:
 
 def test_a_shards_consumer_and_failure_publisher_name_their_saga_driver_shard_and_role(
         management_broker: ThrowawayBroker, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    saga = safebunny.Saga("names", uri=management_broker.uri, root=str(tmp_path), driver="host-a",
-                          retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga("names", uri=management_broker.uri, root=str(tmp_path), settings=safebunny.SagaSettings(
+        driver="host-a", retry=safebunny.Retry(delays=("1s",))))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=2)(
         lambda df, ctx: None)
     saga.declare()
     unit = saga.units()[1]  # shard 1
     # the reader process's source, started from the options the step's query gets
-    source = QueueSource(parse_source_options(source_options(saga, unit)))
+    source = QueueSource(parse_source_options(source_options(saga, unit).spark_options()))
     try:
         source._consumer_()
         # a failed row sent to the retry tier, as the step's on_failed does (the pooled publisher stays open)

@@ -11,7 +11,8 @@ from safebunny.saga.failures import FailureRouter
 
 
 def test_a_poisoned_message_publishes_its_fails_as_message(amqp_uri, admin, unique_name, tmp_path):
-    saga = safebunny.Saga(unique_name, uri=amqp_uri, root=str(tmp_path), retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga(unique_name, uri=amqp_uri, root=str(tmp_path), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1s",))))
 
     @saga.step("payment", consumes="StockReserved", from_node="stock", schema="orderId string",
                fails_as="PaymentFailed")

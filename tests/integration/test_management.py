@@ -14,8 +14,8 @@ from safebunny.saga import topology
 
 def test_status_shows_the_unacked_messages_of_a_step_queue(management_broker: ThrowawayBroker, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url = f"http://127.0.0.1:{management_broker.management_port}"  # type: ignore[attr-defined]
-    saga = safebunny.Saga("mgmt", uri=management_broker.uri, root=str(tmp_path), management_url=url,
-                          quorum=False, retry=safebunny.Retry(delays=("1s",)))
+    saga = safebunny.Saga("mgmt", uri=management_broker.uri, root=str(tmp_path), settings=safebunny.SagaSettings(
+        management_url=url, quorum=False, retry=safebunny.Retry(delays=("1s",))))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")
     def reserve(df, ctx):  # type: ignore[no-untyped-def]

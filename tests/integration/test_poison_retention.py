@@ -14,7 +14,8 @@ import safebunny
 
 
 def _saga(uri, tmp_path, name=None, **kwargs):  # type: ignore[no-untyped-def]
-    saga = safebunny.Saga(name or f"sbr-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp_path / "saga"), **kwargs)
+    saga = safebunny.Saga(name or f"sbr-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp_path / "saga"),
+        settings=safebunny.SagaSettings(**kwargs))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")
     def reserve(orders, ctx):  # type: ignore[no-untyped-def]
@@ -63,7 +64,7 @@ def test_a_retention_that_rabbitmq_would_not_read_is_refused_before_anything_is_
     for bad in ("30 days", "0D", "30d", ""):
         with pytest.raises(safebunny.SafeBunnyOptionError, match="poison_max_age"):
             _saga(amqp_uri, tmp_path, poison_max_age=bad)
-    assert _saga(amqp_uri, tmp_path, poison_max_age=None).config.poison_max_age is None
+    assert _saga(amqp_uri, tmp_path, poison_max_age=None).config.settings.poison_max_age is None
 
 
 def test_the_unrouted_stream_has_a_retention_and_an_existing_one_keeps_its_own(amqp_uri, tmp_path, admin,

@@ -13,8 +13,8 @@ from safebunny.saga.republish import COPY_ID
 
 
 def _saga(uri, tmp):
-    saga = safebunny.Saga(f"sbc-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp),
-                          retry=safebunny.Retry(delays=("1h",)))
+    saga = safebunny.Saga(f"sbc-{uuid.uuid4().hex[:8]}", uri=uri, root=str(tmp), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=("1h",))))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
               fails_as="StockFailed")(lambda df, ctx: None)
     saga.step("stock", consumes="StockFailed", from_node="stock", schema="orderId string")(lambda df, ctx: None)

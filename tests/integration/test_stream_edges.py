@@ -68,7 +68,7 @@ def _reader(amqp_uri, queue, port, **options):
     raw = {"uri": amqp_uri, "queue": queue, "queueType": "stream", "streamPort": str(port), "pollTimeoutMs": "300"}
     raw.update({k: str(v) for k, v in options.items()})
     parsed = parse_source_options(raw)
-    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed["includeHeaders"], True))
+    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed.include_headers, True))
 
 
 def _recreate(admin, queue: str, bodies: list[bytes]) -> None:

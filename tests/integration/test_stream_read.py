@@ -221,7 +221,7 @@ def _reader(amqp_uri, queue, stream_port, **options):
     raw = {"uri": amqp_uri, "queue": queue, "streamPort": str(stream_port), "pollTimeoutMs": "300"}
     raw.update({k: str(v) for k, v in options.items()})
     parsed = parse_source_options(raw)
-    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed["includeHeaders"], True))
+    return SafeBunnyStreamQueueReader(parsed, schema_for(parsed.include_headers, True))
 
 
 @pytest.mark.parametrize("port", ["stream", 0])

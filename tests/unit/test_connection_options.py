@@ -21,13 +21,13 @@ ROLES = [(parse_source_options, {"queue": "q"}), (parse_sink_options, {"routingK
 )
 def test_password_option_replaces_the_uri_password(parse, required, uri, password, expected):
     options = parse({"uri": uri, "password": password, **required})
-    assert options["uri"] == expected
-    assert "password" not in options
+    assert options.connection.login_uri == expected
+    assert password not in repr(options) and password not in options.connection.uri
 
 
 @pytest.mark.parametrize("parse, required", ROLES, ids=["source", "sink"])
 def test_without_password_option_the_uri_is_kept(parse, required):
-    assert parse({"uri": "amqp://a:b@h/%2F", **required})["uri"] == "amqp://a:b@h/%2F"
+    assert parse({"uri": "amqp://a:b@h/%2F", **required}).connection.login_uri == "amqp://a:b@h/%2F"
 
 
 def test_log_level_option_sets_the_level_where_the_options_are_parsed() -> None:

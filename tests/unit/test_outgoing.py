@@ -16,13 +16,21 @@ from safebunny.amqp.outgoing import (
 )
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.ids import NAMESPACE, message_id
+from safebunny.options import typed
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.sink import SinkOptions
 
 OPTS = {"exchange": "safebunny", "routingKey": "billing.InvoiceCreated", "node": None, "type": None,
         "contentType": None}
 
 
+def _sink(options):
+    """The sink options of ``options`` (option names as keys)."""
+    return typed(SinkOptions, options, connection=ConnectionSettings("amqp://h"))
+
+
 def builder(columns=None, scope="batch:0/partition:0", **options):
-    return MessageBuilder(plan_sink({**OPTS, **options}, columns or {"value": "binary"}), scope)
+    return MessageBuilder(plan_sink(_sink({**OPTS, **options}), columns or {"value": "binary"}), scope)
 
 
 # -- columns ---------------------------------------------------------------------------
@@ -57,8 +65,8 @@ def test_every_accepted_column_with_every_type_passes():
 
 def test_a_routing_key_is_needed_from_the_option_or_a_column():
     with pytest.raises(SafeBunnyOptionError, match="needs a routing key.*'routingKey'"):
-        plan_sink({**OPTS, "routingKey": None}, {"value": "binary"})
-    plan = plan_sink({**OPTS, "routingKey": None}, {"value": "binary", "routingKey": "string"})
+        plan_sink(_sink({**OPTS, "routingKey": None}), {"value": "binary"})
+    plan = plan_sink(_sink({**OPTS, "routingKey": None}), {"value": "binary", "routingKey": "string"})
     assert plan.routing_key is None
 
 
@@ -256,6 +264,6 @@ def test_bad_rows_fail_loudly(kwargs, words):
 
 
 def test_null_routing_key_without_option_fails():
-    b = MessageBuilder(plan_sink({**OPTS, "routingKey": None}, {"value": "binary", "routingKey": "string"}), "s")
+    b = MessageBuilder(plan_sink(_sink({**OPTS, "routingKey": None}), {"value": "binary", "routingKey": "string"}), "s")
     with pytest.raises(SafeBunnyOptionError, match="null 'routingKey'"):
         b.build(b"v", timestamp=1, routing_key=None)

@@ -19,7 +19,7 @@ URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def _saga(tmp_path, **kw):
-    return safebunny.Saga("shop", uri=URI, root=str(tmp_path), **kw)
+    return safebunny.Saga("shop", uri=URI, root=str(tmp_path), settings=safebunny.SagaSettings(**kw))
 
 
 def _step(node, consumes, from_node, produces=(), fails_as=None):

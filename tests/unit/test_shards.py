@@ -13,7 +13,7 @@ from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.rows import build_publish_rows
 from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaLayout
+from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.reports import COUNTERS, StepCounters
 from safebunny.saga.status import combined
@@ -25,7 +25,7 @@ def _step(shards: int | None = None) -> SagaStep:
 
 def _saga(shards: int | None) -> SimpleNamespace:
     config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-shards"),
-                        Retry(delays=("10s",)))
+                        SagaSettings(Retry(delays=("10s",))))
     return SimpleNamespace(name="fulfilment", config=config, steps=[_step(shards)])
 
 
@@ -101,7 +101,7 @@ def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> No
     import safebunny
 
     saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path),
-                          driver="host-a")
+        settings=safebunny.SagaSettings(driver="host-a"))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=2)(
         lambda df, ctx: None)
     unit = saga.units()[1]
@@ -137,7 +137,7 @@ def test_a_driver_name_follows_the_naming_rules() -> None:
     import safebunny
 
     with pytest.raises(SafeBunnyOptionError, match="driver name"):
-        safebunny.Saga("s", uri="amqp://127.0.0.1", root="/tmp/x", driver="a/b")
+        safebunny.Saga("s", uri="amqp://127.0.0.1", root="/tmp/x", settings=safebunny.SagaSettings(driver="a/b"))
 
 
 def test_the_command_line_shows_one_row_per_shard() -> None:

@@ -1,29 +1,49 @@
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options.sink import SINK_OPTIONS, parse_sink_options, sink_options_table
+from safebunny.options import field_name
+from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings
+from safebunny.options.sink import SINK_OPTIONS, SinkOptions, parse_sink_options, sink_options_table
 
 URI = "amqp://guest:guest@localhost:5672/%2F"
 
 
 def test_defaults():
     got = parse_sink_options({"uri": URI, "routingKey": "billing.InvoiceCreated"})
-    assert got == {
-        "uri": URI, "exchange": "", "routingKey": "billing.InvoiceCreated", "node": None, "type": None,
-        "contentType": None, "maxInFlight": 1000, "confirmTimeoutMs": 30000, "heartbeatSeconds": 30,
-        "connectTimeoutMs": 10000, "connectionName": None, "logLevel": None,
-    }
+    assert got == SinkOptions(
+        connection=ConnectionSettings(uri=URI, connection_name=None, log_level=None), exchange="",
+        routing_key="billing.InvoiceCreated", node=None, type=None, content_type=None, max_in_flight=1000,
+        confirm_timeout_ms=30000, heartbeat_seconds=30, connect_timeout_ms=10000,
+    )
+    assert got.connection.login_uri == URI
+
+
+def test_the_typed_options_are_the_table_and_render_back():
+    """SinkOptions has one attribute per option of the table, with the table's default, and renders back to
+    the strings Spark passes: what the saga and the step's emits build instead of option strings."""
+    defaults = SinkOptions(ConnectionSettings("amqp://h"))
+    for spec in SINK_OPTIONS:
+        owner = defaults.connection if spec in CONNECTION_OPTIONS else defaults
+        assert hasattr(owner, field_name(spec.name)), spec.name
+        if not spec.required:
+            assert getattr(owner, field_name(spec.name)) == spec.default, spec.name
+    options = SinkOptions(ConnectionSettings("amqp://app:s3cret@h/%2F", connection_name="c"), exchange="x",
+                          routing_key="a.b", max_in_flight=5)
+    assert options.spark_options() == {"uri": "amqp://app@h/%2F", "password": "s3cret", "connectionName": "c",
+                                       "exchange": "x", "routingKey": "a.b", "maxInFlight": "5"}
+    assert parse_sink_options(options.spark_options()) == options
+    assert "s3cret" not in repr(options)
 
 
 def test_names_are_case_insensitive_and_spark_options_pass_through():
     got = parse_sink_options({"URI": URI, "EXCHANGE": "safebunny", "routingkey": "a.b", "MAXINFLIGHT": "5",
                               "checkpointLocation": "/tmp/cp", "path": "x"})
-    assert (got["exchange"], got["routingKey"], got["maxInFlight"]) == ("safebunny", "a.b", 5)
-    assert "checkpointLocation" not in got and "path" not in got
+    assert (got.exchange, got.routing_key, got.max_in_flight) == ("safebunny", "a.b", 5)
+    assert not hasattr(got, "checkpoint_location") and not hasattr(got, "path")
 
 
 def test_empty_exchange_is_the_default_exchange():
-    assert parse_sink_options({"uri": URI, "exchange": ""})["exchange"] == ""
+    assert parse_sink_options({"uri": URI, "exchange": ""}).exchange == ""
 
 
 @pytest.mark.parametrize(

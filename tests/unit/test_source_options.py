@@ -2,7 +2,8 @@
 
 import logging
 
-from safebunny.options import source
+from safebunny.options import field_name, source
+from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings
 
 
 def test_trigger_interval_is_accepted_ignored_and_warned_about_once(caplog, monkeypatch):
@@ -10,7 +11,7 @@ def test_trigger_interval_is_accepted_ignored_and_warned_about_once(caplog, monk
     with caplog.at_level(logging.WARNING, logger="safebunny.source"):
         for _ in range(3):  # Spark parses the options in several places: one warning
             options = source.parse_source_options({"uri": "amqp://h", "queue": "q", "triggerintervalms": "1000"})
-    assert "triggerIntervalMs" not in options and options["minBatchIntervalMs"] == 0
+    assert not hasattr(options, "trigger_interval_ms") and options.min_batch_interval_ms == 0
     warnings = [r.getMessage() for r in caplog.records if "triggerIntervalMs" in r.getMessage()]
     assert len(warnings) == 1
     assert "deprecated and ignored" in warnings[0] and "minBatchIntervalMs" in warnings[0]
@@ -23,3 +24,24 @@ def test_trigger_interval_unset_or_zero_warns_nothing(caplog, monkeypatch):
         source.parse_source_options({"uri": "amqp://h", "queue": "q"})
         source.parse_source_options({"uri": "amqp://h", "queue": "q", "triggerIntervalMs": "0"})
     assert not caplog.records
+
+
+def test_the_typed_options_are_the_table_and_render_back():
+    """SourceOptions has one attribute per option of the table (but the deprecated one), with the table's default,
+    and renders back to the strings Spark passes: what a saga's queries build instead of option strings."""
+    defaults = source.SourceOptions(ConnectionSettings("amqp://h"), queue="q")
+    for spec in source.SOURCE_OPTIONS:
+        if spec.name == source.DEPRECATED_TRIGGER_INTERVAL:
+            continue
+        owner = defaults.connection if spec in CONNECTION_OPTIONS else defaults
+        assert hasattr(owner, field_name(spec.name)), spec.name
+        if not spec.required:
+            assert getattr(owner, field_name(spec.name)) == spec.default, spec.name
+    options = source.SourceOptions(ConnectionSettings("amqp://app:s3cret@h/%2F"), queue="q", queue_type="quorum",
+                                   include_headers=True, max_messages_per_trigger=40,
+                                   starting_offsets={"timestamp": 1700000000000}, single_active_consumer=True)
+    rendered = options.spark_options()
+    assert rendered == {"uri": "amqp://app@h/%2F", "password": "s3cret", "queue": "q", "queueType": "quorum",
+                        "includeHeaders": "true", "maxMessagesPerTrigger": "40",
+                        "startingOffsets": "timestamp:1700000000000", "singleActiveConsumer": "true"}
+    assert source.parse_source_options(rendered) == options

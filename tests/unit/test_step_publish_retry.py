@@ -18,21 +18,23 @@ from safebunny.errors import (
 )
 from safebunny.exactly_once.emits.executor_publish import (
     DEFAULT_THRESHOLD,
-    executor_options,
     has_remote_executors,
     partitions_for,
     threshold_for,
 )
 from safebunny.exactly_once.emits.publisher import EmitPublisher, PublishSettings
+from safebunny.exactly_once.protocol.settings import StepSettings
 from safebunny.exactly_once.protocol.step import Step
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.sink import SinkOptions, sink_options
 
 ROWS = pa.table({"value": [b"x"], "messageId": ["id-1"], "routingKey": ["q"]})
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def _publisher(seconds, threshold=None):
-    return EmitPublisher("billing", PublishSettings(URI, None, {}, retry_seconds=seconds, threshold=threshold,
-                                                    partition_rows=2))
+    return EmitPublisher("billing", PublishSettings(SinkOptions(ConnectionSettings(URI)), retry_seconds=seconds,
+                                                    executor_publish_rows=threshold, executor_partition_rows=2))
 
 
 def _stub(monkeypatch, failures, name="publish_table"):
@@ -117,6 +119,9 @@ def test_partitions_are_one_per_partition_rows_capped_by_the_parallelism(rows, p
 
 
 def test_executor_options_keep_the_password_out_of_the_uri():
+    def executor_options(uri, password, extra):
+        return sink_options(ConnectionSettings(uri, password), extra).spark_options()
+
     assert executor_options("amqp://app:s%2Fx@h:5672/%2F", None, {"confirmTimeoutMs": "5"}) == {
         "uri": "amqp://app@h:5672/%2F", "password": "s/x", "confirmTimeoutMs": "5"}
     assert executor_options("amqp://app:old@h/v", "new", {})["password"] == "new"
@@ -125,8 +130,9 @@ def test_executor_options_keep_the_password_out_of_the_uri():
 
 def test_step_checks_its_executor_options(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_partition_rows"):
-        Step("billing", str(tmp_path / "inbox"), URI, executor_partition_rows=0)
-    assert Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows=None).settings.publish.threshold is None
+        Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI, executor_partition_rows=0))
+    assert Step("billing", str(tmp_path / "inbox"), StepSettings(
+        uri=URI, executor_publish_rows=None)).settings.executor_publish_rows is None
 
 
 def _session(master):
@@ -156,5 +162,5 @@ def test_a_master_that_cannot_be_read_counts_as_a_cluster():
 
 def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_publish_rows must be 'auto'.*'many'"):
-        Step("billing", str(tmp_path / "inbox"), URI, executor_publish_rows="many")
-    assert Step("billing", str(tmp_path / "inbox"), URI).settings.publish.threshold == "auto"
+        Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI, executor_publish_rows="many"))
+    assert Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI)).settings.executor_publish_rows == "auto"

@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 from pyarrow import fs as pafs
 
-from safebunny import Step
+from safebunny import Step, StepSettings
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.table import Inbox, state_location
 from safebunny.storage.lease import Lease, Renewer, read_leases, write_lease
@@ -88,7 +88,7 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
     """It used to put claims, outcome logs and decisions in a folder named after the table in the driver's
     working directory."""
     monkeypatch.chdir(tmp_path)
-    for make in (lambda: Step("billing", inbox="main.sagas.inbox", uri=URI),
+    for make in (lambda: Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI)),
                  lambda: Inbox("main.sagas.inbox", "billing").state):
         with pytest.raises(SafeBunnyOptionError, match=r"table name.*Step\(\.\.\., state=\.\.\.\)") as caught:
             make()
@@ -98,11 +98,11 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
 
 def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    step = Step("billing", inbox="main.sagas.inbox", uri=URI, state=str(tmp_path / "state"))
+    step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI, state=str(tmp_path / "state")))
     assert step._claimed.claims.folder == f"{tmp_path}/state/_claims/billing"
     assert step._rows.outcomes.root == f"{tmp_path}/state"
     assert step._claimed.decisions.path == f"{tmp_path}/state/_decisions"
-    by_path = Step("billing", inbox=str(tmp_path / "inbox"), uri=URI)
+    by_path = Step("billing", inbox=str(tmp_path / "inbox"), settings=StepSettings(uri=URI))
     assert by_path._claimed.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside the inbox"
 
 

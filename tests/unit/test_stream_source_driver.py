@@ -6,6 +6,9 @@ import pickle
 import pytest
 
 from safebunny.errors import QueueNotFoundError, SafeBunnyBrokerError, SafeBunnyDataLossError
+from safebunny.options import typed
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.source import SourceOptions
 from safebunny.streams.offsets import ANCHOR_KEY, RESET_KEY, StreamBounds, make_anchor
 from safebunny.streams.stream_source import DriverConnection, StreamSource
 
@@ -47,7 +50,7 @@ def _source(client, **options):
         opened.append(client)
         return client
 
-    merged = {**OPTIONS, **options}
+    merged = typed(SourceOptions, {**OPTIONS, **options}, connection=ConnectionSettings(OPTIONS["uri"]))
     source = StreamSource(merged, DriverConnection(merged, opener))
     return source, opened
 

@@ -7,14 +7,14 @@ import pytest
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaLayout
+from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 
 
 def _saga(quorum=True):
     steps = [SimpleNamespace(node="stock", consumes="OrderPlaced", from_node="orders"),
              SimpleNamespace(node="payment", consumes="StockReserved", from_node="stock")]
     config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-topology"),
-                        Retry(delays=("10s", "1m")), quorum=quorum)
+                        SagaSettings(Retry(delays=("10s", "1m")), quorum=quorum))
     return SimpleNamespace(name="fulfilment", config=config, steps=steps)
 
 

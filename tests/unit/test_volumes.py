@@ -7,7 +7,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from safebunny import Saga, Step, append, merge
+from safebunny import Saga, Step, StepSettings, append, merge
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
@@ -66,7 +66,7 @@ def test_a_saga_with_its_root_on_a_volume_fails_at_construction() -> None:
 def test_a_step_with_its_delta_rs_inbox_on_a_volume_fails_at_construction() -> None:
     for inbox in (f"{VOLUME}/inbox", f"dbfs:{VOLUME}/inbox"):
         with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume") as caught:
-            Step("billing", inbox=inbox, uri=URI)
+            Step("billing", inbox=inbox, settings=StepSettings(uri=URI))
         assert caught.value.option == "inbox"
     with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume"):
         Inbox(f"{VOLUME}/inbox", "billing", backend="delta-rs")
@@ -95,18 +95,26 @@ def test_nothing_is_written_on_the_way_to_the_error(tmp_path, monkeypatch: pytes
     with pytest.raises(SafeBunnyOptionError):
         Saga("shop", uri=URI, root=f"dbfs:{VOLUME}")
     with pytest.raises(SafeBunnyOptionError):
-        Step("billing", inbox=f"dbfs:{VOLUME}/inbox", uri=URI)
+        Step("billing", inbox=f"dbfs:{VOLUME}/inbox", settings=StepSettings(uri=URI))
     assert list(tmp_path.iterdir()) == []  # a 'dbfs:' path was once made relative to the working directory
 
 
 def test_a_step_state_location_on_a_volume_is_refused() -> None:
     """A Spark Delta inbox (by name, or a path with inbox_backend="spark") keeps its state off the volume."""
-    for make in (lambda: Step("billing", inbox="main.sagas.inbox", uri=URI, state=VOLUME),
-                 lambda: Step("billing", inbox=f"{VOLUME}/inbox", uri=URI, inbox_backend="spark")):
+    for make in (lambda: Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI, state=VOLUME)),
+                 lambda: Step("billing", inbox=f"{VOLUME}/inbox", settings=StepSettings(
+                     uri=URI, inbox_backend="spark"))):
         with pytest.raises(SafeBunnyOptionError, match="state location .* is on a Unity Catalog volume") as caught:
             make()
         assert caught.value.option == "state" and "s3://" in str(caught.value)
         assert "table by name" not in str(caught.value)
+
+
+def _source(**options):
+    from safebunny.options.connection import ConnectionSettings
+    from safebunny.options.source import SourceOptions
+
+    return SourceOptions(ConnectionSettings(URI), queue="q", **options)
 
 
 def test_a_journal_location_on_a_volume_is_refused_before_the_query_starts(tmp_path) -> None:
@@ -114,9 +122,9 @@ def test_a_journal_location_on_a_volume_is_refused_before_the_query_starts(tmp_p
     from safebunny.source.journal import Journal
 
     for make in (lambda: Journal(f"dbfs:{VOLUME}/journal"),
-                 lambda: require_journal({"journalLocation": f"{VOLUME}/journal", "queue": "q"}, "quorum")):
+                 lambda: require_journal(_source(journal_location=f"{VOLUME}/journal"), "quorum")):
         with pytest.raises(SafeBunnyOptionError, match="Option 'journalLocation' is on a Unity Catalog") as caught:
             make()
         assert caught.value.option == "journalLocation" and "s3://" in str(caught.value)
-    require_journal({"journalLocation": str(tmp_path), "queue": "q"}, "quorum")
-    require_journal({"queue": "q"}, "stream")
+    require_journal(_source(journal_location=str(tmp_path)), "quorum")
+    require_journal(_source(), "stream")

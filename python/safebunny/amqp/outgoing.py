@@ -20,6 +20,7 @@ from pika import BasicProperties
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.ids import encode_name, message_id
 from safebunny.ids import uuid5 as _uuid5
+from safebunny.options.sink import SinkOptions
 
 __all__ = ["ACCEPTED_COLUMNS", "CAUSATION_HEADER", "SinkPlan", "MessageBuilder", "plan_sink", "validate_columns",
            "content_id", "caused_id"]
@@ -91,21 +92,21 @@ class SinkPlan:
     content_type: str | None
 
 
-def plan_sink(options: Mapping[str, Any], columns: Mapping[str, str]) -> SinkPlan:
-    """Validate the parsed sink options together with the input's columns (name → type string)."""
+def plan_sink(options: SinkOptions, columns: Mapping[str, str]) -> SinkPlan:
+    """Validate the sink options together with the input's columns (name → type string)."""
     validate_columns(columns)
-    if options.get("routingKey") is None and "routingKey" not in columns:
+    if options.routing_key is None and "routingKey" not in columns:
         raise SafeBunnyOptionError(
             "The safebunny sink needs a routing key: set the option 'routingKey' (for example "
             "'billing.InvoiceCreated') or add a string 'routingKey' column.", "routingKey")
     return SinkPlan(
         columns=tuple(columns),
         value_is_text=columns["value"] == "string",
-        exchange=options.get("exchange") or "",
-        routing_key=options.get("routingKey"),
-        node=options.get("node"),
-        message_type=options.get("type"),
-        content_type=options.get("contentType"),
+        exchange=options.exchange,
+        routing_key=options.routing_key,
+        node=options.node,
+        message_type=options.type,
+        content_type=options.content_type,
     )
 
 

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ from safebunny.amqp.outgoing import MessageBuilder, plan_sink
 from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
-from safebunny.options.sink import parse_sink_options
+from safebunny.options.sink import SinkOptions
 
 __all__ = ["arrow_columns", "confirmed", "publish_batches", "publish_table"]
 
@@ -33,14 +33,14 @@ def arrow_columns(schema: pa.Schema) -> dict[str, str]:
     return {f.name: _SPARK_TYPES.get(f.type, str(f.type)) for f in schema}
 
 
-def confirmed(opts: Mapping[str, Any], send: Callable[[ConfirmingPublisher], None]) -> PublishCounts:
-    """Run ``send`` on this process's pooled publisher for parsed sink options ``opts`` and wait until every
+def confirmed(opts: SinkOptions, send: Callable[[ConfirmingPublisher], None]) -> PublishCounts:
+    """Run ``send`` on this process's pooled publisher for sink options ``opts`` and wait until every
     message is confirmed and routed (raises :class:`~safebunny.errors.SafeBunnyPublishError` otherwise); the
     publisher goes back to the pool, or is closed when anything failed."""
-    publisher = acquire(opts["uri"], max_in_flight=opts["maxInFlight"],
-                        confirm_timeout=opts["confirmTimeoutMs"] / 1000.0, heartbeat=opts["heartbeatSeconds"],
-                        connect_timeout=opts["connectTimeoutMs"] / 1000.0,
-                        name=opts.get("connectionName") or "safebunny/publisher")
+    publisher = acquire(opts.connection.login_uri, max_in_flight=opts.max_in_flight,
+                        confirm_timeout=opts.confirm_timeout_ms / 1000.0, heartbeat=opts.heartbeat_seconds,
+                        connect_timeout=opts.connect_timeout_ms / 1000.0,
+                        name=opts.connection.name_or("safebunny/publisher"))
     healthy = False
     try:
         send(publisher)
@@ -81,10 +81,9 @@ def publish_batches(publisher: ConfirmingPublisher, builder: MessageBuilder, bat
         crash_point("sink.mid_publish")  # published, not all confirmed: the crash tests' point
 
 
-def publish_table(table: pa.Table, options: Mapping[str, str], scope: str) -> PublishCounts:
+def publish_table(table: pa.Table, options: SinkOptions, scope: str) -> PublishCounts:
     """Publish ``table``'s rows (the sink's columns) with the sink's ``options``, here, and wait until
     every message is confirmed and routed; raises :class:`~safebunny.errors.SafeBunnyPublishError`
     otherwise. ``scope`` names this write in ids of rule 3 (rows without a message id or cause)."""
-    opts = parse_sink_options(options)
-    builder = MessageBuilder(plan_sink(opts, arrow_columns(table.schema)), scope)
-    return confirmed(opts, lambda publisher: publish_batches(publisher, builder, table.to_batches()))
+    builder = MessageBuilder(plan_sink(options, arrow_columns(table.schema)), scope)
+    return confirmed(options, lambda publisher: publish_batches(publisher, builder, table.to_batches()))

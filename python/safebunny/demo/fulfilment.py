@@ -39,7 +39,8 @@ def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] 
     from pyspark.sql import functions as F
 
     paths = tables(root)
-    saga = safebunny.Saga(name, uri=uri, root=str(Path(root) / "saga"), retry=safebunny.Retry(delays=delays))
+    saga = safebunny.Saga(name, uri=uri, root=str(Path(root) / "saga"), settings=safebunny.SagaSettings(
+        retry=safebunny.Retry(delays=delays)))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema=ORDER_SCHEMA,
                produces=["StockReserved"])

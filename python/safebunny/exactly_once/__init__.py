@@ -17,6 +17,7 @@ _LAZY = {
     "append": "safebunny.exactly_once.outcome", "emit": "safebunny.exactly_once.outcome",
     "merge": "safebunny.exactly_once.outcome",
     "BatchReport": "safebunny.exactly_once.protocol.report", "Step": "safebunny.exactly_once.protocol.step",
+    "StepSettings": "safebunny.exactly_once.protocol.settings",
     "Prepared": "safebunny.exactly_once.collect.batch",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: the inbox loads pandas and pyarrow.dataset
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
     from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome, append, emit, merge
     from safebunny.exactly_once.protocol.report import BatchReport
+    from safebunny.exactly_once.protocol.settings import StepSettings
     from safebunny.exactly_once.protocol.step import Step
 
-__all__ = ["Step", "StepContext", "BatchReport", "Outcome", "Effect", "Emit", "FailedRow", "append", "merge",
-           "emit", "Inbox", "InboxRow", "DEFAULT_WINDOW", "Prepared"]
+__all__ = ["Step", "StepSettings", "StepContext", "BatchReport", "Outcome", "Effect", "Emit", "FailedRow", "append",
+           "merge", "emit", "Inbox", "InboxRow", "DEFAULT_WINDOW", "Prepared"]

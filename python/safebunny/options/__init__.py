@@ -3,16 +3,20 @@
 Options are read case-insensitively, as Spark's own options are; users write them in
 camelCase (``maxMessagesPerTrigger``). Each role declares its options as a tuple of
 :class:`OptionSpec`; :func:`parse_options` validates a raw mapping against it and
-returns a dict keyed by the canonical camelCase name. Unknown names are errors that
-suggest the closest valid name; a bad value names the option, quotes the value and
-says what is accepted.
+returns a dict keyed by the canonical camelCase name, which each role turns into its typed,
+frozen object (``SourceOptions``, ``SinkOptions``, ``ConnectionSettings``: the option's name in
+snake_case is its attribute, :func:`field_name`). Unknown names are errors that suggest the closest
+valid name; a bad value names the option, quotes the value and says what is accepted. Code inside the
+library builds those objects directly and reads them by attribute; :func:`spark_options` renders one
+back to strings where Spark needs them (a query's ``.options(...)``).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
@@ -26,6 +30,9 @@ __all__ = [
     "parse_choice",
     "parse_str",
     "options_table",
+    "field_name",
+    "typed",
+    "spark_options",
 ]
 
 Parser = Callable[[str, str], Any]
@@ -165,3 +172,38 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
             default = f"`{spec.default}`"
         lines.append(f"| `{spec.name}` | {spec.values} | {default} | {spec.doc} |")
     return "\n".join(lines)
+
+
+def field_name(option: str) -> str:
+    """The attribute of option ``option`` on its role's typed object: ``maxInFlight`` -> ``max_in_flight``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", option).lower()
+
+
+def typed(cls: type[Any], parsed: Mapping[str, Any], **extra: Any) -> Any:
+    """``cls`` (a frozen dataclass) from the values :func:`parse_options` returned, each under its
+    :func:`field_name`; ``extra`` gives the fields no option names (a nested ``connection``)."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{field_name(k): v for k, v in parsed.items() if field_name(k) in names}, **extra)
+
+
+def _rendered(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):  # startingOffsets' {"timestamp": ms}
+        return ",".join(f"{k}:{v}" for k, v in value.items())
+    return str(value)
+
+
+def spark_options(specs: Iterable[OptionSpec], *objects: Any) -> dict[str, str]:
+    """The options of ``specs`` that ``objects`` (typed option objects) set to other than their defaults, as
+    the strings Spark passes and :func:`parse_options` reads back: the one place typed settings become strings."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        attr = field_name(spec.name)
+        for obj in objects:
+            if hasattr(obj, attr):
+                value = getattr(obj, attr)
+                if value is not None and (spec.required or value != spec.default):
+                    found[spec.name] = _rendered(value)
+                break
+    return found

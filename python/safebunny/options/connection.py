@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from safebunny.logs import LOG_LEVELS
-from safebunny.options import OptionSpec, parse_choice, parse_str
-from safebunny.uri import validate_uri, with_password
+from safebunny.options import OptionSpec, parse_choice, parse_str, typed
+from safebunny.uri import split_password, validate_uri, with_password
 
-__all__: list[str] = []
+__all__ = ["ConnectionSettings", "LogLevel", "CONNECTION_OPTIONS", "connection_settings"]
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def _uri(name: str, raw: str) -> str:
@@ -36,12 +40,37 @@ CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def apply_connection_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Fold the parsed ``password`` option into ``uri`` (in place), and set the ``safebunny`` logger's level in
-    this process from the parsed ``logLevel`` option, when given (each process that parses a source's or sink's
-    options is one Spark runs it in); returns ``options``."""
-    options["uri"] = with_password(options["uri"], options.pop("password"))
-    level = options.get("logLevel")
-    if level is not None:
-        logging.getLogger("safebunny").setLevel(getattr(logging, level))
-    return options
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """The connection options (:data:`CONNECTION_OPTIONS`) as a typed value. ``uri`` keeps no password: one
+    inside it moves to ``password`` unless ``password`` is given, so neither the repr nor a rendered ``uri``
+    option shows it; :attr:`login_uri` is what pika opens."""
+
+    uri: str
+    password: str | None = field(default=None, repr=False)
+    connection_name: str | None = None
+    log_level: LogLevel | None = None
+
+    def __post_init__(self) -> None:
+        bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
+        object.__setattr__(self, "uri", bare)
+        object.__setattr__(self, "password", password)
+
+    @property
+    def login_uri(self) -> str:
+        """The broker's URI with the password, for pika."""
+        return with_password(self.uri, self.password)
+
+    def name_or(self, default: str) -> str:
+        """The connection's client-provided name: ``connectionName`` when given, else ``default``."""
+        return self.connection_name or default
+
+
+def connection_settings(parsed: Mapping[str, Any]) -> ConnectionSettings:
+    """The connection settings among a role's parsed options; sets the ``safebunny`` logger's level in this
+    process from ``logLevel`` when given (each process that parses a source's or sink's options is one Spark runs
+    it in)."""
+    settings: ConnectionSettings = typed(ConnectionSettings, parsed)
+    if settings.log_level is not None:
+        logging.getLogger("safebunny").setLevel(getattr(logging, settings.log_level))
+    return settings

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
 
-from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str
-from safebunny.options.connection import CONNECTION_OPTIONS, apply_connection_options
+from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str, spark_options, typed
+from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings, connection_settings
 
-__all__ = ["SINK_OPTIONS", "parse_sink_options", "sink_options_table"]
-
+__all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options", "sink_options", "sink_options_table"]
 
 
 def _any_str(name: str, raw: str) -> str:
@@ -43,10 +42,42 @@ SINK_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def parse_sink_options(raw: Mapping[str, str]) -> dict[str, Any]:
-    """Validate the sink's options; raises :class:`SafeBunnyOptionError` naming the option."""
-    options = parse_options(raw, SINK_OPTIONS, role="sink")
-    return apply_connection_options(options)
+@dataclass(frozen=True)
+class SinkOptions:
+    """The sink's options (:data:`SINK_OPTIONS`) as a typed value: each option's attribute is its name in
+    snake_case (``maxInFlight`` -> ``max_in_flight``), the connection's under ``connection``. The defaults are
+    the table's (tests/unit/test_sink_options.py checks that they agree)."""
+
+    connection: ConnectionSettings
+    exchange: str = ""
+    routing_key: str | None = None
+    node: str | None = None
+    type: str | None = None  # noqa: A003 - the option's name
+    content_type: str | None = None
+    max_in_flight: int = 1000
+    confirm_timeout_ms: int = 30000
+    heartbeat_seconds: int = 30
+    connect_timeout_ms: int = 10000
+
+    def spark_options(self) -> dict[str, str]:
+        """These options as ``df.write.format("safebunny").options(...)`` takes them (the password as its own
+        ``password`` option, which Spark redacts in plans)."""
+        return spark_options(SINK_OPTIONS, self.connection, self)
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    """Validate the sink's options (case-insensitive strings, as Spark passes them) into :class:`SinkOptions`;
+    raises :class:`SafeBunnyOptionError` naming the option."""
+    parsed = parse_options(raw, SINK_OPTIONS, role="sink")
+    return typed(SinkOptions, parsed, connection=connection_settings(parsed))
+
+
+def sink_options(connection: ConnectionSettings, extra: Mapping[str, str]) -> SinkOptions:
+    """The sink options for ``connection`` with the publishing options among ``extra`` (strings, as a user passes
+    them to ``df.write``, e.g. ``{"confirmTimeoutMs": "5000"}``; a step's ``publish_options``), checked by the same
+    table; the connection's own options are not among them."""
+    specs = [spec for spec in SINK_OPTIONS if spec not in CONNECTION_OPTIONS]
+    return typed(SinkOptions, parse_options(extra, specs, role="sink"), connection=connection)
 
 
 def sink_options_table() -> str:

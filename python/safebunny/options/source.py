@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options import OptionSpec, options_table, parse_bool, parse_choice, parse_int, parse_options, parse_str
-from safebunny.options.connection import CONNECTION_OPTIONS, apply_connection_options
+from safebunny.options import (
+    OptionSpec,
+    options_table,
+    parse_bool,
+    parse_choice,
+    parse_int,
+    parse_options,
+    parse_str,
+    spark_options,
+    typed,
+)
+from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings, connection_settings
 
-__all__ = ["SOURCE_OPTIONS", "parse_source_options", "source_options_table", "parse_ending_offsets"]
+__all__ = ["SOURCE_OPTIONS", "SourceOptions", "QueueType", "StartingOffsets", "EndingOffsets",
+           "parse_source_options", "source_options_table", "parse_ending_offsets"]
+
+QueueType = Literal["auto", "classic", "quorum", "stream"]
+#: an offset number, or the first offset at or after ``{"timestamp": <epoch ms>}``
+StartingOffsets = Literal["earliest", "latest"] | int | dict[str, int]
+EndingOffsets = Literal["latest"] | int
 
 log = logging.getLogger("safebunny.source")
 
@@ -19,7 +36,7 @@ DEPRECATED_TRIGGER_INTERVAL = "triggerIntervalMs"
 _warned: list[bool] = []
 
 
-def parse_ending_offsets(name: str, raw: str) -> str | int:
+def parse_ending_offsets(name: str, raw: str) -> EndingOffsets:
     """Parser of the batch-read option ``endingOffsets``: ``latest`` or an offset number (exclusive)."""
     value = str(raw).strip()
     if value.lower() == "latest":
@@ -32,12 +49,12 @@ def parse_ending_offsets(name: str, raw: str) -> str | int:
     )
 
 
-def _starting_offsets(name: str, raw: str) -> str | int | dict[str, int]:
+def _starting_offsets(name: str, raw: str) -> StartingOffsets:
     """``earliest``, ``latest``, an offset number, or ``{"timestamp": <epoch ms>}``."""
     value = str(raw).strip()
     lower = value.lower()
     if lower in ("earliest", "latest"):
-        return lower
+        return lower  # type: ignore[return-value]
     if lower.lstrip("-").isdigit():
         number = int(lower)
         if number < 0:
@@ -129,15 +146,48 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
 )
 
 
-def parse_source_options(raw: Mapping[str, str]) -> dict[str, Any]:
-    """Validate the source's options; raises :class:`SafeBunnyOptionError` naming the option."""
-    options = parse_options(raw, SOURCE_OPTIONS, role="source")
-    if options.pop(DEPRECATED_TRIGGER_INTERVAL) and not _warned:
+@dataclass(frozen=True)
+class SourceOptions:
+    """The source's options (:data:`SOURCE_OPTIONS`) as a typed value: each option's attribute is its name in
+    snake_case (``maxMessagesPerTrigger`` -> ``max_messages_per_trigger``), the connection's under
+    ``connection``. The defaults are the table's (tests/unit/test_source_options.py checks that they agree)."""
+
+    connection: ConnectionSettings
+    queue: str
+    queue_type: QueueType = "auto"
+    journal_location: str | None = None
+    reconnect_timeout_ms: int = 60000
+    pause_file: str | None = None
+    max_messages_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
+    starting_offsets: StartingOffsets = "earliest"
+    ending_offsets: EndingOffsets = "latest"
+    min_partitions: int = 1
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = 1000
+    single_active_consumer: bool = False
+    min_batch_interval_ms: int = 0
+    consumer_timeout_ms: int = 1_800_000
+    heartbeat_seconds: int = 30
+    stream_port: int = 5552
+
+    def spark_options(self) -> dict[str, str]:
+        """These options as ``spark.readStream.format("safebunny").options(...)`` takes them (the password as its
+        own ``password`` option, which Spark redacts in plans)."""
+        return spark_options(SOURCE_OPTIONS, self.connection, self)
+
+
+def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
+    """Validate the source's options (case-insensitive strings, as Spark passes them) into
+    :class:`SourceOptions`; raises :class:`SafeBunnyOptionError` naming the option."""
+    parsed = parse_options(raw, SOURCE_OPTIONS, role="source")
+    if parsed.pop(DEPRECATED_TRIGGER_INTERVAL) and not _warned:
         _warned.append(True)  # once per process: Spark parses the options in several places
         log.warning("Option '%s' is deprecated and ignored. Keep 'pollTimeoutMs' below the trigger's interval, or "
                     "run the query with trigger(processingTime=\"0 seconds\") and 'minBatchIntervalMs' set to the "
                     "interval.", DEPRECATED_TRIGGER_INTERVAL)
-    return apply_connection_options(options)
+    return typed(SourceOptions, parsed, connection=connection_settings(parsed))
 
 
 def source_options_table() -> str:

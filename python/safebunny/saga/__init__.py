@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING
 
 from safebunny import _lazy
 
-_LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaMetrics": "safebunny.saga.metrics",
+_LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaSettings": "safebunny.saga.config",
+         "SagaMetrics": "safebunny.saga.metrics",
          "StepStatus": "safebunny.saga.status",
          "TraceEntry": "safebunny.saga.trace", "SagaView": "safebunny.saga.view"}
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: a submodule alone stays light
 
 if TYPE_CHECKING:
+    from safebunny.saga.config import SagaSettings
     from safebunny.saga.metrics import SagaMetrics
     from safebunny.saga.retry import Retry
     from safebunny.saga.saga import Saga
@@ -20,4 +22,4 @@ if TYPE_CHECKING:
     from safebunny.saga.trace import TraceEntry
     from safebunny.saga.view import SagaView
 
-__all__ = ["Saga", "Retry", "SagaMetrics", "StepStatus", "TraceEntry", "SagaView"]
+__all__ = ["Saga", "SagaSettings", "Retry", "SagaMetrics", "StepStatus", "TraceEntry", "SagaView"]

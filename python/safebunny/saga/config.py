@@ -1,8 +1,8 @@
 """A saga's settings and storage layout as frozen values, and what the saga modules read of a saga.
 
-:class:`SagaLayout` (every path under the root, each named once here), :class:`SagaConfig` (the settings and
-the layout), and the protocols :class:`SagaShape` and :class:`SagaRunner` that the saga modules read instead
-of a whole saga.
+:class:`SagaLayout` (every path under the root, each named once here), :class:`SagaSettings` (what
+``Saga(..., settings=...)`` is told by keyword), :class:`SagaConfig` (the name, broker, layout and settings),
+and the protocols :class:`SagaShape` and :class:`SagaRunner` that the saga modules read instead of a whole saga.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
 from safebunny.saga.retry import Retry
 from safebunny.saga.topology import check_name
 from safebunny.storage.location import absolute_location
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from safebunny.exactly_once import Step
     from safebunny.saga.definition import SagaStep
 
-__all__ = ["SagaLayout", "SagaConfig"]
+__all__ = ["SagaLayout", "SagaSettings", "SagaConfig"]
 
 
 def _max_age(option: str, value: str | None, what: str) -> str | None:
@@ -112,15 +112,12 @@ class SagaLayout:
 
 
 @dataclass(frozen=True)
-class SagaConfig:
-    """A saga's settings (see :class:`safebunny.Saga` for each): checked when made. ``uri`` keeps no password:
-    one inside it moves to ``password`` unless ``password`` is given."""
+class SagaSettings:
+    """Everything a :class:`safebunny.Saga` is told besides its name, broker and root, by keyword, checked when
+    made: ``Saga("fulfilment", uri, root, SagaSettings(batch_size=500, driver="host-a"))`` (each setting is
+    documented on :class:`safebunny.Saga`); one value may serve several sagas."""
 
-    name: str
-    uri: str
-    layout: SagaLayout
     retry: Retry = field(default_factory=Retry)
-    password: str | None = None
     quorum: bool = True
     delivery_limit: int = 50
     batch_size: int = 1000
@@ -128,19 +125,35 @@ class SagaConfig:
     management_url: str | None = None
     poison_max_age: str | None = "30D"
     unrouted_max_age: str | None = "7D"
-    executor_publish_rows: int | str | None = AUTO
+    driver: str | None = None
+    checkpoints: str | None = None
+    executor_publish_rows: ExecutorPublishRows = AUTO
     executor_partition_rows: int = DEFAULT_PARTITION_ROWS
+
+    def __post_init__(self) -> None:
+        _max_age("poison_max_age", self.poison_max_age, "parked messages")
+        _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
+        if self.delivery_limit < 1 or self.batch_size < 1:
+            raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1; got {self.delivery_limit} "
+                                       f"and {self.batch_size}.", "delivery_limit")
+
+
+@dataclass(frozen=True)
+class SagaConfig:
+    """A saga: its name, broker, storage layout and :class:`SagaSettings`, checked when made. ``uri`` keeps no
+    password: one inside it moves to ``password`` unless ``password`` is given."""
+
+    name: str
+    uri: str
+    layout: SagaLayout
+    settings: SagaSettings = field(default_factory=SagaSettings)
+    password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_name("saga", self.name)
         bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
         object.__setattr__(self, "uri", bare)
         object.__setattr__(self, "password", password)
-        _max_age("poison_max_age", self.poison_max_age, "parked messages")
-        _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
-        if self.delivery_limit < 1 or self.batch_size < 1:
-            raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1; got {self.delivery_limit} "
-                                       f"and {self.batch_size}.", "delivery_limit")
 
     @property
     def connection_uri(self) -> str:

@@ -56,7 +56,7 @@ class FailureRouter:
             headers = dict(source.get("headers") or {})
             recorded = self.parked_ids.honoured(row.message_id, headers)
             if recorded is None:  # decided now
-                decision = decide(self.config.retry, headers, row.error_type)
+                decision = decide(self.config.settings.retry, headers, row.error_type)
             else:  # parked before (a replay, another epoch): the same decision, the same copies and ids
                 decision = Decision("poison", None, int(recorded.get("attempt") or 1))
                 row = replace(row, reason=recorded.get("reason") or row.reason,

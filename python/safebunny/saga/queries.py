@@ -17,6 +17,8 @@ from typing import Any
 
 from safebunny import first_stream
 from safebunny.errors import SafeBunnyPlanError
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.source import SourceOptions
 from safebunny.saga import topology
 from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.definition import SagaStep
@@ -45,29 +47,26 @@ def is_available_now(trigger: str | None) -> bool:
 def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
     """The streaming DataFrame of step ``step``'s queue."""
     activate(spark)
-    return read_stream(spark, **source_options(saga, step, trigger))
+    return read_stream(spark, **source_options(saga, step, trigger).spark_options())
 
 
-def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) -> dict[str, str]:
+def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) -> SourceOptions:
     """The source options of step ``step``'s query. The password goes in the ``password`` option (``saga.uri``
     holds none), which Spark redacts in query plans; ``connectionName`` names the saga, driver, step or shard and
     role, so the broker's connection list says whose consumer a connection is."""
     config, layout = saga.config, saga.config.layout
-    options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
-               "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
-               "journalLocation": layout.journal(step.unit_label),
-               "maxMessagesPerTrigger": str(step.batch_size),
-               "pauseFile": layout.pause_file(step.node, step.consumes),
-               "connectionName": config.connection_name("consumer", step.unit_label)}
     interval = None if trigger is None else interval_ms(trigger)
-    if interval is not None and is_entry(saga, step):
-        # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
-        options["minBatchIntervalMs"] = str(max(1, int(interval)))
-    if step.shard is not None:  # a shard's queue has a single active consumer: never cancel and re-consume
-        options["singleActiveConsumer"] = "true"
-    if config.password is not None:
-        options["password"] = config.password
-    return options
+    # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
+    paced = interval is not None and is_entry(saga, step)
+    return SourceOptions(
+        ConnectionSettings(config.uri, config.password, config.connection_name("consumer", step.unit_label)),
+        queue=topology.consumer_queue(config, step.node, step.consumes, step.shard),
+        queue_type="quorum" if config.settings.quorum else "classic", include_headers=True,
+        journal_location=layout.journal(step.unit_label), max_messages_per_trigger=step.batch_size,
+        pause_file=layout.pause_file(step.node, step.consumes),
+        min_batch_interval_ms=max(1, int(interval)) if paced and interval is not None else 0,
+        # a shard's queue has a single active consumer: never cancel and re-consume
+        single_active_consumer=step.shard is not None)
 
 
 def is_entry(saga: SagaShape, step: SagaStep) -> bool:

@@ -18,7 +18,8 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
 from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.sending import confirmed
 from safebunny.ids import message_id
-from safebunny.options.sink import parse_sink_options
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.sink import SinkOptions
 from safebunny.streams.client import as_text
 
 __all__ = ["COPY_ID", "copy_id"]
@@ -52,7 +53,7 @@ def publish_copies(uri: str, copies: list[Copy], scope: str, name: str) -> Publi
     :class:`~safebunny.errors.SafeBunnyPublishError` unless each was confirmed and routed."""
     if not copies:
         return PublishCounts()
-    opts = parse_sink_options({"uri": uri, "connectionName": name})
+    opts = SinkOptions(ConnectionSettings(uri, connection_name=name))
     builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
 
     def send(publisher: ConfirmingPublisher) -> None:

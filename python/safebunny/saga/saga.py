@@ -12,13 +12,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once import BatchReport, Step
-from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
+from safebunny.exactly_once import BatchReport, Step, StepSettings
 from safebunny.saga import checks, instances, parked, starting, topology, trace
-from safebunny.saga.config import SagaConfig, SagaLayout
+from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
-from safebunny.saga.retry import Retry
 from safebunny.saga.status import StepStatus, shard_status, status_fields
 from safebunny.saga.trace import TraceEntry
 from safebunny.storage.pause import clear_pause, write_pause
@@ -32,24 +30,21 @@ __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
-    under ``root``; every setting is kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`).
-    ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit ``delivery_limit`` unless
-    ``quorum=False``. A password inside ``uri`` is kept apart from it (as ``password``), so the queries' plans
-    never show it. ``strict=True`` turns the definition checks' warnings into errors. The other settings and
-    their defaults: ``management_url`` and ``poison_max_age`` in docs/operations.md; ``unrouted_max_age``,
-    ``driver`` and ``executor_publish_rows``/``executor_partition_rows`` in docs/sagas.md; ``checkpoints`` in
-    docs/databricks.md."""
+    under ``root``: ``Saga(name, uri, root, settings, password=...)``, every other setting a keyword of
+    ``settings``, a :class:`~safebunny.saga.config.SagaSettings` (e.g. ``SagaSettings(batch_size=500)``), all
+    kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`). A password inside ``uri`` is kept
+    apart from it (as ``password``, which also takes it directly), so the queries' plans never show it.
+    The settings: ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
+    ``delivery_limit`` unless ``quorum=False``; ``batch_size`` is each step's default; ``strict=True`` turns the
+    definition checks' warnings into errors; ``management_url`` and ``poison_max_age`` in docs/operations.md;
+    ``unrouted_max_age``, ``driver`` and ``executor_publish_rows``/``executor_partition_rows`` in docs/sagas.md;
+    ``checkpoints`` in docs/databricks.md."""
 
-    def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
-                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
-                 management_url: str | None = None, poison_max_age: str | None = "30D",
-                 unrouted_max_age: str | None = "7D",
-                 driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
-                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS, checkpoints: str | None = None) -> None:
-        self.config = SagaConfig(
-            name, uri, SagaLayout(root, driver, checkpoints), retry or Retry(),
-            password, quorum, delivery_limit, batch_size, strict, management_url, poison_max_age, unrouted_max_age,
-            executor_publish_rows, executor_partition_rows)
+    def __init__(self, name: str, uri: str, root: str, settings: SagaSettings | None = None, *,
+                 password: str | None = None) -> None:
+        settings = SagaSettings() if settings is None else settings
+        self.config = SagaConfig(name, uri, SagaLayout(root, settings.driver, settings.checkpoints), settings,
+                                 password)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
         self._started: set[tuple[str, str]] = set()
@@ -99,7 +94,7 @@ class Saga:
         (1 to 64) by saga instance (docs/sagas.md, "Sharded steps and several drivers")."""
         def register(handler: Callable[..., Any]) -> Callable[..., Any]:
             definition = SagaStep(node, consumes, from_node, schema, handler, tuple(produces), rows, compensates,
-                                  fails_as, batch_size or self.config.batch_size, strict_schema, shards)
+                                  fails_as, batch_size or self.config.settings.batch_size, strict_schema, shards)
             if any(s.label == definition.label for s in self.steps):
                 raise SafeBunnyOptionError(f"Saga {self.name!r} already has a step {definition.label!r}.", "node")
             self.steps.append(definition)
@@ -123,13 +118,13 @@ class Saga:
         """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
         ``declare``, ``run`` and ``drain`` call it."""
         problems = checks.unfed_routes(self.steps, self._started)
-        checks.report(self.name, problems, self.config.strict, self._warned)
+        checks.report(self.name, problems, self.config.settings.strict, self._warned)
         if self.config.layout.driver is not None:
             checks.require_shards(self.name, self.config.layout.driver, self.steps)
         return problems
 
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
-        checks.report(self.name, checks.undeclared_emits(step, types), self.config.strict, self._warned)
+        checks.report(self.name, checks.undeclared_emits(step, types), self.config.settings.strict, self._warned)
 
     def declare(self) -> topology.Topology:
         """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
@@ -153,16 +148,14 @@ class Saga:
         label, config = step.unit_label, self.config
         if label not in self._runtimes:
             failures = FailureRouter(self, step)
-            self._runtimes[label] = Step(step.node, config.layout.inbox, config.uri, config.password,
-                                         on_failed=failures, router=topology.router(self, step.node),
-                                         checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
-                                         executor_publish_rows=config.executor_publish_rows,
-                                         executor_partition_rows=config.executor_partition_rows,
-                                         prepare=None if step.rows else step.body.prepare,
-                                         skip=failures.parked_ids.fresh_copies,
-                                         parked=failures.parked_ids.recorded,
-                                         publish_options={"connectionName": config.connection_name(
-                                             "publisher", label)})
+            self._runtimes[label] = Step(step.node, config.layout.inbox, StepSettings(
+                uri=config.uri, password=config.password, connection_name=config.connection_name("publisher", label),
+                on_failed=failures, router=topology.router(self, step.node),
+                checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
+                executor_publish_rows=config.settings.executor_publish_rows,
+                executor_partition_rows=config.settings.executor_partition_rows,
+                prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
+                parked=failures.parked_ids.recorded))
         return self._runtimes[label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:
@@ -184,7 +177,8 @@ class Saga:
         (before anything is published): they would all become one instance."""
         starting.check_keys(df, business_key)
         self._started.add((node, type))
-        checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.strict, self._warned)
+        checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.settings.strict,
+                      self._warned)
         self.declare()
         starting.publish_first(self, df, node, type, business_key)
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()

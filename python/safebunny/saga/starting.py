@@ -6,6 +6,8 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.ids import correlation_id_for, message_id
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.sink import SinkOptions
 from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.session import publish
@@ -42,13 +44,13 @@ def publish_first(saga: SagaShape, df: Any, node: str, message_type: str, busine
     columns = [F.to_json(F.struct(*df.columns)).alias("value"), mid(F.col(business_key)).alias("messageId"),
                corr(F.col(business_key)).alias("correlationId"), F.lit(message_type).alias("type"),
                F.lit("application/json").alias("contentType")]
-    options = {"uri": config.uri, "exchange": topology.exchange_name(config)}
+    routing_key = None
     if topology.routes_by_instance(saga, node, message_type):  # a sharded step consumes it: each row to its bucket
         route = F.udf(lambda k: topology.instance_routing_key(node, message_type, correlation_id_for(str(k))),
                       StringType())
         columns.append(route(F.col(business_key)).alias("routingKey"))
     else:
-        options["routingKey"] = topology.routing_key(node, message_type)
-    if config.password is not None:
-        options["password"] = config.password
-    publish(df.select(*columns), **options)
+        routing_key = topology.routing_key(node, message_type)
+    options = SinkOptions(ConnectionSettings(config.uri, config.password), exchange=topology.exchange_name(config),
+                          routing_key=routing_key)
+    publish(df.select(*columns), **options.spark_options())

@@ -57,7 +57,7 @@ def status_fields(saga: SagaShape, poison: bool = True) -> list[tuple[dict[str, 
     queues_of = {s.label: [q.name for q in topo.queues if q.role == "consumer" and q.step == s.label]
                  for s in saga.steps}
     consumers = [name for names in queues_of.values() for name in names]
-    counts, note = queue_counts(config.uri, consumers, config.password, config.management_url)
+    counts, note = queue_counts(config.uri, consumers, config.password, config.settings.management_url)
     out = []
     for s in saga.steps:
         queues = queues_of[s.label]  # one, or one per shard: a step's row sums its shards

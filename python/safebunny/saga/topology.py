@@ -182,16 +182,16 @@ def plan(saga: SagaShape) -> Topology:
     exchange = exchange_name(config)
     unrouted = unrouted_name(config)
     unrouted_args: dict[str, Any] = {"x-queue-type": "stream"}
-    if config.unrouted_max_age:
-        unrouted_args["x-max-age"] = config.unrouted_max_age
+    if config.settings.unrouted_max_age:
+        unrouted_args["x-max-age"] = config.settings.unrouted_max_age
     queues = [QueueSpec(unrouted, "unrouted", unrouted_args)]
     bindings = [Binding(unrouted, unrouted, "")]
     for step in saga.steps:
         label = f"{step.node}.{step.consumes}"
         poison = poison_queue_name(config, step.node, step.consumes)
         args: dict[str, Any] = {"x-dead-letter-exchange": "", "x-dead-letter-routing-key": poison}
-        if config.quorum:
-            args.update({"x-queue-type": "quorum", "x-delivery-limit": int(config.delivery_limit)})
+        if config.settings.quorum:
+            args.update({"x-queue-type": "quorum", "x-delivery-limit": int(config.settings.delivery_limit)})
         else:
             args["x-queue-type"] = "classic"
         key = routing_key(step.from_node, step.consumes)
@@ -207,13 +207,13 @@ def plan(saga: SagaShape) -> Topology:
                 queues.append(QueueSpec(consumer, "consumer", {**args, "x-single-active-consumer": True}, label))
                 bindings.extend(Binding(exchange, consumer, f"{key}.{b}")
                                 for b in range(BUCKETS) if b % shards == shard)
-            for tier, delay_ms in enumerate(config.retry.delays_ms):
+            for tier, delay_ms in enumerate(config.settings.retry.delays_ms):
                 queues.append(QueueSpec(retry_queue_name(config, step.node, step.consumes, tier, shard), "retry", {
                     "x-queue-type": "classic", "x-message-ttl": int(delay_ms), "x-dead-letter-exchange": "",
                     "x-dead-letter-routing-key": consumer}, label))
         poison_args: dict[str, Any] = {"x-queue-type": "stream"}
-        if config.poison_max_age:
-            poison_args["x-max-age"] = config.poison_max_age
+        if config.settings.poison_max_age:
+            poison_args["x-max-age"] = config.settings.poison_max_age
         queues.append(QueueSpec(poison, "poison", poison_args, label))
     return Topology(exchange, unrouted, queues, bindings)
 

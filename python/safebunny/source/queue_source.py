@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING
 
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
@@ -25,6 +25,9 @@ from safebunny.source.offset import QueueOffset
 from safebunny.source.rows import deliveries_to_table
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
+
+if TYPE_CHECKING:
+    from safebunny.options.source import SourceOptions
 
 __all__ = ["QueueSource", "DEFAULT_MAX_MESSAGES"]
 
@@ -43,22 +46,23 @@ DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
 
 
 class QueueSource:
-    """One query's reading of one classic or quorum queue; ``options`` as parsed by
-    :func:`safebunny.options.source.parse_source_options`."""
+    """One query's reading of one classic or quorum queue, as its
+    :class:`~safebunny.options.source.SourceOptions` say."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.queue: str = options["queue"]
-        self.pause_file: str | None = options.get("pauseFile")
-        self.include_headers: bool = options["includeHeaders"]
-        self.max_messages: int | None = options["maxMessagesPerTrigger"]
-        self.max_bytes: int | None = options["maxBytesPerTrigger"]
+        self.queue: str = options.queue
+        self.pause_file: str | None = options.pause_file
+        self.include_headers: bool = options.include_headers
+        self.max_messages: int | None = options.max_messages_per_trigger
+        self.max_bytes: int | None = options.max_bytes_per_trigger
         # executors read the journal too: a relative path would resolve against each one's working directory
-        self.location: str = absolute_location(options["journalLocation"])
+        # (require_journal refused a missing one before)
+        self.location: str = absolute_location(options.journal_location)  # type: ignore[arg-type]
         self._consumer: QueueConsumer | None = None
         self._journal: Journal | None = None
         self._owner: JournalOwner | None = None
-        self._budget = AckBudget(self.queue, options["consumerTimeoutMs"])
+        self._budget = AckBudget(self.queue, options.consumer_timeout_ms)
         self._timeouts_seen = 0  # the consumer's count of channels closed by consumer_timeout, at the last commit
         # end seq of each returned-but-uncommitted batch -> (channel generation, last delivery tag, start seq):
         # its journal file is (start seq, end seq], its message count end - start
@@ -70,7 +74,7 @@ class QueueSource:
         self._target_count: int | None = None
         self._last_seq = 0
         #: whether a poll takes a batch now, and how long it waits
-        self.admission = Admission(options["pollTimeoutMs"], options["minBatchIntervalMs"])
+        self.admission = Admission(options.poll_timeout_ms, options.min_batch_interval_ms)
 
     # ------------------------------------------------------------------ sizes
     def batch_cap(self) -> int:
@@ -83,7 +87,7 @@ class QueueSource:
     def _max_buffered_bytes(self) -> int | None:
         # room for one uncommitted batch plus the next, as the prefetch has in messages; none on a queue with a
         # single active consumer, where the byte budget's cancel and re-consume would hand the queue away
-        if self.options["singleActiveConsumer"]:
+        if self.options.single_active_consumer:
             return None
         return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
 
@@ -107,9 +111,9 @@ class QueueSource:
     def _consumer_(self) -> QueueConsumer:
         if self._consumer is None:
             self._consumer = QueueConsumer(
-                self.options["uri"], self.queue, prefetch=self.prefetch(),
-                heartbeat=self.options["heartbeatSeconds"], max_buffered_bytes=self._max_buffered_bytes(),
-                name=self.options.get("connectionName"),
+                self.options.connection.login_uri, self.queue, prefetch=self.prefetch(),
+                heartbeat=self.options.heartbeat_seconds, max_buffered_bytes=self._max_buffered_bytes(),
+                name=self.options.connection.connection_name,
             ).start()
         return self._consumer
 
@@ -169,7 +173,7 @@ class QueueSource:
             log.warning("queue %r: pause over; consuming again", self.queue)
             consumer.resume()
         journal = self._journal_()
-        reconnect_wait = self.options["reconnectTimeoutMs"] / 1000.0
+        reconnect_wait = self.options.reconnect_timeout_ms / 1000.0
         consumer.await_connection(reconnect_wait)
         self._budget.check()  # acks keep being lost to consumer_timeout: fail instead of spinning
         if self._target_count is not None:
@@ -233,7 +237,7 @@ class QueueSource:
                 "not skipped, whatever failOnDataLoss says: skipping would ack messages nobody read. Put "
                 "'journalLocation' on storage every Spark process can read (a cloud storage URI such as "
                 "'s3://...', or DBFS), then restart.")
-        if self.options["failOnDataLoss"]:
+        if self.options.fail_on_data_loss:
             raise error
         log.warning("SKIPPING A BATCH (failOnDataLoss=false): %s", error)
         return False

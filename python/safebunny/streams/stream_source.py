@@ -16,7 +16,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from safebunny.amqp.connection import close_quietly
 from safebunny.errors import (
@@ -43,20 +43,23 @@ from safebunny.streams.offsets import (
 )
 from safebunny.streams.protocol import open_stream_client
 
+if TYPE_CHECKING:
+    from safebunny.options.source import SourceOptions
+
 __all__ = ["StreamSource", "DriverConnection", "stream_bounds", "starting_offset", "batch_range", "read_partition"]
 
 log = logging.getLogger("safebunny.source")
 T = TypeVar("T")
 
 
-def stream_client_name(options: dict[str, Any]) -> str:
+def stream_client_name(options: SourceOptions) -> str:
     """The name of a stream source's connections, the driver-side reader's and each partition's (RabbitMQ shows
     it): the ``connectionName`` option, else ``safebunny/<queue>/consumer``."""
-    return options.get("connectionName") or f"safebunny/{options['queue']}/consumer"
+    return options.connection.name_or(f"safebunny/{options.queue}/consumer")
 
 
-def _empty_wait_s(options: dict[str, Any]) -> float:
-    return max(0.05, options["pollTimeoutMs"] / 1000.0)
+def _empty_wait_s(options: SourceOptions) -> float:
+    return max(0.05, options.poll_timeout_ms / 1000.0)
 
 
 class DriverConnection:
@@ -69,7 +72,7 @@ class DriverConnection:
 
     MAX_IDLE_S = 20.0
 
-    def __init__(self, options: dict[str, Any], opener: Callable[..., StreamQueueClient] = open_stream_client) -> None:
+    def __init__(self, options: SourceOptions, opener: Callable[..., StreamQueueClient] = open_stream_client) -> None:
         self.options = options
         self.opener = opener
         self.client: StreamQueueClient | None = None
@@ -87,7 +90,7 @@ class DriverConnection:
             self._drop()
         if self.client is None:
             o = self.options
-            self.client = self.opener(o["uri"], o["streamPort"], o["heartbeatSeconds"], stream_client_name(o))
+            self.client = self.opener(o.connection.login_uri, o.stream_port, o.heartbeat_seconds, stream_client_name(o))
         return self.client
 
     def call(self, action: Callable[[StreamQueueClient], T]) -> T:
@@ -106,50 +109,50 @@ class DriverConnection:
         self._drop()
 
 
-def stream_bounds(options: dict[str, Any], connection: DriverConnection) -> StreamBounds:
+def stream_bounds(options: SourceOptions, connection: DriverConnection) -> StreamBounds:
     """Ask the broker for the stream's bounds."""
-    return connection.call(lambda client: client.bounds(options["queue"], _empty_wait_s(options)))
+    return connection.call(lambda client: client.bounds(options.queue, _empty_wait_s(options)))
 
 
-def starting_offset(options: dict[str, Any], connection: DriverConnection, bounds: StreamBounds) -> int:
+def starting_offset(options: SourceOptions, connection: DriverConnection, bounds: StreamBounds) -> int:
     """Resolve ``startingOffsets`` to a stream offset on the broker, whose stream has ``bounds``."""
-    spec = options["startingOffsets"]
+    spec = options.starting_offsets
     found = None
     if isinstance(spec, dict):
         found = connection.call(
-            lambda client: client.offset_for_timestamp(options["queue"], spec["timestamp"], _empty_wait_s(options)))
+            lambda client: client.offset_for_timestamp(options.queue, spec["timestamp"], _empty_wait_s(options)))
     return resolve_start(spec, bounds, found)
 
 
-def batch_range(options: dict[str, Any]) -> tuple[int, int]:
+def batch_range(options: SourceOptions) -> tuple[int, int]:
     """``[startingOffsets, endingOffsets)`` of a batch read, resolved on one connection opened and closed here."""
     connection = DriverConnection(options)
     try:
         bounds = stream_bounds(options, connection)
         start = starting_offset(options, connection, bounds)
-        return start, resolve_end(options.get("endingOffsets"), start, bounds.tail)
+        return start, resolve_end(options.ending_offsets, start, bounds.tail)
     finally:
         connection.close()
 
 
-def read_partition(options: dict[str, Any], start: int, end: int) -> Iterator[Any]:
+def read_partition(options: SourceOptions, start: int, end: int) -> Iterator[Any]:
     """Yield Arrow batches with exactly the stream offsets ``[start, end)`` (runs on executors)."""
-    client = open_stream_client(options["uri"], options["streamPort"], options["heartbeatSeconds"],
+    client = open_stream_client(options.connection.login_uri, options.stream_port, options.heartbeat_seconds,
                                 stream_client_name(options))
     try:
         yield from client.read_range(
-            options["queue"], options["queue"], start, end,
-            include_headers=options["includeHeaders"], fail_on_data_loss=options["failOnDataLoss"], warn=log.warning,
+            options.queue, options.queue, start, end,
+            include_headers=options.include_headers, fail_on_data_loss=options.fail_on_data_loss, warn=log.warning,
         )
     finally:
         client.close()
 
 
 class StreamSource:
-    """One query's reading of one stream queue, driver side; ``options`` as parsed by
-    :func:`safebunny.options.source.parse_source_options`."""
+    """One query's reading of one stream queue, driver side, as its
+    :class:`~safebunny.options.source.SourceOptions` say."""
 
-    def __init__(self, options: dict[str, Any], connection: DriverConnection | None = None) -> None:
+    def __init__(self, options: SourceOptions, connection: DriverConnection | None = None) -> None:
         self.options = options
         self._target_end: int | None = None
         #: the stream's tail at the last :meth:`latest` (Spark's progress shows it as the latest offset)
@@ -172,12 +175,12 @@ class StreamSource:
 
     def _waits_for(self, begin: int) -> bool:
         """True when ``begin`` is the ``startingOffsets`` number (beyond the tail it waits, as documented)."""
-        spec = self.options.get("startingOffsets")
+        spec = self.options.starting_offsets
         return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
 
     def _first_message_from(self, offset: int) -> tuple[int, bytes | None] | None:
         wait = min(1.0, _empty_wait_s(self.options))
-        return self.driver().call(lambda client: client.first_message_from(self.options["queue"], offset, wait))
+        return self.driver().call(lambda client: client.first_message_from(self.options.queue, offset, wait))
 
     def anchor(self, end: int) -> str | None:
         """The anchor of end offset ``end`` (see :data:`ANCHOR_KEY`), or None when there is none."""
@@ -187,14 +190,14 @@ class StreamSource:
     def replaced(self, start: dict, begin: int, bounds: StreamBounds) -> str | None:
         """Why the stream behind this checkpoint offset is not the one the query read, or None."""
         if bounds.tail < begin and not self._waits_for(begin):
-            return reset_message(self.options["queue"], begin, bounds)  # offsets never go backwards
+            return reset_message(self.options.queue, begin, bounds)  # offsets never go backwards
         anchor = start.get(ANCHOR_KEY) if isinstance(start, dict) else None
         at = anchor_offset(anchor)
         if at is None or at < bounds.first or begin == 0:  # no anchor, or retention removed it: cannot tell
             return None
         found = self._first_message_from(begin - 1)
         if found is None or make_anchor(*found) != anchor:
-            return replaced_message(self.options["queue"], begin, at)
+            return replaced_message(self.options.queue, begin, at)
         return None
 
     def latest(self, start: dict, max_messages: int | None = None, max_bytes: int | None = None,
@@ -209,7 +212,7 @@ class StreamSource:
         message = self.replaced(start, begin, bounds)
         if message is not None:
             # the stream was deleted and re-created since this offset was written: data loss
-            if self.options["failOnDataLoss"]:
+            if self.options.fail_on_data_loss:
                 raise SafeBunnyDataLossError(message)
             log.warning("failOnDataLoss=false, SKIPPING LOST MESSAGES: %s Going on from offset %d.", message,
                         bounds.first)

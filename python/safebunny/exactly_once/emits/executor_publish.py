@@ -3,29 +3,32 @@
 Above a threshold the batch's publish rows (built on the driver either way) become a small DataFrame,
 coalesced to about one partition per ``partition_rows`` rows (no shuffle), written with
 ``df.write.format("safebunny")``, which returns only once every message is confirmed (docs/exactly-once.md,
-"Where the emits are published"). The options keep the password out of the URI: Spark redacts an option
-named ``password`` in plans and logs, not a password inside ``uri``.
+"Where the emits are published"). The options keep the password out of the URI
+(:meth:`~safebunny.options.sink.SinkOptions.spark_options`): Spark redacts an option named ``password`` in plans
+and logs, not a password inside ``uri``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 import pyarrow as pa
 
+from safebunny.options.sink import SinkOptions
 from safebunny.session import is_connect, publish
-from safebunny.uri import split_password
 
-__all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "has_remote_executors",
+__all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "ExecutorPublishRows", "has_remote_executors",
            "partitions_for", "threshold_for"]
 
-#: Step(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes, else never
-AUTO = "auto"
-#: batches with more publish rows than this publish them from the executors (Step(executor_publish_rows=))
+#: StepSettings(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes,
+#: else never
+AUTO: Final = "auto"
+#: a step's ``executor_publish_rows``: rows, :data:`AUTO`, or 0/None for never
+ExecutorPublishRows = int | Literal["auto"] | None
+#: batches with more publish rows than this publish them from the executors (StepSettings(executor_publish_rows=))
 DEFAULT_THRESHOLD = 5000
-#: about this many rows per publishing task (Step(executor_partition_rows=))
+#: about this many rows per publishing task (StepSettings(executor_partition_rows=))
 DEFAULT_PARTITION_ROWS = 2500
 
 
@@ -48,12 +51,12 @@ def has_remote_executors(spark: Any) -> bool:
     return not (master == "local" or master.startswith("local["))
 
 
-def threshold_for(setting: int | str | None, spark: Any) -> int | None:
-    """The rows above which a batch publishes from the executors, for ``Step(executor_publish_rows=setting)``:
+def threshold_for(setting: ExecutorPublishRows, spark: Any) -> int | None:
+    """The rows above which a batch publishes from the executors, for ``executor_publish_rows=setting``:
     :data:`AUTO` gives :data:`DEFAULT_THRESHOLD` on a cluster and None (never) on a local session."""
     if setting == AUTO:
         return DEFAULT_THRESHOLD if spark is not None and has_remote_executors(spark) else None
-    return setting or None  # type: ignore[return-value]
+    return setting or None
 
 
 def parallelism_of(spark: Any) -> int | None:
@@ -69,20 +72,11 @@ def parallelism_of(spark: Any) -> int | None:
     return int(spark.sparkContext.defaultParallelism)
 
 
-def executor_options(uri: str, password: str | None, extra: Mapping[str, str]) -> dict[str, str]:
-    """The sink's options for a step's emits: the URI without its password, which travels as ``password``."""
-    bare, secret = split_password(uri, password)
-    options = {"uri": bare, **extra}
-    if secret is not None:
-        options["password"] = secret
-    return options
-
-
-def publish_from_executors(spark: Any, rows: pa.Table, options: Mapping[str, str], partition_rows: int) -> int:
+def publish_from_executors(spark: Any, rows: pa.Table, options: SinkOptions, partition_rows: int) -> int:
     """Publish ``rows`` (the step's publish rows) through ``df.write.format("safebunny")``; returns the
     number of partitions asked for. Raises whatever the write raises (a Spark exception carrying the sink's
     :class:`~safebunny.errors.SafeBunnyError` in its text); the caller maps and retries it."""
     partitions = partitions_for(rows.num_rows, partition_rows, parallelism_of(spark))
     frame = spark.createDataFrame(rows).coalesce(partitions)
-    publish(frame, **options)
+    publish(frame, **options.spark_options())
     return partitions

@@ -1,7 +1,7 @@
 """Where a step's emits are published, and how a failed publish is retried before the batch fails.
 
 Small batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job), one with
-more rows than ``threshold`` from the executors (:mod:`~safebunny.exactly_once.emits.executor_publish`); the
+more rows than ``executor_publish_rows`` from the executors (:mod:`~safebunny.exactly_once.emits.executor_publish`); the
 ids are derived on the driver, so a publish may be repeated. Either way the call returns only when every
 message is confirmed and routed. A broker failure is retried with the same rows until ``retry_seconds``
 are spent, then fails the batch in safebunny's own error class (:func:`~safebunny.spark_errors.error_of`); a
@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -29,10 +28,11 @@ from safebunny.errors import (
 from safebunny.exactly_once.emits.executor_publish import (
     AUTO,
     DEFAULT_PARTITION_ROWS,
-    executor_options,
+    ExecutorPublishRows,
     publish_from_executors,
     threshold_for,
 )
+from safebunny.options.sink import SinkOptions
 from safebunny.spark_errors import error_of
 
 __all__ = ["EmitPublisher", "PublishSettings", "Published"]
@@ -52,16 +52,14 @@ class Published:
 
 @dataclass(frozen=True)
 class PublishSettings:
-    """How a step publishes its emits: ``uri``/``password`` of the broker, extra sink ``options``,
-    ``retry_seconds`` of republishing, and the executor path's ``threshold`` (rows; ``"auto"``; 0 or None: never)
-    and ``partition_rows`` (rows per publishing task)."""
+    """How a step publishes its emits: the ``sink`` options (the broker; None when the step has no ``uri``),
+    ``retry_seconds`` of republishing, and the executor path's ``executor_publish_rows`` (rows; ``"auto"``; 0 or
+    None: never) and ``executor_partition_rows`` (rows per publishing task)."""
 
-    uri: str | None = None
-    password: str | None = None
-    options: Mapping[str, str] = field(default_factory=dict)
+    sink: SinkOptions | None = None
     retry_seconds: float = 60.0
-    threshold: int | str | None = AUTO
-    partition_rows: int = DEFAULT_PARTITION_ROWS
+    executor_publish_rows: ExecutorPublishRows = AUTO
+    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
 
 
 class EmitPublisher:
@@ -75,20 +73,21 @@ class EmitPublisher:
     def from_executors(self, rows: int, spark: Any = None) -> bool:
         """Whether a batch of ``rows`` publish rows goes out from the executors (of ``spark``'s session, which
         decides the threshold ``"auto"``: :func:`~safebunny.exactly_once.emits.executor_publish.threshold_for`)."""
-        if self.settings.threshold == AUTO:
+        if self.settings.executor_publish_rows == AUTO:
             if self._auto is None and spark is not None:
                 self._auto = (threshold_for(AUTO, spark),)
             threshold = self._auto[0] if self._auto else None
         else:
-            threshold = self.settings.threshold  # type: ignore[assignment]
-        return bool(threshold) and rows > threshold  # type: ignore[operator]
+            threshold = self.settings.executor_publish_rows or None
+        return threshold is not None and rows > threshold
 
     def publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
         """Publish ``rows`` (confirmed, all of them) from the driver or the executors, retrying the same rows."""
         settings = self.settings
-        if not settings.uri:
-            raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass Step(uri=...).", "uri")
-        options = executor_options(settings.uri, settings.password, settings.options)
+        options = settings.sink
+        if options is None:
+            raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass "
+                                       "StepSettings(uri=...).", "uri")
         executors = spark is not None and self.from_executors(rows.num_rows, spark)
         where = "executors" if executors else "driver"
         started = time.monotonic()
@@ -98,7 +97,7 @@ class EmitPublisher:
             attempt += 1
             try:
                 if executors:
-                    partitions = publish_from_executors(spark, rows, options, settings.partition_rows)
+                    partitions = publish_from_executors(spark, rows, options, settings.executor_partition_rows)
                 else:
                     publish_table(rows, options, scope)
                     partitions = 1

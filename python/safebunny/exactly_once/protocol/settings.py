@@ -5,20 +5,24 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.collect.batch import Prepared, Skip
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.emits.executor_publish import AUTO
+from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
 from safebunny.exactly_once.emits.publisher import PublishSettings
 from safebunny.exactly_once.emits.rows import Router
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW
 from safebunny.exactly_once.outcome import FailedRow, Outcome
+from safebunny.options.connection import ConnectionSettings
+from safebunny.options.sink import sink_options
 
-__all__: list[str] = []
+__all__ = ["StepSettings"]
+
+InboxBackend = Literal["auto", "delta-rs", "spark"]
 
 Handler = Callable[[Any, StepContext], "Outcome | None"]
 #: (failed rows, ctx) -> None, or how many of them it retried and parked (``{"retried": n, "parked": m}``)
@@ -33,13 +37,20 @@ Parked = Callable[[pa.Table], "Mapping[str, FailedRow]"]
 
 @dataclass(frozen=True)
 class StepSettings:
-    """Everything a :class:`~safebunny.exactly_once.protocol.step.Step` is told (its keywords, documented there;
-    ``epoch`` is the fixed one, ``publish`` the emits' publishing)."""
+    """Everything a :class:`~safebunny.exactly_once.protocol.step.Step` is told besides its node and inbox, by
+    keyword, checked when made: ``Step("billing", inbox, StepSettings(uri=..., window=...))``. Each setting is
+    documented on :class:`~safebunny.exactly_once.protocol.step.Step`; one value may serve several steps
+    (``dataclasses.replace`` makes a variant)."""
 
-    node: str
-    inbox: str
+    uri: str | None = None
+    password: str | None = field(default=None, repr=False)
+    connection_name: str | None = None
+    publish_options: Mapping[str, str] = field(default_factory=dict)
+    publish_retry_seconds: float = 60.0
+    executor_publish_rows: ExecutorPublishRows = AUTO
+    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
     window: dt.timedelta = DEFAULT_WINDOW
-    inbox_backend: str = "auto"
+    inbox_backend: InboxBackend = "auto"
     state: str | None = None
     row_retries: int = 2
     max_isolation_jobs: int = 64
@@ -51,16 +62,26 @@ class StepSettings:
     prepare: Prepare | None = None
     skip: Skip | None = None
     parked: Parked | None = None
-    publish: PublishSettings = field(default_factory=PublishSettings)
 
     def __post_init__(self) -> None:
         if self.row_retries < 0 or self.max_isolation_jobs < 1:
             raise SafeBunnyOptionError(
                 f"row_retries must be >= 0 and max_isolation_jobs >= 1; got {self.row_retries} and "
                 f"{self.max_isolation_jobs}.", "row_retries")
-        threshold, partition_rows = self.publish.threshold, self.publish.partition_rows
-        if (threshold != AUTO and (not isinstance(threshold, (int, type(None))) or (threshold or 0) < 0)) \
-                or partition_rows < 1:
+        rows, partition_rows = self.executor_publish_rows, self.executor_partition_rows
+        if (rows != AUTO and (not isinstance(rows, (int, type(None))) or (rows or 0) < 0)) or partition_rows < 1:
             raise SafeBunnyOptionError(
                 f"executor_publish_rows must be 'auto', a number >= 0 or None, and executor_partition_rows >= 1; got "
-                f"{threshold!r} and {partition_rows!r}.", "executor_publish_rows")
+                f"{rows!r} and {partition_rows!r}.", "executor_publish_rows")
+        self.publishing("step")  # a bad uri or publish option fails here, not at the first emit
+
+    def publishing(self, node: str) -> PublishSettings:
+        """How step ``node`` publishes its emits: the sink options (``publish_options`` read by the sink's option
+        table; the connection named ``safebunny/<node>/publisher`` unless ``connection_name`` says otherwise)."""
+        sink = None
+        if self.uri is not None:
+            connection = ConnectionSettings(self.uri, self.password, self.connection_name or
+                                            f"safebunny/{node}/publisher")
+            sink = sink_options(connection, self.publish_options)
+        return PublishSettings(sink, self.publish_retry_seconds, self.executor_publish_rows,
+                               self.executor_partition_rows)

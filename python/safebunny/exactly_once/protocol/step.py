@@ -33,20 +33,19 @@ import pyarrow as pa
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
-from safebunny.exactly_once.collect.batch import Batch, NewMessages, Skip
+from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
-from safebunny.exactly_once.emits.publisher import EmitPublisher, Published, PublishSettings
-from safebunny.exactly_once.emits.rows import Router, batch_publish_rows
+from safebunny.exactly_once.emits.publisher import EmitPublisher, Published
+from safebunny.exactly_once.emits.rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frames import run_frames
 from safebunny.exactly_once.handlers.rows import RowRun
-from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
+from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
-from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Parked, Prepare, StepSettings
+from safebunny.exactly_once.protocol.settings import Handler, StepSettings
 from safebunny.session import activate
 
 __all__ = ["Step"]
@@ -70,20 +69,24 @@ class _Run:
 class Step:
     """An exactly-once step: ``query = df.writeStream.foreachBatch(step.foreach_batch(handler))...``.
 
-    - ``node``: the step's node name (in the inbox partition and in derived ids);
-    - ``inbox``: the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or
-      a table name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too);
+    ``Step(node, inbox, settings)``: ``node`` is the step's node name (in the inbox partition and in derived
+    ids); ``inbox`` the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or a table
+    name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too); every other
+    setting is a keyword of ``settings``, a :class:`~safebunny.exactly_once.protocol.settings.StepSettings`
+    (e.g. ``StepSettings(uri=..., executor_publish_rows=None)``), checked when it is made:
+
     - ``state``: where the step's claims, outcome logs and row decisions live (a path or URI); by default the
       inbox's folder, and required for an inbox given by table name
       (:func:`~safebunny.exactly_once.inbox.table.state_location`);
     - ``uri``/``password``: the broker for emits (``password`` keeps the secret out of the URI);
+      ``connection_name`` names their connection (default ``safebunny/<node>/publisher``);
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
     - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
       as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
-    - ``publish_options``: extra sink options for emits (e.g. ``confirmTimeoutMs``);
+    - ``publish_options``: extra sink options for emits, as for ``df.write`` (e.g. ``{"confirmTimeoutMs": "5000"}``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
       broker fails them, e.g. through a restart, before the batch fails (default 60 s);
     - ``executor_publish_rows``: a batch with more emitted messages than this publishes them from the
@@ -110,26 +113,17 @@ class Step:
       handler would now accept is parked again, never applied.
     """
 
-    def __init__(self, node: str, inbox: str, uri: str | None = None, password: str | None = None, *,
-                 window: dt.timedelta = DEFAULT_WINDOW, row_retries: int = 2, max_isolation_jobs: int = 64,
-                 on_failed: FailedCallback | None = None, router: Router | None = None,
-                 publish_options: Mapping[str, str] | None = None, epoch: str | None = None,
-                 publish_retry_seconds: float = 60.0, inbox_backend: str = "auto",
-                 checkpoint: str | None = None, prepare: Prepare | None = None, state: str | None = None,
-                 journal: str | None = None, skip: Skip | None = None, executor_publish_rows: int | str | None = AUTO,
-                 executor_partition_rows: int = DEFAULT_PARTITION_ROWS, parked: Parked | None = None) -> None:
-        # the emits' connection is named after the node unless the options name it (RabbitMQ shows the name)
-        named = {"connectionName": f"safebunny/{node}/publisher", **(publish_options or {})}
-        publish = PublishSettings(uri, password, named, publish_retry_seconds,
-                                  executor_publish_rows, executor_partition_rows)
-        self.settings = StepSettings(node, inbox, window, inbox_backend, state, row_retries, max_isolation_jobs,
-                                     on_failed, router, epoch, checkpoint, journal, prepare, skip, parked, publish)
+    def __init__(self, node: str, inbox: str, settings: StepSettings | None = None) -> None:
+        self.settings = settings = StepSettings() if settings is None else settings
         self.node = node
-        self.inbox = Inbox(inbox, node, window, backend=inbox_backend, state=state)  # a table name needs a state
+        # a table name needs a state
+        self.inbox = Inbox(inbox, node, settings.window, backend=settings.inbox_backend, state=settings.state)
         self._claimed = BatchClaims(node, self.inbox)
-        self._rows = RowRun(self._claimed, row_retries)
-        self._publisher = EmitPublisher(node, publish)  # one per step: it reads the session's "auto" threshold once
+        self._rows = RowRun(self._claimed, settings.row_retries)
+        # one per step: it reads the session's "auto" threshold once
+        self._publisher = EmitPublisher(node, settings.publishing(node))
         self.reports: deque[BatchReport] = deque(maxlen=200)
+        journal, checkpoint = settings.journal, settings.checkpoint
         self._journal = JournalRead(journal, checkpoint) if journal and checkpoint else None
 
     def foreach_batch(self, handler: Handler, rows: bool = False) -> Callable[[Any, int], None]:
