@@ -76,6 +76,51 @@ def test_every_package_declares_all() -> None:
     assert not missing, f"packages without an explicit __all__: {missing}"
 
 
+# -- one settings style ---------------------------------------------------------------------------
+#: names that hold options: ``options``, ``opts``, ``parsed``, ``raw_options``, ``self.options``...
+_OPTION_NAME = re.compile(r"^(opts|parsed|(\w+_)?options?)$")
+
+
+def _string_keyed_option_reads(source: str) -> list[str]:
+    """``options["queue"]``, ``opts.get("uri")`` and the like: an option read (or write) by its string name."""
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript):
+            holder, key = node.value, node.slice
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "pop", "setdefault") and node.args):
+            holder, key = node.func.value, node.args[0]
+        else:
+            continue
+        name = holder.attr if isinstance(holder, ast.Attribute) else holder.id if isinstance(holder, ast.Name) else ""
+        if _OPTION_NAME.match(name) and isinstance(key, ast.Constant) and isinstance(key.value, str):
+            found.append((node.lineno, node.col_offset, f"line {node.lineno}: {ast.unparse(node)}"))
+    return [hit for *_, hit in sorted(found)]
+
+
+_ROOT = CORE.parents[1]
+
+
+_OUTSIDE_OPTIONS = [p for folder in ("python", "connector") for p in sorted((_ROOT / folder).rglob("*.py"))
+                    if "options" not in p.relative_to(_ROOT).parts]
+
+
+@pytest.mark.parametrize("path", _OUTSIDE_OPTIONS, ids=lambda p: str(p.relative_to(_ROOT)))
+def test_options_are_read_by_attribute_outside_the_option_tables(path: Path) -> None:
+    """Issue 49: options are parsed once, by the OptionSpec tables in ``safebunny/options/``, into typed objects
+    (``SourceOptions``, ``SinkOptions``, ``ConnectionSettings``) read by attribute; code that needs Spark's
+    strings renders them with ``spark_options()``. A string-keyed read elsewhere is a second style coming back."""
+    hits = _string_keyed_option_reads(path.read_text(encoding="utf-8"))
+    assert not hits, f"{path.relative_to(_ROOT)} reads options by string key: {hits}; read the typed object instead"
+
+
+def test_the_option_read_check_finds_string_keyed_reads() -> None:
+    source = ('x = options["queue"]\ny = self.options.get("uri")\nz = opts["maxInFlight"] / 1000\n'
+              'raw_options.pop("password")\nkeep = options.queue\ncols.get("routingKey")\n')
+    assert [hit.split(": ")[1] for hit in _string_keyed_option_reads(source)] == [
+        "options['queue']", "self.options.get('uri')", "opts['maxInFlight']", "raw_options.pop('password')"]
+
+
 LAZY_PACKAGES = ("safebunny", "safebunny.exactly_once", "safebunny.saga")
 
 
