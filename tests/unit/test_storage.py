@@ -90,7 +90,7 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     for make in (lambda: Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI)),
                  lambda: Inbox("main.sagas.inbox", "billing").state):
-        with pytest.raises(SafeBunnyOptionError, match=r"table name.*Step\(\.\.\., state=\.\.\.\)") as caught:
+        with pytest.raises(SafeBunnyOptionError, match=r"table name.*StepSettings\(state=\.\.\.\)") as caught:
             make()
         assert caught.value.option == "state"
     assert os.listdir(tmp_path) == []

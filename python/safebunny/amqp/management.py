@@ -60,7 +60,7 @@ def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = Non
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
         return None, (f"unacked unknown: no management API at {base} ({reason}); enable the plugin "
-                      "('rabbitmq-plugins enable rabbitmq_management') or give Saga(management_url=...)")
+                      "('rabbitmq-plugins enable rabbitmq_management') or give SagaSettings(management_url=...)")
     wanted = set(names)
     return {q["name"]: QueueCounts(int(q.get("messages_ready") or 0), int(q.get("messages_unacknowledged") or 0))
             for q in listed if isinstance(q, dict) and q.get("name") in wanted}, None

@@ -2,7 +2,7 @@
 
 Pure logic over :class:`~safebunny.saga.definition.SagaStep`\\ s. Such mistakes are silent at run time (the
 message goes to ``<saga>.unrouted``); :func:`report` logs them as warnings, or raises them with
-``Saga(strict=True)`` (docs/sagas.md, "Definition checks").
+``SagaSettings(strict=True)`` (docs/sagas.md, "Definition checks").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A saga's settings and storage layout as frozen values, and what the saga modules read of a saga.
 
 :class:`SagaLayout` (every path under the root, each named once here), :class:`SagaSettings` (what
-``Saga(..., settings=...)`` is told by keyword), :class:`SagaConfig` (the name, broker, layout and settings),
+``SagaSettings(settings=...)`` is told by keyword), :class:`SagaConfig` (the name, broker, layout and settings),
 and the protocols :class:`SagaShape` and :class:`SagaRunner` that the saga modules read instead of a whole saga.
 """
 

@@ -3,14 +3,14 @@
 A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messages, its poison copy and, with
 ``fails_as``, a compensation message. So the decision is recorded here *before* they are published, and a later
 attempt in any epoch (a replay, a new checkpoint, another driver) that meets the message again does not decide
-it again: the step rejects it before its handler (``Step(parked=...)``, :meth:`ParkedIds.recorded`) and the router
-parks it as recorded, with the same copies and ids. Without that, a crash between the copies and the inbox marker,
+it again: the step rejects it before its handler (``StepSettings(parked=...)``, :meth:`ParkedIds.recorded`) and
+the router parks it as recorded, with the same copies and ids. Without that, a crash between the copies and the inbox marker,
 then a redelivery that now succeeds (the service is back), applied an order whose instance was compensated
 (issue 48, item 3). A copy ``redrive`` sent (a new ``x-safebunny-redriven`` stamp) is decided afresh: that is what
 redrive asks for.
 
 A copy that arrives fresh (no ``x-safebunny-attempt`` or ``x-safebunny-redriven`` header) of a message whose poison
-copy was confirmed is dropped and counted as a duplicate (``Step(skip=...)``, :meth:`ParkedIds.fresh_copies`;
+copy was confirmed is dropped and counted as a duplicate (``StepSettings(skip=...)``, :meth:`ParkedIds.fresh_copies`;
 docs/sagas.md, "Starting"); one whose copies may not have gone out yet (a crash between the record and the
 confirms) is parked again instead, so it reaches the poison queue.
 
@@ -69,7 +69,7 @@ class ParkedIds:
 
     def fresh_copies(self, table: pa.Table) -> pa.ChunkedArray | None:
         """Which rows of ``table`` (a batch as the source gives it) are fresh copies of ids whose poison copy was
-        confirmed: the saga step's ``Step(skip=...)``, so they count as duplicates; None when there are none."""
+        confirmed: the saga step's ``StepSettings(skip=...)``, so they count as duplicates; None when there are none."""
         if not self.read():
             return None
         assert self._cache is not None  # read() found decisions, so it cached them
@@ -87,8 +87,8 @@ class ParkedIds:
         return decision
 
     def recorded(self, table: pa.Table) -> dict[str, FailedRow]:
-        """The saga step's ``Step(parked=...)``: of the new messages in ``table``, those a recorded parking covers,
-        as the failed rows the router parks again; they never reach the handler."""
+        """The saga step's ``StepSettings(parked=...)``: of the new messages in ``table``, those a recorded parking
+        covers, as the failed rows the router parks again; they never reach the handler."""
         if not self.read() or not table.num_rows:
             return {}
         assert self._cache is not None  # read() found decisions, so it cached them

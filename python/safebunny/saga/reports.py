@@ -51,7 +51,7 @@ _FIELDS = frozenset(f.name for f in fields(BatchReport))
 class StepCounters:
     """One step's totals (``totals``: each of :data:`COUNTERS`); ``rate``: messages received per second over the
     last minute; its last batch with messages: when it finished, its id, the saga driver that ran it
-    (``Saga(driver=...)``; None for a single driver), the messages it received and its seconds."""
+    (``SagaSettings(driver=...)``; None for a single driver), the messages it received and its seconds."""
 
     step: str
     totals: Mapping[str, int]

@@ -58,7 +58,7 @@ class RunningSaga:
         self.max_backoff_s = max_backoff_s
         #: step label -> rounds that ended without an error (availableNow only)
         self.rounds: dict[str, int] = {}
-        #: among several drivers (``Saga(driver=...)``): this driver's lease and its share of the shards
+        #: among several drivers (``SagaSettings(driver=...)``): this driver's lease and its share of the shards
         self.balancer = Balancer(saga) if balance and saga.config.layout.driver is not None else None
         self.queries: dict[str, Any] = {s.unit_label: try_start(self._start, s) for s in saga.units()}
         #: step label -> restarts since the saga started (every failure counts)

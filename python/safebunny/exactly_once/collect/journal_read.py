@@ -97,7 +97,8 @@ class SparkRead:
             raise SafeBunnyError(
                 f"Spark read {self._count} rows for this batch where its journal file holds {self.expected}: the "
                 "step was handed a DataFrame other than the micro-batch (filtered or projected). Give a Step with "
-                "journal= the micro-batch as foreachBatch hands it (filter in the handler, or with Step(skip=...)), "
+                "journal= the micro-batch as foreachBatch hands it (filter in the handler, or with "
+                "StepSettings(skip=...)), "
                 "or leave journal= out; the batch fails and is replayed.")
 
 

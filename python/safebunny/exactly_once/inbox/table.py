@@ -134,7 +134,7 @@ def state_location(inbox: str, state: str | None) -> str:
     if state is None and not is_path(inbox):
         raise SafeBunnyOptionError(
             f"The inbox {inbox!r} is a table name, so the step has no folder for its claims, outcome logs and row "
-            "decisions: give Step(..., state=...) a durable location that every driver of the step reaches (a "
+            "decisions: give StepSettings(state=...) a durable location that every driver of the step reaches (a "
             "URI such as 's3://bucket/sagas/orders/state', or a folder under the saga's root), never the "
             "driver's local disk.", "state")
     location = inbox if state is None else state

@@ -1,7 +1,7 @@
 """A step's epoch: the streaming query's id, also over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
 
 On a classic session the epoch is the query id, a local property of the query's thread. Over Spark Connect
-it comes from, in order: the query's checkpoint (``Step(checkpoint=...)``, the id in
+it comes from, in order: the query's checkpoint (``StepSettings(checkpoint=...)``, the id in
 ``<checkpoint>/metadata``), the step's explicit ``epoch``, else a digest of the batch id and its sorted
 message ids (one more Spark job per batch). Why each is safe: docs/databricks.md ("The step's epoch").
 """
@@ -33,7 +33,7 @@ def checkpoint_epoch(checkpoint: str, node: str) -> str:
             text = handle.read().decode("utf-8")
     except (FileNotFoundError, OSError) as exc:
         raise SafeBunnyError(
-            f"Step {node!r}: no streaming query metadata at '{path}' ({exc}). Step(checkpoint=...) must be the "
+            f"Step {node!r}: no streaming query metadata at '{path}' ({exc}). StepSettings(checkpoint=...) must be the "
             "same path as the query's option 'checkpointLocation'.") from None
     for line in text.splitlines():  # Spark writes one JSON object: {"id":"<query id>"}
         line = line.strip()
@@ -50,7 +50,7 @@ def content_epoch(batch_df: Any, batch_id: int, node: str) -> str:
         raise SafeBunnyError(
             f"Step {node!r} runs over Spark Connect, where a step's epoch cannot be read from the query; its "
             f"input has no 'messageId' column to derive one from (columns: {batch_df.columns}). Pass "
-            "Step(checkpoint=<the query's checkpointLocation>).")
+            "StepSettings(checkpoint=<the query's checkpointLocation>).")
     ids = batch_df.select("messageId").toArrow().column("messageId").to_pylist()
     digest = hashlib.sha256(f"{int(batch_id)}\n".encode())
     for mid in sorted("\0" if m is None else "\1" + m for m in ids):
@@ -68,7 +68,7 @@ def connect_epoch(batch_df: Any, batch_id: int | None, checkpoint: str | None, f
     if batch_df is None or batch_id is None:
         raise SafeBunnyError(
             f"Step {node!r} runs over Spark Connect outside a streaming query, so it has no epoch. Run it through "
-            "writeStream.foreachBatch, or pass Step(..., checkpoint=...) or Step(..., epoch=...).")
+            "writeStream.foreachBatch, or pass StepSettings(checkpoint=...) or StepSettings(epoch=...).")
     return content_epoch(batch_df, batch_id, node)
 
 
@@ -82,5 +82,5 @@ def step_epoch(spark: Any, batch_df: Any, batch_id: int | None, checkpoint: str 
     if not epoch:
         raise SafeBunnyError(
             f"Step {node!r} runs outside a streaming query, so it has no epoch (the query id kept in "
-            "the checkpoint). Run it through writeStream.foreachBatch, or pass Step(..., epoch=...).")
+            "the checkpoint). Run it through writeStream.foreachBatch, or pass StepSettings(epoch=...).")
     return epoch
