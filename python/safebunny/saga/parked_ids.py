@@ -4,8 +4,8 @@ A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messag
 ``fails_as``, a compensation message. So the decision is recorded here *before* they are published, and a later
 attempt in any epoch (a replay, a new checkpoint, another driver) that meets the message again does not decide
 it again: the step rejects it before its handler (``StepSettings(parked=...)``, :meth:`ParkedIds.recorded`) and
-the router parks it as recorded, with the same copies and ids. Without that, a crash between the copies and the inbox marker,
-then a redelivery that now succeeds (the service is back), applied an order whose instance was compensated
+the router parks it as recorded, with the same copies and ids. Without that, a crash between the copies and the inbox
+marker, then a redelivery that now succeeds (the service is back), applied an order whose instance was compensated
 (issue 48, item 3). A copy ``redrive`` sent (a new ``x-safebunny-redriven`` stamp) is decided afresh: that is what
 redrive asks for.
 
