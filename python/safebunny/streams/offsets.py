@@ -12,9 +12,12 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
+
+if TYPE_CHECKING:
+    from safebunny.options.source import EndingOffsets, StartingOffsets
 
 __all__ = ["StreamBounds", "to_spark_offset", "from_spark_offset", "split_range", "resolve_start", "capped_end",
            "lost_offsets", "check_data_loss", "RESET_KEY", "ANCHOR_KEY", "make_anchor", "anchor_offset",
@@ -83,7 +86,7 @@ def split_range(start: int, end: int, min_partitions: int) -> list[tuple[int, in
     return list(zip(cuts, cuts[1:], strict=False))
 
 
-def resolve_start(spec: str | int | Mapping[str, int], bounds: StreamBounds,
+def resolve_start(spec: StartingOffsets, bounds: StreamBounds,
                   timestamp_offset: int | None = None) -> int:
     """The first offset a new query reads, from the parsed ``startingOffsets``.
 
@@ -206,7 +209,7 @@ def batch_start(start: Mapping[str, Any], end: Mapping[str, Any]) -> int:
     return from_spark_offset(start)
 
 
-def resolve_end(spec: str | int | None, start: int, tail: int) -> int:
+def resolve_end(spec: EndingOffsets | None, start: int, tail: int) -> int:
     """The exclusive end of a batch read: ``latest`` (or unset) is the tail; a number is capped at the tail."""
     if spec is None or spec == "latest":
         return max(start, tail)
