@@ -144,3 +144,14 @@ def test_a_row_handler_gets_a_mistyped_body_as_malformed(tmp_path):
         wrap(saga.steps[0])({"value": b'{"userId": 17}'}, None)
     wrap(saga.steps[1])({"value": b'{"userId": 17}'}, None)
     assert seen[0]["userId"] == 17  # strict_schema=False: a row handler gets the body as it is
+
+
+def test_saga_settings_are_one_object_and_retry_tiers_in_their_place_are_refused(tmp_path):
+    with pytest.raises(safebunny.SafeBunnyOptionError, match=r"SagaSettings\(retry=") as caught:
+        safebunny.Saga("shop", URI, str(tmp_path), safebunny.Retry(delays=("1s",)))  # the fourth argument before
+    assert caught.value.option == "settings"
+    settings = safebunny.SagaSettings(batch_size=5, driver="host-a")
+    saga = safebunny.Saga("shop", URI, str(tmp_path), settings)
+    assert saga.config.settings is settings and saga.config.layout.driver == "host-a"
+    with pytest.raises(safebunny.SafeBunnyOptionError, match="batch_size must be >= 1"):
+        safebunny.SagaSettings(batch_size=0)

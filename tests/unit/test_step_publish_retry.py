@@ -164,3 +164,15 @@ def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_publish_rows must be 'auto'.*'many'"):
         Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI, executor_publish_rows="many"))
     assert Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI)).settings.executor_publish_rows == "auto"
+
+
+def test_step_settings_are_one_object_and_a_uri_in_their_place_is_refused_without_showing_it(tmp_path):
+    with pytest.raises(SafeBunnyOptionError, match=r"StepSettings\(uri=") as caught:
+        Step("billing", str(tmp_path / "inbox"), "amqp://app:s3cret@h/%2F")  # the third argument before issue 49
+    assert caught.value.option == "settings" and "s3cret" not in str(caught.value)
+    with pytest.raises(SafeBunnyOptionError, match="Unknown option 'confirmTimeout'.*Did you mean 'confirmTimeoutMs'"):
+        StepSettings(uri=URI, publish_options={"confirmTimeout": "5"})  # checked by the sink's table, when made
+    settings = StepSettings(uri="amqp://app:s3cret@h/%2F", publish_options={"confirmTimeoutMs": "5"})
+    sink = settings.publishing("billing").sink
+    assert (sink.confirm_timeout_ms, sink.connection.connection_name) == (5, "safebunny/billing/publisher")
+    assert "s3cret" not in repr(settings) and "s3cret" not in repr(sink)

@@ -43,6 +43,10 @@ class Saga:
     def __init__(self, name: str, uri: str, root: str, settings: SagaSettings | None = None, *,
                  password: str | None = None) -> None:
         settings = SagaSettings() if settings is None else settings
+        if not isinstance(settings, SagaSettings):  # the fourth argument was the retry tiers before issue 49
+            raise SafeBunnyOptionError(
+                f"Saga's settings must be a safebunny.SagaSettings, but got a {type(settings).__name__}; "
+                "write Saga(name, uri, root, SagaSettings(retry=..., ...)).", "settings")
         self.config = SagaConfig(name, uri, SagaLayout(root, settings.driver, settings.checkpoints), settings,
                                  password)
         self.steps: list[SagaStep] = []

@@ -19,6 +19,7 @@ from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW
 from safebunny.exactly_once.outcome import FailedRow, Outcome
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import sink_options
+from safebunny.uri import split_password, validate_uri
 
 __all__ = ["StepSettings"]
 
@@ -64,6 +65,10 @@ class StepSettings:
     parked: Parked | None = None
 
     def __post_init__(self) -> None:
+        if self.uri is not None:  # the password apart, as in ConnectionSettings: the repr never shows it
+            bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
+            object.__setattr__(self, "uri", bare)
+            object.__setattr__(self, "password", password)
         if self.row_retries < 0 or self.max_isolation_jobs < 1:
             raise SafeBunnyOptionError(
                 f"row_retries must be >= 0 and max_isolation_jobs >= 1; got {self.row_retries} and "

@@ -115,16 +115,18 @@ class Step:
 
     def __init__(self, node: str, inbox: str, settings: StepSettings | None = None) -> None:
         self.settings = settings = StepSettings() if settings is None else settings
+        if not isinstance(settings, StepSettings):  # the third argument was the uri before issue 49
+            raise SafeBunnyOptionError(
+                f"Step's settings must be a safebunny.StepSettings, but got a {type(settings).__name__}; "
+                "write Step(node, inbox, StepSettings(uri=..., ...)).", "settings")
         self.node = node
-        # a table name needs a state
         self.inbox = Inbox(inbox, node, settings.window, backend=settings.inbox_backend, state=settings.state)
         self._claimed = BatchClaims(node, self.inbox)
         self._rows = RowRun(self._claimed, settings.row_retries)
-        # one per step: it reads the session's "auto" threshold once
-        self._publisher = EmitPublisher(node, settings.publishing(node))
+        self._publisher = EmitPublisher(node, settings.publishing(node))  # one per step: reads "auto" once
         self.reports: deque[BatchReport] = deque(maxlen=200)
-        journal, checkpoint = settings.journal, settings.checkpoint
-        self._journal = JournalRead(journal, checkpoint) if journal and checkpoint else None
+        self._journal = JournalRead(settings.journal, settings.checkpoint) \
+            if settings.journal and settings.checkpoint else None
 
     def foreach_batch(self, handler: Handler, rows: bool = False) -> Callable[[Any, int], None]:
         """The function for ``writeStream.foreachBatch``. ``rows=True``: ``handler(message_dict, ctx)``
