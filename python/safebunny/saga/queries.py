@@ -56,9 +56,10 @@ def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) 
     options = {"uri": config.uri, "queue": topology.consumer_queue(config, step.node, step.consumes, step.shard),
                "queueType": "quorum" if config.quorum else "classic", "includeHeaders": "true",
                "journalLocation": layout.journal(step.unit_label),
-               "maxMessagesPerTrigger": str(step.batch_size),
                "pauseFile": layout.pause_file(step.node, step.consumes),
                "connectionName": config.connection_name("consumer", step.unit_label)}
+    if step.batch_size is not None:  # unset, a batch takes what waits, up to the source's cap and byte budget
+        options["maxMessagesPerTrigger"] = str(step.batch_size)
     interval = None if trigger is None else interval_ms(trigger)
     if interval is not None and is_entry(saga, step):
         # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")

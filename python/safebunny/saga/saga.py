@@ -41,7 +41,7 @@ class Saga:
     docs/databricks.md."""
 
     def __init__(self, name: str, uri: str, root: str, retry: Retry | None = None, *, password: str | None = None,
-                 quorum: bool = True, delivery_limit: int = 50, batch_size: int = 1000, strict: bool = False,
+                 quorum: bool = True, delivery_limit: int = 50, batch_size: int | None = None, strict: bool = False,
                  management_url: str | None = None, poison_max_age: str | None = "30D",
                  unrouted_max_age: str | None = "7D",
                  driver: str | None = None, executor_publish_rows: int | str | None = AUTO,
