@@ -38,12 +38,13 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 TARGETS = {20_000: 0.3, 100_000: 0.5}
 
 
-def _saga(uri: str, workdir: Path) -> tuple[Any, dict[str, str]]:
+def _saga(uri: str, workdir: Path, batch_size: int | None = None) -> tuple[Any, dict[str, str]]:
     import safebunny
 
     name = f"bench-drain-{uuid.uuid4().hex[:6]}"
     tables = {"reservations": str(workdir / "reservations"), "shipments": str(workdir / "shipments")}
-    saga = safebunny.Saga(name, uri=uri, root=str(workdir / "saga"))
+    settings = {} if batch_size is None else {"batch_size": batch_size}  # none: the defaults
+    saga = safebunny.Saga(name, uri=uri, root=str(workdir / "saga"), **settings)
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, amount double",
                produces=["Reserved"])
@@ -70,12 +71,12 @@ def _distinct_rows(path: str) -> tuple[int, int]:
     return len(ids), len(set(ids))
 
 
-def drain_saga(spark: Any, uri: str, orders: int, workdir: Path) -> dict[str, Any]:
+def drain_saga(spark: Any, uri: str, orders: int, workdir: Path, batch_size: int | None = None) -> dict[str, Any]:
     """Publish ``orders`` orders, then time ``saga.drain``; checks one effect row per order in each table."""
     from safebunny.saga import topology
 
     run_dir = workdir / f"saga-{uuid.uuid4().hex[:8]}"
-    saga, tables = _saga(uri, run_dir)
+    saga, tables = _saga(uri, run_dir, batch_size)
     try:
         frame = spark.range(orders).selectExpr("concat('o', id) AS orderId", "CAST(id % 997 AS DOUBLE) AS amount")
         saga.start(frame, node="orders", type="OrderPlaced", business_key="orderId")
@@ -109,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--orders", default="20000,100000", help="comma-separated backlog sizes")
     parser.add_argument("--rounds", type=int, default=2, help="rounds per size (raw and saga, order alternating)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="Saga(batch_size=...) instead of the default (1000 was the default before issue 50)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 got: dict[str, Any] = {}
                 for case in (("raw", "saga") if index % 2 == 0 else ("saga", "raw")):
                     got[case] = (_raw(book, orders) if case == "raw"
-                                 else drain_saga(spark, _URI, orders, workdir))
+                                 else drain_saga(spark, _URI, orders, workdir, args.batch_size))
                 ratio = got["saga"]["msgs_s_per_hop"] / got["raw"]
                 rounds.append({"raw_stage_msgs_s": round(got["raw"]), **got["saga"], "ratio": round(ratio, 3),
                                "load_1m": round(load, 2)})
@@ -141,11 +144,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{orders:,} orders: median ratio {ratio:.3f} (target >= {target}): "
                   f"{'met' if target is not None and ratio >= target else 'not met'}", flush=True)
         result = {"case": "2-step saga at default settings, drain vs raw stage loop (quorum), per hop",
+                  "batch_size": args.batch_size or "default",
                   "cases": cases, "load_at_end": os.getloadavg(),
                   "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "saga_drain.json").write_text(json.dumps(result, indent=2) + "\n")
+        name = "saga_drain.json" if args.batch_size is None else f"saga_drain_batch{args.batch_size}.json"
+        (out / name).write_text(json.dumps(result, indent=2) + "\n")
         return 0
     finally:
         for q in list(book.names):
