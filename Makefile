@@ -142,6 +142,7 @@ bench-full: install
 	$(PY) -m bench.run --full
 	$(PY) -m bench.saga_latency --seconds 45 --warmup 10 --rounds 3
 	$(PY) -m bench.bench_step --rounds 3
+	$(PY) -m bench.saga_drain --orders 20000,100000 --rounds 2
 	$(PY) -m bench.saga_drivers
 	$(PY) -m bench.shard_overhead
 

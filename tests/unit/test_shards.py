@@ -161,3 +161,20 @@ def test_only_types_a_sharded_step_consumes_carry_the_bucket() -> None:
     # a queue of your own bound to payment.PaymentCharged keeps receiving it
     assert not topology.routes_by_instance(saga, "payment", "PaymentCharged")
     assert topology.message_routing_key(saga, "payment", "PaymentCharged", "order-7") == "payment.PaymentCharged"
+
+
+def test_a_steps_query_takes_the_sources_growing_batches_unless_batch_size_is_set() -> None:
+    """Issue 50: by default a step's batch takes what waits (up to the source's cap and byte budget), so a backlog
+    drains in large batches and a trickle in small ones; ``batch_size`` still bounds it."""
+    from dataclasses import replace
+
+    from safebunny.saga.queries import source_options
+
+    saga = _saga(None)
+    assert saga.config.settings.batch_size is None and _step().batch_size is None
+    assert source_options(saga, _step()).max_messages_per_trigger is None
+    assert source_options(saga, replace(_step(), batch_size=500)).max_messages_per_trigger == 500
+    sharded = source_options(_saga(2), _step(2).units()[1])
+    assert sharded.max_messages_per_trigger is None and sharded.single_active_consumer
+    with pytest.raises(SafeBunnyOptionError, match="batch_size must be >= 1"):
+        SagaSettings(batch_size=0)

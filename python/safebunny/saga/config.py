@@ -120,7 +120,7 @@ class SagaSettings:
     retry: Retry = field(default_factory=Retry)
     quorum: bool = True
     delivery_limit: int = 50
-    batch_size: int = 1000
+    batch_size: int | None = None
     strict: bool = False
     management_url: str | None = None
     poison_max_age: str | None = "30D"
@@ -133,9 +133,10 @@ class SagaSettings:
     def __post_init__(self) -> None:
         _max_age("poison_max_age", self.poison_max_age, "parked messages")
         _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
-        if self.delivery_limit < 1 or self.batch_size < 1:
-            raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1; got {self.delivery_limit} "
-                                       f"and {self.batch_size}.", "delivery_limit")
+        if self.delivery_limit < 1 or (self.batch_size is not None and self.batch_size < 1):
+            raise SafeBunnyOptionError(f"delivery_limit and batch_size must be >= 1 (batch_size None: batches "
+                                       f"that grow with the backlog); got {self.delivery_limit} and "
+                                       f"{self.batch_size}.", "delivery_limit")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ class SagaStep:
     rows: bool = False
     compensates: str | None = None
     fails_as: str | None = None
-    batch_size: int = 1000
+    #: the query's ``maxMessagesPerTrigger``; None: the source's own, batches that grow with the backlog
+    batch_size: int | None = None
     strict_schema: bool = True
     #: how many queues (and queries) the step's input is split into, by saga instance; None: one queue
     #: without a single active consumer (several drivers would compete for it)

@@ -49,14 +49,20 @@ class ParkedIds:
         self.filesystem, self.path = resolve_location(location, "root")
         # (file stamp, decisions, the sent ids and all ids as Arrow sets, built once per change)
         self._cache: tuple[Any, dict[str, dict[str, Any]], pa.Array, pa.Array] | None = None
+        self._read: Mapping[str, Mapping[str, Any]] | None = None  # what the last read() found
 
-    def read(self) -> Mapping[str, Mapping[str, Any]]:
-        """Every recorded decision, by message id."""
+    def read(self, again: bool = True) -> Mapping[str, Mapping[str, Any]]:
+        """Every recorded decision, by message id. ``again=False`` answers from the last read when there was one:
+        :meth:`recorded` reads what :meth:`fresh_copies` read for the same batch (the step calls both, skip first),
+        so a batch looks at the file once, not twice."""
         from pyarrow import fs
 
+        if not again and self._read is not None:
+            return self._read
         info = self.filesystem.get_file_info(self.path)
         if info.type == fs.FileType.NotFound:
-            return {}
+            self._read = {}
+            return self._read
         stamp = (info.mtime_ns, info.size)
         if self._cache is None or self._cache[0] != stamp:
             with self.filesystem.open_input_stream(self.path) as f:
@@ -65,7 +71,8 @@ class ParkedIds:
             decisions = loaded if isinstance(loaded, dict) else {str(i): {"sent": True} for i in loaded}
             sent = sorted(mid for mid, d in decisions.items() if d.get("sent"))
             self._cache = (stamp, decisions, pa.array(sent, pa.string()), pa.array(sorted(decisions), pa.string()))
-        return self._cache[1]
+        self._read = self._cache[1]
+        return self._read
 
     def fresh_copies(self, table: pa.Table) -> pa.ChunkedArray | None:
         """Which rows of ``table`` (a batch as the source gives it) are fresh copies of ids whose poison copy was
@@ -81,15 +88,13 @@ class ParkedIds:
     def honoured(self, message_id: str, headers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         """The recorded parking that a copy of ``message_id`` with ``headers`` must follow, or None (not parked, or
         sent again by a redrive after it was)."""
-        decision = self.read().get(message_id)
-        if decision is None or decision.get("redriven") != as_text((headers or {}).get(REDRIVEN)):
-            return None
-        return decision
+        return _follow(self.read().get(message_id), headers)
 
     def recorded(self, table: pa.Table) -> dict[str, FailedRow]:
         """The saga step's ``StepSettings(parked=...)``: of the new messages in ``table``, those a recorded parking
         covers, as the failed rows the router parks again; they never reach the handler."""
-        if not self.read() or not table.num_rows:
+        decisions = self.read(again=False)
+        if not table.num_rows or not decisions:
             return {}
         assert self._cache is not None  # read() found decisions, so it cached them
         table = table.filter(pc.fill_null(pc.is_in(table.column("messageId"), value_set=self._cache[3]), False))
@@ -99,7 +104,7 @@ class ParkedIds:
                         else [None] * table.num_rows)
         for mid, pairs, correlation in zip(table.column("messageId").to_pylist(), headers, correlations,
                                            strict=True):
-            decision = self.honoured(mid, dict(pairs or ()))
+            decision = _follow(decisions.get(mid), dict(pairs or ()))
             if decision is not None:
                 out[mid] = FailedRow(mid, decision.get("reason") or _UNRECORDED, 1, correlation,
                                      decision.get("error_type"))
@@ -122,4 +127,11 @@ class ParkedIds:
 
     def _write(self, decisions: Mapping[str, Mapping[str, Any]]) -> None:
         write_atomically(self.filesystem, self.path, orjson.dumps(decisions, option=orjson.OPT_SORT_KEYS))
-        self._cache = None
+        self._cache = self._read = None
+
+
+def _follow(decision: Mapping[str, Any] | None, headers: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``decision`` when a copy with ``headers`` must follow it: not when a redrive sent it after the parking."""
+    if decision is None or decision.get("redriven") != as_text((headers or {}).get(REDRIVEN)):
+        return None
+    return decision

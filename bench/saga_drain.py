@@ -1,0 +1,163 @@
+"""A 2-step saga at its default settings draining a backlog, against the raw pika stage loop, in one run.
+
+    .venv/bin/python -m bench.saga_drain [--orders 20000,100000] [--rounds 2] [--out DIR]
+
+The saga (issue 50, item 1): ``stock`` appends each order to a Delta table and emits ``Reserved`` to
+``shipping``, which appends it to another; every setting is ``safebunny.Saga``'s default (quorum queues).
+``--orders`` orders are published with ``saga.start`` before the clock starts; the time is ``saga.drain``'s,
+from its call to its return, as a user waits for it (query starts included). Its rate per hop is
+``2 * orders / seconds``. The raw baseline, in the same round on the same broker: ``bench.raw.stage_loop``
+(pika consume -> orjson -> confirmed publish -> batched ack) over as many messages from a quorum queue to
+another. Rounds alternate which runs first; each round checks one effect row per order in both tables.
+Writes ``saga_drain.json`` to ``bench/results`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from bench import connector as conn
+from bench import raw
+from bench.broker import QueueBook
+
+__all__ = ["main", "drain_saga", "TARGETS"]
+
+RESULTS = Path(__file__).resolve().parent / "results"
+_URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
+#: issue 50, item 1: the saga's messages per second per hop over the raw stage loop's, by backlog
+TARGETS = {20_000: 0.3, 100_000: 0.5}
+
+
+def _saga(uri: str, workdir: Path, batch_size: int | None = None) -> tuple[Any, dict[str, str]]:
+    import safebunny
+
+    name = f"bench-drain-{uuid.uuid4().hex[:6]}"
+    tables = {"reservations": str(workdir / "reservations"), "shipments": str(workdir / "shipments")}
+    settings = safebunny.SagaSettings(batch_size=batch_size)  # None: the default
+    saga = safebunny.Saga(name, uri=uri, root=str(workdir / "saga"), settings=settings)
+
+    @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, amount double",
+               produces=["Reserved"])
+    def reserve(orders: Any, ctx: Any) -> Any:
+        rows = orders.select("messageId", "orderId", "amount")
+        return safebunny.Outcome(effects=[safebunny.append(rows, tables["reservations"])],
+                                 emits=[safebunny.emit(rows, type="Reserved")])
+
+    @saga.step("shipping", consumes="Reserved", from_node="stock", schema="orderId string, amount double")
+    def ship(reserved: Any, ctx: Any) -> Any:
+        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
+                                                           tables["shipments"])])
+
+    return saga, tables
+
+
+def _distinct_rows(path: str) -> tuple[int, int]:
+    from safebunny.delta.delta_rs import DeltaRsTarget
+
+    table = DeltaRsTarget(path).read()
+    if table is None:
+        return 0, 0
+    ids = table.column("orderId").to_pylist()
+    return len(ids), len(set(ids))
+
+
+def drain_saga(spark: Any, uri: str, orders: int, workdir: Path, batch_size: int | None = None) -> dict[str, Any]:
+    """Publish ``orders`` orders, then time ``saga.drain``; checks one effect row per order in each table."""
+    from safebunny.saga import topology
+
+    run_dir = workdir / f"saga-{uuid.uuid4().hex[:8]}"
+    saga, tables = _saga(uri, run_dir, batch_size)
+    try:
+        frame = spark.range(orders).selectExpr("concat('o', id) AS orderId", "CAST(id % 997 AS DOUBLE) AS amount")
+        saga.start(frame, node="orders", type="OrderPlaced", business_key="orderId")
+        t0 = time.time()
+        rounds = saga.drain(spark, timeout=1800)
+        seconds = time.time() - t0
+        got = {name: _distinct_rows(path) for name, path in tables.items()}
+        for name, (rows, distinct) in got.items():
+            if rows != orders or distinct != orders:
+                raise conn.ConnectorBenchError(f"{name}: {rows} effect rows ({distinct} distinct), expected {orders}")
+        batches = [r.received for s in saga.steps for r in saga.reports_of(s)]
+        return {"seconds": round(seconds, 2), "msgs_s_per_hop": round(2 * orders / seconds), "drain_rounds": rounds,
+                "batches": len(batches), "largest_batch": max(batches, default=0),
+                "median_batch": statistics.median(batches) if batches else 0}
+    finally:
+        topology.delete(saga)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _raw(book: QueueBook, orders: int) -> float:
+    q_in, q_out = book.declare("drain-raw-in", "quorum"), book.declare("drain-raw-out", "quorum")
+    try:
+        raw.publish_window(_URI, q_in, orders)
+        return raw.stage_loop(_URI, q_in, q_out, orders).rate
+    finally:
+        book.delete(q_in)
+        book.delete(q_out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--orders", default="20000,100000", help="comma-separated backlog sizes")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds per size (raw and saga, order alternating)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="SagaSettings(batch_size=...) instead of the default (1000 before issue 50)")
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sizes = [int(s) for s in args.orders.split(",") if s.strip()]
+    workdir = Path(tempfile.mkdtemp(prefix="sb-bench-drain-"))
+    book = QueueBook(_URI, uuid.uuid4().hex[:6])
+    spark = conn.start_spark(workdir)
+    cases = []
+    try:
+        for orders in sizes:
+            rounds = []
+            for index in range(args.rounds):
+                load = os.getloadavg()[0]
+                got: dict[str, Any] = {}
+                for case in (("raw", "saga") if index % 2 == 0 else ("saga", "raw")):
+                    got[case] = (_raw(book, orders) if case == "raw"
+                                 else drain_saga(spark, _URI, orders, workdir, args.batch_size))
+                ratio = got["saga"]["msgs_s_per_hop"] / got["raw"]
+                rounds.append({"raw_stage_msgs_s": round(got["raw"]), **got["saga"], "ratio": round(ratio, 3),
+                               "load_1m": round(load, 2)})
+                r = rounds[-1]
+                print(f"{orders:,} orders, round {index + 1}: saga drain {r['seconds']} s = {r['msgs_s_per_hop']:,} "
+                      f"msg/s per hop ({r['drain_rounds']} drain rounds, {r['batches']} batches, largest "
+                      f"{r['largest_batch']}); raw stage loop {r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']} "
+                      f"(target >= {TARGETS.get(orders, '-')}); load {r['load_1m']}", flush=True)
+            ratio = statistics.median(r["ratio"] for r in rounds)
+            target = TARGETS.get(orders)
+            cases.append({"orders": orders, "median_ratio": round(ratio, 3), "target": target,
+                          "met": None if target is None else ratio >= target, "rounds": rounds})
+            print(f"{orders:,} orders: median ratio {ratio:.3f} (target >= {target}): "
+                  f"{'met' if target is not None and ratio >= target else 'not met'}", flush=True)
+        result = {"case": "2-step saga at default settings, drain vs raw stage loop (quorum), per hop",
+                  "batch_size": args.batch_size or "default",
+                  "cases": cases, "load_at_end": os.getloadavg(),
+                  "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        name = "saga_drain.json" if args.batch_size is None else f"saga_drain_batch{args.batch_size}.json"
+        (out / name).write_text(json.dumps(result, indent=2) + "\n")
+        return 0
+    finally:
+        for q in list(book.names):
+            book.delete(q)
+        spark.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
