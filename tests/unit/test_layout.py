@@ -326,3 +326,25 @@ def test_importing_the_plugin_loads_neither_the_saga_config_nor_arrow() -> None:
             "'safebunny.storage') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"importing the plugin loaded {out.strip()}"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Which of the core's modules import which, type-checking imports included (a package's ``__init__`` only
+    re-exports, lazily, and is left out)."""
+    modules = {".".join(p.relative_to(CORE.parent).with_suffix("").parts): p for p in _modules()
+               if p.name != "__init__.py"}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        for imported in _imports(path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                graph.setdefault(name, set()).add(imported)
+    return graph
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """No two modules import each other, even through a third (an interface imports none of its implementations;
+    the saga's naming rules sit in a module of their own, under its config, steps and topology)."""
+    cycle = find_cycle(_module_graph())
+    assert cycle is None, f"modules import each other in a cycle: {' -> '.join(cycle or [])}"

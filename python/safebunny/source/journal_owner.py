@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import JournalOwnerError, SafeBunnyError
 from safebunny.source.journal import Journal
 from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
@@ -37,13 +37,6 @@ RENEW_SECONDS = 30.0
 HOLDER = "instance"
 
 log = logging.getLogger("safebunny.source")
-
-
-class JournalOwnerError(SafeBunnyOptionError):
-    """``journalLocation`` belongs to another query."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, "journalLocation")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
-from safebunny.delta.target import delta_target
+from safebunny.delta.backend import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages

@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.delta.target import BACKENDS, delta_target, is_path
+from safebunny.delta.backend import delta_target
+from safebunny.delta.target import BACKENDS, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.decisions import DecisionTable
 from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
