@@ -28,11 +28,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from safebunny.amqp.message_rows import as_text
 from safebunny.exactly_once import FailedRow
 from safebunny.saga.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
 from safebunny.storage.writes import write_atomically
-from safebunny.streams.client import as_text
 
 __all__: list[str] = []
 

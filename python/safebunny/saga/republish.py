@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from safebunny.amqp.message_rows import as_text
 from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
 from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.sending import confirmed
 from safebunny.ids import message_id
 from safebunny.options.sink import parse_sink_options
-from safebunny.streams.client import as_text
 
 __all__ = ["COPY_ID", "copy_id"]
 

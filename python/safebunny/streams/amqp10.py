@@ -6,8 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from safebunny.amqp.message_rows import AmqpColumns, render_headers
-from safebunny.streams.client import as_text
+from safebunny.amqp.message_rows import AmqpColumns, as_text, render_headers
 
 __all__: list[str] = []
 
