@@ -348,3 +348,24 @@ def test_no_import_cycle_between_modules() -> None:
     the saga's naming rules sit in a module of their own, under its config, steps and topology)."""
     cycle = find_cycle(_module_graph())
     assert cycle is None, f"modules import each other in a cycle: {' -> '.join(cycle or [])}"
+
+
+def test_one_lease_type_with_one_liveness_rule() -> None:
+    """Whether a lease's holder lives is decided in one place, ``storage/lease.py``'s ``Lease.live``; a class of
+    another module named for a lease is a typed view of that record (it has ``stored()``), never a second rule."""
+    rules, views = [], []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Attribute) and node.attr == "renewed_within"
+                    and path.relative_to(CORE) != Path("storage/lease.py")):
+                rules.append(f"{path.relative_to(CORE)}: a call of renewed_within")
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
+            where = f"{path.relative_to(CORE)}:{node.name}"
+            if methods & {"live", "alive", "renewed_within", "expired"}:
+                rules.append(where)
+            elif node.name.endswith("Lease") and "stored" not in methods:
+                views.append(where)
+    assert rules == ["storage/lease.py:Lease"], f"lease liveness rules outside storage/lease.py: {rules}"
+    assert not views, f"lease types that are not a view of storage.lease.Lease (no stored()): {views}"
