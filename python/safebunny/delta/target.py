@@ -64,6 +64,11 @@ class DeltaTarget(ABC):
         return None
 
     @abstractmethod
+    def read(self, equal: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """The rows whose columns equal ``equal``'s values (a list or tuple: any of its values), all rows when None,
+        with ``columns`` only when given; None when there is no table."""
+
+    @abstractmethod
     def schema(self) -> pa.Schema | None:
         """The table's Arrow schema; None when there is none yet, or it is not read from here (a name)."""
 

@@ -111,7 +111,11 @@ class Inbox:
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:
         """The inbox rows of this node (or every node), optionally of one saga instance."""
-        return self._store.rows(None if all_nodes else self.node, correlation_id)
+        equal = {} if all_nodes else {"node": self.node}
+        if correlation_id is not None:
+            equal["correlationId"] = correlation_id
+        found = self.target.read(equal)
+        return INBOX_SCHEMA.empty_table() if found is None else found
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
         """Drop this node's partitions older than its window, compact, vacuum and sweep staging files; delete
