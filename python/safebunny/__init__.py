@@ -1,4 +1,4 @@
-"""safebunny: exactly-once RabbitMQ sagas on Spark Structured Streaming.
+"""safebunny, exactly-once RabbitMQ sagas on Spark Structured Streaming.
 
 The core library (ids, options, AMQP client, topology, journal, inbox, saga) works
 without Spark; the Spark data source lives in the ``pyspark_safebunny`` plugin module,

@@ -1,4 +1,4 @@
-"""Spark sessions and Python threads.
+"""A Spark session made active in the Python thread that runs Spark work, and thread-safe entry points.
 
 Spark looks Python data sources up through the JVM's *active* session, which is per thread: from a
 thread other than the one that created the session, ``format("safebunny")`` fails with

@@ -1,4 +1,4 @@
-"""The JVM shim: safebunny's deterministic ids as Spark SQL functions, built and attached on demand.
+"""The JVM shim that gives Spark SQL safebunny's deterministic ids as functions, built and attached on demand.
 
 ``safebunny_message_id(causation_id, node, type, index)`` and ``safebunny_correlation_id(business_key)``,
 the rule of :mod:`safebunny.ids` in Scala (``safebunny/scala/*.scala``). :func:`jar_path` builds and caches

@@ -1,4 +1,4 @@
-"""Draining a saga: every step's query in availableNow rounds until nothing moves and nothing waits, a failed
+"""Draining a saga, every step's query in availableNow rounds until nothing moves and nothing waits, a failed
 step started again from its checkpoint; and the progress it measures (what the steps received, what waits)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a saga step's failed rows go: the next retry tier, or the poison queue (and, if the step asks
+"""Where a saga step's failed rows go, the next retry tier or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
 the same copies (:mod:`safebunny.saga.republish`). A parking is recorded before its copies are published and

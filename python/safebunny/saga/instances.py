@@ -1,4 +1,4 @@
-"""Saga instances as a table: ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
+"""Saga instances as a table, for ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
 
 Derived from what is durable (docs/operations.md, "Saga instances"): the steps' inbox rows within the dedupe
 window, the poison queues (only those that hold messages), and the started records ``saga.start`` appends

@@ -1,4 +1,4 @@
-"""Driver leases: which processes run a saga now, which shards each holds, and who should hold which.
+"""Which drivers run a saga now by their leases, which shards each holds, and who should hold which.
 
 The broker decides who holds a shard (single active consumer); leases decide only the balance. Each driver
 rewrites ``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lease`) from a renewer thread;

@@ -1,4 +1,4 @@
-"""The parking decisions of a step: recorded before anything is sent, honoured by every later attempt.
+"""The parking decisions of a step, recorded before anything is sent and honoured by every later attempt.
 
 A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messages, its poison copy and, with
 ``fails_as``, a compensation message. So the decision is recorded here *before* they are published, and a later

@@ -1,4 +1,4 @@
-"""One saga step's streaming query: its source, how it starts (a processing-time interval or availableNow),
+"""One saga step's streaming query, its source, how it starts (a processing-time interval or availableNow),
 and how its failures are told apart (a plan error is not worth a restart; a query whose Python process Spark
 could not start in time never ran). :mod:`~safebunny.saga.runner` and :mod:`~safebunny.saga.drain` start
 queries through here.

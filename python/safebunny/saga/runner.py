@@ -1,4 +1,4 @@
-"""Running a saga: one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
+"""Running a saga as one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
 failed steps with backoff, runs availableNow rounds, and hands shards over between drivers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``saga.start``: publishing the first messages of saga instances, one per row, ids from a business key."""
+"""Publishing the first messages of saga instances (``saga.start``), one per row, ids from a business key."""
 
 from __future__ import annotations
 

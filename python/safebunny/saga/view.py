@@ -1,4 +1,4 @@
-"""``saga.view()``: what the saga page shows, gathered from the saga's durable state and the broker (as
+"""What the saga page (``saga.view()``) shows, gathered from the saga's durable state and the broker (as
 ``saga.status()`` is, so any process sees the same, over Spark Connect too), and the page itself.
 
 :func:`gather` returns the page's data as plain JSON values (``safebunny view`` serves it as ``/status.json``);

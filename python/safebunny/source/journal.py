@@ -1,4 +1,4 @@
-"""The source's journal: each planned batch of a classic or quorum queue, on durable storage.
+"""The source's journal, which keeps each planned batch of a classic or quorum queue on durable storage.
 
 A batch's messages are written here *before* its end offset is returned to Spark, and read
 back by the executors; a replay after a crash therefore returns exactly the logged batch.

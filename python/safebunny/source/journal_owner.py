@@ -1,4 +1,4 @@
-"""One query per journal: the owner of a ``journalLocation`` and its id in the offsets.
+"""The owner of a ``journalLocation`` (one query per journal) and its id in the offsets.
 
 The first query that journals a batch in a location creates its owner file, ``journal-owner.json``
 (:func:`~safebunny.storage.writes.write_if_absent`), a lease (:mod:`safebunny.storage.lease`) that carries the

@@ -1,4 +1,4 @@
-"""Reading stream queues by offset: the client interface and what its two implementations share.
+"""The interface of a client that reads stream queues by offset, and what its two implementations share.
 
 :class:`StreamQueueClient` has two implementations: :class:`~safebunny.streams.rstream_client.RStreamClient`
 (the stream protocol, about ten times cheaper here) and :class:`~safebunny.streams.amqp091_client.AmqpStreamClient`

@@ -1,4 +1,4 @@
-"""A row handler's batch: each message decided once, the decisions recorded and committed before anything else.
+"""A row handler run on a batch, each message decided once and its decision committed before anything else.
 
 ``handler(message, ctx)`` is called per message; a message whose call raises is retried in place
 (``row_retries``), then failed with its reason (docs/exactly-once.md, "Row handlers"). The decisions go to

@@ -1,4 +1,4 @@
-"""The decision table: what a row handler decided for each message, committed before anything is sent.
+"""The Delta table of what a row handler decided for each message, committed before anything is sent.
 
 A batch's successful decisions are committed to this Delta table as one more fenced target
 (:mod:`~safebunny.exactly_once.claims.fence`); a batch that loses the race adopts the decisions that landed

@@ -1,4 +1,4 @@
-"""The inbox: a Delta table of the messages each node has processed.
+"""The inbox, the Delta table of the messages each node has processed.
 
 One table may serve many nodes; it is partitioned by ``(node, processedDate)`` so a node's look-up
 reads only its own partitions inside the dedupe window. Each batch appends its rows in one commit

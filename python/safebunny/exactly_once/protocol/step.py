@@ -1,4 +1,4 @@
-"""``safebunny.Step``: one exactly-once step of a pipeline, run inside ``foreachBatch``.
+"""One exactly-once step of a pipeline, run inside ``foreachBatch`` (``safebunny.Step``).
 
 Per micro-batch N of epoch E (the streaming query's id, stable across restarts from the same
 checkpoint), following DESIGN.md's inbox protocol:
