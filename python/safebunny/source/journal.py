@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
-from safebunny.source.rows import fit_headers
+from safebunny.source.journal_rows import fit_headers
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import list_records, remove_record
 from safebunny.storage.volumes import refuse_volume
@@ -99,7 +99,7 @@ class Journal:
             yield from reader
 
     def rows(self, start_seq: int, end_seq: int, include_headers: bool) -> Iterator[pa.RecordBatch]:
-        """The logged batch's rows in the query's current shape (:func:`~safebunny.source.rows.fit_headers`), as
+        """The logged batch's rows in the query's current shape (:func:`~safebunny.source.journal_rows.fit_headers`), as
         the source's executors serve them and a step reads them on the driver; raise when its file is gone."""
         for batch in self.read(start_seq, end_seq):
             yield fit_headers(batch, include_headers, start_seq, end_seq)

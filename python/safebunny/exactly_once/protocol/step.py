@@ -39,10 +39,10 @@ from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
 from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS
-from safebunny.exactly_once.emits.publisher import EmitPublisher, Published, PublishSettings
-from safebunny.exactly_once.emits.rows import Router, batch_publish_rows
-from safebunny.exactly_once.handlers.frames import run_frames
-from safebunny.exactly_once.handlers.rows import RowRun
+from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published, PublishSettings
+from safebunny.exactly_once.emits.routed_rows import Router, batch_publish_rows
+from safebunny.exactly_once.handlers.frame_handler import run_frames
+from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
