@@ -30,8 +30,9 @@ _LAZY = {
     "saga_start": "safebunny.ids",
     "Retry": "safebunny.saga", "Saga": "safebunny.saga", "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
-    "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
-    "error_of": "safebunny.spark_errors",
+    "activate": "safebunny.spark.session", "publish": "safebunny.spark.session",
+    "read_stream": "safebunny.spark.session",
+    "error_of": "safebunny.spark.exceptions",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
 
@@ -41,8 +42,8 @@ if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
     from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, append, emit, merge
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
     from safebunny.saga import Retry, Saga, StepStatus, TraceEntry
-    from safebunny.session import activate, publish, read_stream
-    from safebunny.spark_errors import error_of
+    from safebunny.spark.exceptions import error_of
+    from safebunny.spark.session import activate, publish, read_stream
 
 __all__ = [
     "__version__",
@@ -90,11 +91,11 @@ def register(spark: Any) -> None:
     already running when the package was attached). Raises
     :class:`~safebunny.errors.SafeBunnySparkVersionError` on a PySpark older than 4.2.
     """
-    from safebunny.spark_version import require_supported
+    from safebunny.spark.version import require_supported
 
     require_supported()  # before the plugin imports PySpark's data source API
     from pyspark_safebunny import DefaultSource
-    from safebunny import first_stream
+    from safebunny.spark import first_stream
 
     spark.dataSource.register(DefaultSource)
     first_stream.new_map()  # the registered source's map grows at its first stream start

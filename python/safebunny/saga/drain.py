@@ -18,7 +18,7 @@ from safebunny.saga.queries import (
     start_query,
     try_start,
 )
-from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
 
 __all__ = ["drain", "moved_so_far", "waiting"]
 

@@ -22,7 +22,7 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
 from safebunny.saga.parked import read_parked
-from safebunny.session import session_or_raise
+from safebunny.spark.session import session_or_raise
 
 __all__ = ["instances_table", "view_name"]
 

@@ -19,7 +19,7 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
-from safebunny.session import session_or_raise
+from safebunny.spark.session import session_or_raise
 
 __all__ = ["latest_per_id"]
 

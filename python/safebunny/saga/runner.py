@@ -22,8 +22,8 @@ from safebunny.saga.queries import (
     start_query,
     try_start,
 )
-from safebunny.session import activate
-from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.session import activate
 
 __all__ = ["RunningSaga", "IDLE_ROUND_S"]
 

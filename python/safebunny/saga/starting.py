@@ -8,7 +8,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
-from safebunny.session import publish
+from safebunny.spark.session import publish
 
 __all__: list[str] = []
 

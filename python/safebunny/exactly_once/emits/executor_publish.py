@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.session import is_connect, publish
+from safebunny.spark.session import is_connect, publish
 from safebunny.uri import split_password
 
 __all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "executor_options", "has_remote_executors",

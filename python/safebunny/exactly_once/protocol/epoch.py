@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
-from safebunny.session import is_connect
+from safebunny.spark.session import is_connect
 
 __all__ = ["checkpoint_epoch", "content_epoch", "connect_epoch"]
 

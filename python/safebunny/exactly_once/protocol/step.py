@@ -47,7 +47,7 @@ from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
 from safebunny.exactly_once.protocol.settings import FailedCallback, Handler, Parked, Prepare, StepSettings
-from safebunny.session import activate
+from safebunny.spark.session import activate
 
 __all__ = ["Step"]
 

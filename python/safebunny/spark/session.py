@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from safebunny import first_stream
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
+from safebunny.spark import first_stream
 from safebunny.uri import split_password
 
 __all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]
