@@ -2,7 +2,7 @@
 // `tools/sbt package` (sbt's launcher fetched with Maven, caches under ~/.cache/safebunny/sbt; needs Maven Central)
 // -> target/scala-2.13/safebunny-shim_2.13-<version>.jar; `make shim-jar` builds it and runs the id vectors on it (CI).
 // Offline (no network; `make test` tests it too): `python scala_shim/build_offline.py`, or
-// `safebunny.shim.jar_path()` from Python; both compile the same sources with the Scala compiler
+// `safebunny.spark.shim.jar_path()` from Python; both compile the same sources with the Scala compiler
 // that ships in pyspark's jars/ folder.
 //
 // The canonical Scala sources live in python/safebunny/scala/ so that the Python wheel ships them

@@ -3,7 +3,7 @@
 
 PySpark is not a requirement: a Spark cluster or a Databricks runtime brings its own, and a second one
 installed over it breaks that environment. ``pip install 'safebunny[spark]'`` adds it for a local install;
-``safebunny.spark_version`` checks the running one (4.2 or newer)."""
+``safebunny.spark.version`` checks the running one (4.2 or newer)."""
 
 from setuptools import find_packages, setup
 

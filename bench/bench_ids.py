@@ -55,10 +55,10 @@ def _cases(spark: Any, rows: int, partitions: int) -> dict[str, Callable[[], Non
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf, udf
 
-    import safebunny.shim
+    import safebunny.spark.shim
     from safebunny.ids import message_id
 
-    safebunny.shim.register(spark)
+    safebunny.spark.shim.register(spark)
     base = spark.range(0, rows, 1, partitions).selectExpr(f"{_CAUSE} AS c", "'billing' AS n",
                                                           "'InvoiceRequested' AS t", "id % 5 AS i")
 

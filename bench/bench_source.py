@@ -6,7 +6,7 @@
 Each round, per queue type: fill a queue with ``n`` ~200-byte JSON messages and drain it with the raw
 ceiling (``raw.consume_multiple``: pika, prefetch 1,000, ``multiple`` acks every 250); fill it again and
 drain it with the source into Spark's ``noop`` sink at ``--batch`` messages per trigger, once with the
-session setting of :func:`safebunny.spark_conf.local_checkpoint_conf` ("local checkpoints": Spark's
+session setting of :func:`safebunny.spark.conf.local_checkpoint_conf` ("local checkpoints": Spark's
 ``FileSystemBasedCheckpointFileManager``) and once with Spark's default checkpoint file manager (with
 ``--checkpoints both``, the default; the two alternate which goes first from round to round); fill it
 again and drain it with the source at its default options and local checkpoints (the backlog drain rate
@@ -38,7 +38,7 @@ from typing import Any
 from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
-from safebunny.spark_conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
+from safebunny.spark.conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
 
 __all__ = ["main", "warm_up"]
 
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="queue depth for the default-options drain (deep enough for several large batches)")
     parser.add_argument("--kinds", default="classic,quorum")
     parser.add_argument("--checkpoints", choices=["both", *SETTINGS], default="both",
-                        help="the checkpoint file manager of the --batch cases: safebunny.spark_conf's local one, "
+                        help="the checkpoint file manager of the --batch cases: safebunny.spark.conf's local one, "
                              "Spark's default, or both in every round (default)")
     parser.add_argument("--warmup-n", type=int, default=100_000, help="messages per warm-up query")
     parser.add_argument("--warmup-s", type=float, default=90.0,

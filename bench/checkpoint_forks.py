@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.checkpoint_forks [--batches 30] [--rounds 2]
 
 Starts a local[2] session under Java Flight Recorder and runs, alternating, queries with Spark's default
-checkpoint file manager and with :func:`safebunny.spark_conf.local_checkpoint_conf`. Each query is a
+checkpoint file manager and with :func:`safebunny.spark.conf.local_checkpoint_conf`. Each query is a
 ``rate`` source (100 rows/s) into the ``noop`` sink, a batch every 100 ms, so the checkpoint writes are
 most of a batch: the source does not matter to them (safebunny's is the same). Prints, per setting, the
 processes the driver JVM started under that query's checkpoint folder (``jdk.ProcessStart`` events:
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from safebunny.spark_conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
+from safebunny.spark.conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
 
 __all__ = ["main"]
 

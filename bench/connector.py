@@ -80,13 +80,13 @@ def connector_missing() -> dict[str, str]:
 
 def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
     """A local[2] session tuned for the benchmark (no UI, long progress history), with
-    :func:`safebunny.spark_conf.local_checkpoint_conf` (the benchmark's checkpoints are on local disk;
+    :func:`safebunny.spark.conf.local_checkpoint_conf` (the benchmark's checkpoints are on local disk;
     ``bench.bench_source`` switches it off per query to compare with Spark's default)."""
     import os
 
     from pyspark.sql import SparkSession
 
-    from safebunny.spark_conf import local_checkpoint_conf
+    from safebunny.spark.conf import local_checkpoint_conf
 
     java_opts = f"-Djava.io.tmpdir={workdir}"
     jfr = os.environ.get("SAFEBUNNY_BENCH_JFR")

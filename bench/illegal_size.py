@@ -180,7 +180,7 @@ def _batch_loop(spark: Any, args: argparse.Namespace, stop: threading.Event, out
         n += 1
         try:
             if args.first_alone:
-                from safebunny import first_stream
+                from safebunny.spark import first_stream
 
                 with first_stream.guarded(spark):
                     spark.read.format(name).load().count()
@@ -209,7 +209,7 @@ def _poke_map(env: Any, stop: threading.Event) -> None:
 
 def _start(spark: Any, writer: Any, args: argparse.Namespace) -> Any:
     if args.first_alone:
-        from safebunny import first_stream
+        from safebunny.spark import first_stream
 
         return first_stream.start(spark, writer)
     return writer.start()
@@ -307,7 +307,7 @@ def main() -> int:
                         help="change the shared map's size from a thread of this process meanwhile, as a first "
                              "source runner does (with --batch-loop: the DAGScheduler's task serialisation meets it)")
     parser.add_argument("--first-alone", action="store_true",
-                        help="start the queries through safebunny.first_stream.start and run the batch reads in "
+                        help="start the queries through safebunny.spark.first_stream.start and run the batch reads in "
                              "first_stream.guarded (the guard), a new driver's state again at each --fresh-map")
     parser.add_argument("--fresh-map", action="store_true",
                         help="before each iteration, take the keys Spark's streaming source runner adds out of the "
@@ -343,7 +343,7 @@ def main() -> int:
             if args.fresh_map and env is not None and not corrupt:
                 _fresh_map(env, pythonpath)
                 if args.first_alone:
-                    from safebunny import first_stream
+                    from safebunny.spark import first_stream
 
                     first_stream._done = False
             queries = _saga_queries(spark, saga, args) if args.source == "saga" else []

@@ -84,9 +84,9 @@ query.awaitTermination()
 
 # COMMAND ----------
 
-import safebunny.shim
+import safebunny.spark.shim
 
-safebunny.shim.register(spark)  # noqa: F821
+safebunny.spark.shim.register(spark)  # noqa: F821
 
 # COMMAND ----------
 

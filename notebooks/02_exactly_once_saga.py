@@ -165,9 +165,9 @@ print(f"after stop and restart: {again.n} shipments, one per order")
 
 # COMMAND ----------
 
-import safebunny.shim
+import safebunny.spark.shim
 
-safebunny.shim.register(spark)  # noqa: F821
+safebunny.spark.shim.register(spark)  # noqa: F821
 first = spark.sql("SELECT messageId, causationId FROM inbox WHERE node = 'payment' LIMIT 1").first()  # noqa: F821
 python_id = safebunny.message_id(first.causationId, "stock", "StockReserved", 0)
 sql_id = spark.sql(  # noqa: F821

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "python"))  # the checkout's safebunny.shim, not an installed copy
+sys.path.insert(0, str(REPO / "python"))  # the checkout's safebunny.spark.shim, not an installed copy
 
-from safebunny import shim  # noqa: E402
+from safebunny.spark import shim  # noqa: E402
 from safebunny.errors import SafeBunnyError  # noqa: E402
 
 

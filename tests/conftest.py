@@ -488,11 +488,11 @@ def cli_env(amqp_uri: str, tmp_path: Path, unique_name: str, monkeypatch: pytest
 def spark(tmp_path_factory):  # type: ignore[no-untyped-def]
     """One local SparkSession for the run: ``local[2,3]`` (2 cores, a failed task is tried 3 times).
 
-    Its checkpoints are local, so it uses :func:`safebunny.spark_conf.use_local_checkpoints`.
+    Its checkpoints are local, so it uses :func:`safebunny.spark.conf.use_local_checkpoints`.
     """
     from pyspark.sql import SparkSession
 
-    from safebunny.spark_conf import use_local_checkpoints
+    from safebunny.spark.conf import use_local_checkpoints
 
     session = (
         use_local_checkpoints(SparkSession.builder.master("local[2,3]"))

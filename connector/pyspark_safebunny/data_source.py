@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSource
 
-from safebunny.spark_version import require_supported
+from safebunny.spark.version import require_supported
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import (

@@ -26,7 +26,6 @@ from safebunny.options.source import SourceOptions
 from safebunny.source.journal import Journal
 from safebunny.source.offset import QueueOffset
 from safebunny.source.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
-from safebunny.source.rows import fit_headers
 
 __all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "read_journal_partition"]
 
@@ -115,5 +114,4 @@ def read_journal_partition(partition: JournalPartition) -> Iterator[pa.RecordBat
     journal = Journal(partition.location)
     # never skip here: the driver decided in partitions() that this batch exists; an executor that
     # cannot read it must fail the task (Spark retries it), or the batch would be committed and acked empty
-    for batch in journal.read(partition.start_seq, partition.end_seq):
-        yield fit_headers(batch, partition.include_headers, partition.start_seq, partition.end_seq)
+    yield from journal.rows(partition.start_seq, partition.end_seq, partition.include_headers)

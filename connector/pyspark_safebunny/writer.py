@@ -4,7 +4,7 @@
 query starts; they validate the options and the input's columns, so bad input fails
 before anything is published. Each task (``write``, on an executor) turns its Arrow
 batches into messages (:mod:`safebunny.amqp.outgoing`), publishes them with confirms
-(:mod:`safebunny.amqp.publisher`, one cached connection per Python worker) and returns a
+(:mod:`safebunny.amqp.confirming_publisher`, one cached connection per Python worker) and returns a
 :class:`SafeBunnyWriteStats` only after every message was confirmed and routed; any nack,
 return or timeout fails the task, and Spark's retry republishes the same ids. The
 driver-side ``commit``/``abort`` log a summary of the batch.

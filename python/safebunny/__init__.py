@@ -1,4 +1,4 @@
-"""safebunny: exactly-once RabbitMQ sagas on Spark Structured Streaming.
+"""safebunny, exactly-once RabbitMQ sagas on Spark Structured Streaming.
 
 The core library (ids, options, AMQP client, topology, journal, inbox, saga) works
 without Spark; the Spark data source lives in the ``pyspark_safebunny`` plugin module,
@@ -32,8 +32,9 @@ _LAZY = {
     "Retry": "safebunny.saga", "Saga": "safebunny.saga", "SagaSettings": "safebunny.saga",
     "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
-    "activate": "safebunny.session", "publish": "safebunny.session", "read_stream": "safebunny.session",
-    "error_of": "safebunny.spark_errors",
+    "activate": "safebunny.spark.session", "publish": "safebunny.spark.session",
+    "read_stream": "safebunny.spark.session",
+    "error_of": "safebunny.spark.exceptions",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
 
@@ -43,8 +44,8 @@ if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
     from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, StepSettings, append, emit, merge
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
     from safebunny.saga import Retry, Saga, SagaSettings, StepStatus, TraceEntry
-    from safebunny.session import activate, publish, read_stream
-    from safebunny.spark_errors import error_of
+    from safebunny.spark.exceptions import error_of
+    from safebunny.spark.session import activate, publish, read_stream
 
 __all__ = [
     "__version__",
@@ -94,11 +95,11 @@ def register(spark: Any) -> None:
     already running when the package was attached). Raises
     :class:`~safebunny.errors.SafeBunnySparkVersionError` on a PySpark older than 4.2.
     """
-    from safebunny.spark_version import require_supported
+    from safebunny.spark.version import require_supported
 
     require_supported()  # before the plugin imports PySpark's data source API
     from pyspark_safebunny import DefaultSource
-    from safebunny import first_stream
+    from safebunny.spark import first_stream
 
     spark.dataSource.register(DefaultSource)
     first_stream.new_map()  # the registered source's map grows at its first stream start

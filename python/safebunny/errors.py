@@ -20,6 +20,8 @@ __all__ = [
     "SafeBunnyMissingDependencyError",
     "SafeBunnyPlanError",
     "SafeBunnySparkVersionError",
+    "SafeBunnyTopologyError",
+    "JournalOwnerError",
 ]
 
 
@@ -41,6 +43,13 @@ class SafeBunnyBrokerError(SafeBunnyError):
     def __init__(self, message: str, reply_code: int | None = None) -> None:
         super().__init__(message)
         self.reply_code = reply_code
+
+
+class JournalOwnerError(SafeBunnyOptionError):
+    """``journalLocation`` belongs to another query (:mod:`safebunny.source.journal_owner`)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "journalLocation")
 
 
 class QueueNotFoundError(SafeBunnyBrokerError):
@@ -83,3 +92,7 @@ class SafeBunnySparkVersionError(SafeBunnyError, RuntimeError):
         super().__init__(message)
         self.found = found
         self.needed = needed
+
+
+class SafeBunnyTopologyError(SafeBunnyError):
+    """A queue or exchange exists with other arguments than the saga declares (:mod:`safebunny.saga.topology`)."""

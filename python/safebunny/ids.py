@@ -1,4 +1,4 @@
-"""Deterministic message ids.
+"""Deterministic message and correlation ids: a message id is derived from its cause, never from time or randomness.
 
 An outgoing message's id is a name-based UUID (RFC 9562 version 5, SHA-1) computed from
 what caused it, so that a retried task or a replayed batch republishes the same id and

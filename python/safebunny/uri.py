@@ -1,4 +1,4 @@
-"""AMQP URIs: validation, redaction and conversion to pika connection parameters."""
+"""Validating and redacting AMQP URIs, and turning them into pika connection parameters."""
 
 from __future__ import annotations
 

@@ -184,3 +184,25 @@ def test_a_history_cut_by_log_cleanup_is_unknown_for_an_older_claim(spark, datab
     assert target.versions({"app": 3, "later": 2}, since={"app": time.time() - 86400}) == {"app": 3, "later": 2}
     assert target.versions({"other": 1}, since={"other": time.time() + 3600}) == {"other": None}
     assert target.versions({"gone": 1}) == {"gone": None}  # without a claim's time: the history as it is
+
+
+def test_the_inbox_by_name_reads_its_rows_through_its_target(spark, database, tmp_path):
+    """Inbox.rows and DeltaTarget.read on Spark Delta: by node, by instance, every node, a list of values, a
+    projection; nothing (None, an empty inbox) before the table exists."""
+    from safebunny.delta.backend import delta_target
+    from safebunny.exactly_once.inbox.table import Inbox, InboxRow
+
+    name = f"{database}.inbox_reads"
+    inbox = Inbox(name, "billing", state=str(tmp_path / "state"))
+    other = Inbox(name, "shipping", state=str(tmp_path / "state"))
+    target = delta_target(name, spark)
+    assert target.backend == "spark" and target.read() is None and inbox.rows().num_rows == 0
+    inbox.record([InboxRow("m1", "c1", None), InboxRow("m2", "c2", None)], "e1", 0)
+    other.record([InboxRow("s1", "c1", None)], "e1", 0)
+    assert sorted(inbox.rows().column("messageId").to_pylist()) == ["m1", "m2"]
+    assert inbox.rows(correlation_id="c1").column("messageId").to_pylist() == ["m1"]
+    assert sorted(inbox.rows(all_nodes=True).column("messageId").to_pylist()) == ["m1", "m2", "s1"]
+    found = target.read({"messageId": ["m2", "s1"]}, ["messageId", "node"])
+    assert found.column_names == ["messageId", "node"]
+    assert sorted(found.to_pylist(), key=lambda r: r["messageId"]) == [
+        {"messageId": "m2", "node": "billing"}, {"messageId": "s1", "node": "shipping"}]

@@ -143,7 +143,7 @@ def saga_scenario():
 def sql_scenario():
     """The SQL id functions over Connect against the shared vectors: the shim's jar (what ``register`` picks
     when the server takes it) and the Python UDFs (what it falls back to)."""
-    import safebunny.shim
+    import safebunny.spark.shim
 
     vectors = json.loads(Path(__file__).parents[1].joinpath("vectors", "message_ids.json").read_text())
     rows = [(v["causation_id"], v["node"], v["message_type"], v["index"], v["expected"])
@@ -154,7 +154,7 @@ def sql_scenario():
     spark.createDataFrame(keys, "k string, expected string").createOrReplaceTempView("keys")
     out = {}
     for implementation in ("auto", "python"):
-        how = safebunny.shim.register(spark, implementation=implementation)
+        how = safebunny.spark.shim.register(spark, implementation=implementation)
         got = spark.sql("SELECT c, node, t, i, expected, safebunny_message_id(c, node, t, i) AS id FROM vectors")
         corr = spark.sql("SELECT k, expected, safebunny_correlation_id(k) AS id FROM keys").collect()
         out[implementation] = {

@@ -1,4 +1,4 @@
-"""What ``safebunny.first_stream`` guards against, read from Spark's JVM: the Python function Spark keeps for the
+"""What ``safebunny.spark.first_stream`` guards against, read from Spark's JVM: the Python function Spark keeps for the
 data source (one per JVM when Spark found it by itself, one per registration otherwise) has an ``envVars`` map
 that is not thread-safe (a Scala ``mutable.HashMap``, or a Java ``HashMap`` when registered) and that every
 function made from it shares, and a streaming query's source runner writes its keys into that very map. When a

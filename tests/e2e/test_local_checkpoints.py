@@ -1,4 +1,4 @@
-"""safebunny.spark_conf.use_local_checkpoints on the shared session: a queue query keeps its offset and commit
+"""safebunny.spark.conf.use_local_checkpoints on the shared session: a queue query keeps its offset and commit
 logs through Spark's FileSystem-based checkpoint file manager, resumes from them after a restart, and that
 manager refuses to overwrite a batch's log file, as Spark's default does. (With both managers the refused
 write's temporary file stays behind: the stream marks itself closed before the rename fails, so Spark's
@@ -10,7 +10,7 @@ import pytest
 
 from conftest import publish_numbered, queue_totals
 from conftest import wait_until as _wait
-from safebunny.spark_conf import CHECKPOINT_FILE_MANAGER_KEY, LOCAL_CHECKPOINT_FILE_MANAGER
+from safebunny.spark.conf import CHECKPOINT_FILE_MANAGER_KEY, LOCAL_CHECKPOINT_FILE_MANAGER
 
 _DEFAULT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
 

@@ -1,11 +1,11 @@
 """The JVM shim: the same ids as ``safebunny.ids``, as Spark SQL functions, attached to a live session.
 
 The shared ``spark`` fixture was started without the jar, so these tests also prove that
-``safebunny.shim.register(spark)`` works on a running session; one test starts its own session
+``safebunny.spark.shim.register(spark)`` works on a running session; one test starts its own session
 with ``spark.jars`` (the other documented way), and two build the jar from scratch (the offline
 build with the full vectors, and concurrent first builds sharing one cache).
 
-The jar under test is ``safebunny.shim.jar_path()``'s: the offline build under ``make test``, the jar of
+The jar under test is ``safebunny.spark.shim.jar_path()``'s: the offline build under ``make test``, the jar of
 ``tools/sbt package`` under ``make shim-jar`` (``SAFEBUNNY_SHIM_JAR``, which skips the offline-build tests);
 ``test_the_functions_are_served_from_the_jar_under_test`` checks that the classes come from it.
 """
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from safebunny import shim
 from safebunny.ids import correlation_id_for, message_id
+from safebunny.spark import shim
 
 REPO = Path(__file__).resolve().parents[2]
 VECTORS = json.loads((REPO / "tests" / "vectors" / "message_ids.json").read_text(encoding="utf-8"))
@@ -161,15 +161,15 @@ def test_correlation_ids_match_python_on_random_inputs(sql):  # type: ignore[no-
 
 _FRESH_SESSION = textwrap.dedent(
     """
-    import safebunny.shim
+    import safebunny.spark.shim
     from pyspark.sql import SparkSession
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.bindAddress", "127.0.0.1").config(map=safebunny.shim.spark_conf())
+             .config("spark.driver.bindAddress", "127.0.0.1").config(map=safebunny.spark.shim.spark_conf())
              .getOrCreate())
-    loadable = safebunny.shim._load_entry(spark) is not None  # on the class path from the start
-    safebunny.shim.register(spark)
+    loadable = safebunny.spark.shim._load_entry(spark) is not None  # on the class path from the start
+    safebunny.spark.shim.register(spark)
     row = spark.sql("SELECT safebunny_message_id('order-1', 'billing', 'InvoiceRequested', 0) AS m").first()
-    cls = spark._jvm.java.lang.Class.forName(safebunny.shim.ENTRY_CLASS, True,
+    cls = spark._jvm.java.lang.Class.forName(safebunny.spark.shim.ENTRY_CLASS, True,
                                              spark._jsparkSession.sharedState().jarClassLoader())
     print("FROM", cls.getProtectionDomain().getCodeSource().getLocation().toString())
     print("RESULT", loadable, row.m)
@@ -223,7 +223,7 @@ def test_the_self_test_fails_loudly_on_a_wrong_vector(offline_jar, tmp_path):  #
 _CONCURRENT_BUILD = textwrap.dedent(
     """
     import sys
-    from safebunny import shim
+    from safebunny.spark import shim
     real = shim.build_jar
     def counting(*args, **kwargs):
         print("BUILT", flush=True)

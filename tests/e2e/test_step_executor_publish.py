@@ -13,7 +13,7 @@ import pyspark.sql.functions as F
 import safebunny
 from conftest import publish_numbered, queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.emits.rows import build_publish_rows
+from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 
 
 def _orders(i: int) -> bytes:

@@ -4,7 +4,7 @@ import pika
 import pytest
 
 from safebunny.amqp import publisher_pool as pubmod
-from safebunny.amqp.publisher import ConfirmingPublisher
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher
 from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 

@@ -7,7 +7,7 @@ import pytest
 
 from safebunny.errors import SafeBunnyError
 from safebunny.exactly_once.protocol.epoch import checkpoint_epoch, connect_epoch, content_epoch
-from safebunny.session import is_connect
+from safebunny.spark.session import is_connect
 
 
 class _Frame:

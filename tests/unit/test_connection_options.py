@@ -45,7 +45,7 @@ def test_log_level_option_sets_the_level_where_the_options_are_parsed() -> None:
 
 
 def test_the_driver_s_log_level_travels_in_the_options(monkeypatch) -> None:
-    from safebunny.session import _options
+    from safebunny.spark.session import _options
 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     assert _options({"queue": "q", "maxMessagesPerTrigger": 5}) == {"queue": "q", "maxMessagesPerTrigger": "5"}
@@ -57,7 +57,7 @@ def test_the_driver_s_log_level_travels_in_the_options(monkeypatch) -> None:
 
 
 def test_a_password_inside_uri_travels_in_the_password_option(monkeypatch) -> None:
-    from safebunny.session import _options
+    from safebunny.spark.session import _options
 
     monkeypatch.delenv("SAFEBUNNY_LOG_LEVEL", raising=False)
     assert _options({"URI": "amqp://app:s%2Fx@h:5672/%2F", "queue": "q"}) == {

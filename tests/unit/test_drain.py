@@ -119,7 +119,7 @@ def test_a_step_failing_in_task_serialisation_on_a_resized_collection_is_named_a
     assert "step stock.OrderPlaced failed ([STREAM_FAILED]" in caplog.text and "restart 1 of 2" in caplog.text
     assert ("step stock.OrderPlaced: Spark could not serialise a task because a collection in it changed size"
             in caplog.text)
-    assert "safebunny.first_stream" in caplog.text
+    assert "safebunny.spark.first_stream" in caplog.text
 
 
 def test_other_failures_get_no_serialisation_line(caplog):

@@ -1,5 +1,5 @@
 """``first_stream.start``: a driver's first streaming query starts alone until Spark has created its sources
-(Spark's source runner adds keys to a map every query of the format shares; see safebunny.first_stream).
+(Spark's source runner adds keys to a map every query of the format shares; see safebunny.spark.first_stream).
 Test doubles stand for the writer and the query, whose status message is scripted."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from safebunny import first_stream
+from safebunny.spark import first_stream
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The delivery decoder (safebunny.amqp.frames) and the frame tap against pika's own encoder and decoder.
+"""The delivery decoder (safebunny.amqp.frame_decode) and the frame tap against pika's own encoder and decoder.
 
 Every frame here is marshalled by pika; every expected value is what pika's decoder makes of the same
 bytes. The tap is fed through a stand-in for pika's connection that records what reaches pika (pure
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pika import frame, spec
 
+from safebunny.amqp.frame_decode import INCOMPLETE, Properties, decode_properties, parse_delivery
 from safebunny.amqp.frame_tap import FrameTap, install
-from safebunny.amqp.frames import INCOMPLETE, Properties, decode_properties, parse_delivery
 
 _FIELDS = ("content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id",
            "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id")

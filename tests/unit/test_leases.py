@@ -266,3 +266,28 @@ def test_a_started_balancer_renews_its_lease_from_its_own_thread_until_closed(tm
         time.sleep(0.01)
     balancer.close()
     assert store.read_all() == [] and not balancer._renewer.is_alive()
+
+
+def test_a_driver_on_this_host_lives_by_the_one_lease_rule(tmp_path) -> None:
+    """The journal owner's rule (storage.lease.Lease.live): on this host a driver lives while its process runs
+    (a renewal within the TTL does not keep a dead process's lease live), in this process while its renewer runs;
+    the driver asking counts itself."""
+    import socket
+    import subprocess
+    import sys
+
+    from safebunny.storage.lease import Renewer
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead = Lease("d", socket.gethostname(), int(gone.stdout), _ago(600), _ago(1), {}, {}, "0")
+    here = Lease.mine("h", _ago(600), _ago(TTL_S + 60), {}, {})
+    store = _store(tmp_path)
+    assert live([dead, here], NOW, path_of=store.path) == []
+    assert live([dead, here], NOW, path_of=store.path, me="h") == [here]
+    renewer = Renewer("h", lambda: None, 3600, lambda exc: None, path=store.path("h"))
+    renewer.start()
+    try:
+        assert live([dead, here], NOW, path_of=store.path) == [here]
+    finally:
+        renewer.stop()

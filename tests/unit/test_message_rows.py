@@ -21,7 +21,7 @@ UTC = dt.timezone.utc
 
 def test_public_api():
     assert set(message_rows.__all__) == {  # what other packages import
-        "arrow_schema", "render_header_value", "render_headers", "rows_to_record_batch", "AmqpColumns",
+        "arrow_schema", "as_text", "render_header_value", "render_headers", "rows_to_record_batch", "AmqpColumns",
     }
 
 

@@ -1,11 +1,11 @@
-"""``journal_read.offset_seq``: the queue source's sequence number in a file of Spark's offset log, and None for
+"""``source.offset.logged_seq``: the queue source's sequence number in a file of Spark's offset log, and None for
 anything else (the step then collects the batch with Spark)."""
 
 from __future__ import annotations
 
 import pytest
 
-from safebunny.exactly_once.collect.journal_read import offset_seq
+from safebunny.source.offset import logged_seq as offset_seq
 
 
 @pytest.mark.parametrize("text, seq", [

@@ -11,7 +11,7 @@ import pytest
 
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.emits.rows import build_publish_rows
+from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from safebunny import shim
 from safebunny.errors import SafeBunnyError
+from safebunny.spark import shim
 
 REPO = Path(__file__).resolve().parents[2]
 

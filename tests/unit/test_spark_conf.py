@@ -1,4 +1,4 @@
-"""safebunny.spark_conf: the local-checkpoint setting and where it is applied (no Spark here)."""
+"""safebunny.spark.conf: the local-checkpoint setting and where it is applied (no Spark here)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-import safebunny.spark_conf as spark_conf
-from safebunny.spark_conf import (
+import safebunny.spark.conf as spark_conf
+from safebunny.spark.conf import (
     CHECKPOINT_FILE_MANAGER_KEY,
     LOCAL_CHECKPOINT_FILE_MANAGER,
     local_checkpoint_conf,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from safebunny.delta.backend import delta_target
 from safebunny.delta.spark_delta import SparkDeltaTarget
-from safebunny.delta.target import delta_target
 from safebunny.errors import SafeBunnyOptionError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import safebunny
 from safebunny.errors import BrokerAuthenticationError, SafeBunnyError, SafeBunnyOptionError
 from safebunny.source.journal_owner import JournalOwnerError
-from safebunny.spark_errors import message_of
+from safebunny.spark.exceptions import message_of
 
 TRACE = """Traceback (most recent call last):
   File "x.py", line 1, in f
@@ -73,7 +73,7 @@ Thread State: RUNNABLE"""
 
 
 def test_the_python_exception_class_a_worker_raised_is_found_without_its_module():
-    from safebunny.spark_errors import raised_in_python
+    from safebunny.spark.exceptions import raised_in_python
 
     assert raised_in_python(RuntimeError(UDF_ERROR)) == ("BadOrder", "qty must be positive")
     assert raised_in_python(PROXY_ERROR)[0] == "AnalysisException"
@@ -81,7 +81,7 @@ def test_the_python_exception_class_a_worker_raised_is_found_without_its_module(
 
 
 def test_plan_errors_are_told_from_others_and_message_of_names_the_cause():
-    from safebunny.spark_errors import is_plan_error
+    from safebunny.spark.exceptions import is_plan_error
 
     assert is_plan_error(RuntimeError(PROXY_ERROR))
     assert not is_plan_error(RuntimeError(UDF_ERROR)) and not is_plan_error(None)
@@ -100,7 +100,7 @@ def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
 
 
 def test_a_python_process_that_did_not_connect_back_is_told_apart_through_causes():
-    from safebunny.spark_errors import is_worker_start_timeout
+    from safebunny.spark.exceptions import is_worker_start_timeout
 
     spark_text = ("[STREAM_FAILED] Query [id = 1] terminated with exception: org.apache.spark.SparkException: "
                   "Python worker failed to connect back.\n\tat org.apache.spark.api.python.PythonWorkerFactory")

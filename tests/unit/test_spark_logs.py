@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from safebunny import spark_logs
+from safebunny.spark import log_levels as spark_logs
 
 
 class _Logger:

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from safebunny.errors import SafeBunnyError, SafeBunnySparkVersionError
-from safebunny.spark_version import MINIMUM, check_version, parse_version, supported
+from safebunny.spark.version import MINIMUM, check_version, parse_version, supported
 
 
 @pytest.mark.parametrize(("version", "parsed"), [

@@ -5,7 +5,7 @@ import pyarrow as pa
 
 from safebunny.amqp.sending import arrow_columns
 from safebunny.exactly_once.collect.batch import STAND_IN_PREFIX, Batch
-from safebunny.exactly_once.emits.rows import PUBLISH_SCHEMA
+from safebunny.exactly_once.emits.routed_rows import PUBLISH_SCHEMA
 
 HEADERS = pa.map_(pa.string(), pa.string())
 

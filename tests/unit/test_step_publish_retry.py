@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 
-import safebunny.exactly_once.emits.publisher as publisher_module
+import safebunny.exactly_once.emits.retrying_publisher as publisher_module
 from safebunny.errors import (
     BrokerAuthenticationError,
     SafeBunnyBrokerError,
@@ -22,7 +22,7 @@ from safebunny.exactly_once.emits.executor_publish import (
     partitions_for,
     threshold_for,
 )
-from safebunny.exactly_once.emits.publisher import EmitPublisher, PublishSettings
+from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, PublishSettings
 from safebunny.exactly_once.protocol.settings import StepSettings
 from safebunny.exactly_once.protocol.step import Step
 from safebunny.options.connection import ConnectionSettings

@@ -2,7 +2,7 @@
 
 :class:`FrameTap` replaces one pika connection's ``_on_data_available``: a ``basic.deliver`` on the tapped
 channel followed directly by its header and body frames is decoded by
-:func:`safebunny.amqp.frames.parse_delivery` and handed to ``on_delivery``; every other frame goes to pika
+:func:`safebunny.amqp.frame_decode.parse_delivery` and handed to ``on_delivery``; every other frame goes to pika
 in order, and the connection's byte and frame counters advance as pika's would (for its heartbeat checker).
 It relies on pika 1.x internals (docs/source.md); :func:`install` leaves the connection alone when they are
 missing, and ``SAFEBUNNY_PIKA_DECODE=1`` in the environment turns the tap off.
@@ -18,7 +18,7 @@ from typing import Any
 import pika
 from pika.frame import decode_frame
 
-from safebunny.amqp.frames import INCOMPLETE, Properties, parse_delivery
+from safebunny.amqp.frame_decode import INCOMPLETE, Properties, parse_delivery
 
 __all__ = ["FrameTap", "install"]
 

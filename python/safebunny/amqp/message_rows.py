@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-__all__ = ["arrow_schema", "render_header_value", "render_headers", "AmqpColumns", "rows_to_record_batch"]
+__all__ = ["arrow_schema", "as_text", "render_header_value", "render_headers", "AmqpColumns", "rows_to_record_batch"]
 
 _BASE_FIELDS: tuple[pa.Field, ...] = (
     pa.field("value", pa.binary()),
@@ -80,6 +80,15 @@ def _normalise(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_normalise(v) for v in value]
     return value
+
+
+def as_text(value: Any) -> str | None:
+    """An AMQP field or header value as text (bytes decoded as UTF-8, bad bytes replaced); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
+    return str(value)
 
 
 def render_header_value(value: Any) -> str | None:

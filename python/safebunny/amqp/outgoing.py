@@ -1,4 +1,4 @@
-"""What the sink publishes for a row: column checks, the message-id rule, AMQP properties.
+"""What the sink publishes for a row (column checks, the message-id rule, AMQP properties).
 
 Pure logic (no broker, no Spark), so that every rule here is unit-tested. The columns
 (:data:`ACCEPTED_COLUMNS`) and the id rules (the row's ``messageId``, else from its ``causationId``:

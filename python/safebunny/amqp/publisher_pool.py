@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
 
 __all__ = ["acquire", "release", "close_all"]
 

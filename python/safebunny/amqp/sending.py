@@ -1,7 +1,8 @@
 """Publishing Arrow rows as messages, confirmed: the sink's task loop, also used by a step's emits.
 
 :func:`publish_batches` is the per-row loop the Spark sink runs in each task (rows to
-:class:`~safebunny.amqp.outgoing.OutgoingMessage`, then :meth:`~safebunny.amqp.publisher.ConfirmingPublisher.publish`);
+:class:`~safebunny.amqp.outgoing.OutgoingMessage`, then
+:meth:`~safebunny.amqp.confirming_publisher.ConfirmingPublisher.publish`);
 :func:`publish_table` runs it in the calling process, as a step publishes its emits from the driver
 (docs/exactly-once.md, "Where the emits are published"). Both fail on any nack, return or confirm timeout.
 """
@@ -14,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.outgoing import MessageBuilder, plan_sink
-from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
 from safebunny.options.sink import SinkOptions

@@ -33,7 +33,7 @@ def session(remote: str | None, master: str | None) -> Any:
     if remote:
         return SparkSession.builder.remote(remote).getOrCreate()
     if master:
-        from safebunny.spark_conf import use_local_checkpoints
+        from safebunny.spark.conf import use_local_checkpoints
 
         return use_local_checkpoints(SparkSession.builder.master(master).appName("safebunny-run")).getOrCreate()
     return SparkSession.builder.getOrCreate()
@@ -45,7 +45,7 @@ def _parked(saga: Saga) -> int:
 
 def once(saga: Saga, spark: Any, timeout: float, restarts: int) -> int:
     """Drain ``saga`` once; the exit code (docs/operations.md)."""
-    from safebunny.spark_errors import message_of
+    from safebunny.spark.exceptions import message_of
 
     parked_before = _parked(saga)
     try:

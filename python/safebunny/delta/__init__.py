@@ -1,5 +1,5 @@
-"""Delta tables written exactly once: :mod:`.target` (the interface, and the one place a table's backend is
-chosen), :mod:`.delta_rs` (by path, fenceable), :mod:`.spark_delta` (by name), :mod:`.merge_rows` (one source row
-per merge key, on both). It depends on :mod:`safebunny.storage` and :mod:`safebunny.errors` only."""
+"""Delta tables written exactly once: :mod:`.target` (the interface), :mod:`.backend` (the one place a table's
+backend is chosen), :mod:`.delta_rs` (by path, fenceable), :mod:`.spark_delta` (by name), :mod:`.merge_rows`
+(one source row per merge key, on both). It depends on :mod:`safebunny.storage` and :mod:`safebunny.errors` only."""
 
 __all__: list[str] = []

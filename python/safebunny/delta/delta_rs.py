@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
@@ -104,8 +105,17 @@ class DeltaRsTarget(DeltaTarget):
             return None
         return info.st_mtime_ns, info.st_size
 
-    def read(self, filter_: Any = None, columns: Sequence[str] | None = None) -> pa.Table | None:
-        """The rows matching the pyarrow expression ``filter_`` (all when None); None when there is no table."""
+    def read(self, equal: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        flt = None
+        for column, value in (equal or {}).items():
+            term = (pc.field(column).isin(list(value)) if isinstance(value, (list, tuple))
+                    else pc.field(column) == value)
+            flt = term if flt is None else flt & term
+        return self.scan(flt, columns)
+
+    def scan(self, filter_: Any = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """The rows matching the pyarrow expression ``filter_`` (all when None); None when there is no table. The
+        reads a delta-rs table alone answers (an inbox's scan and index), in pyarrow's terms."""
         table = self.handle()
         if table is None:
             return None

@@ -151,6 +151,17 @@ class SparkDeltaTarget(DeltaTarget):
         spark = self.spark()
         return DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
 
+    def read(self, equal: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        if not self.exists():
+            return None
+        from pyspark.sql import functions as F
+
+        frame = self.frame()
+        for column, value in (equal or {}).items():  # values as literals: see the module docstring
+            frame = frame.where(F.col(column).isin(list(value)) if isinstance(value, (list, tuple))
+                                else F.col(column) == F.lit(value))
+        return (frame.select(*columns) if columns else frame).toArrow()
+
     def schema(self) -> pa.Schema | None:
         return None  # not read from here: a row handler's batch decides its own types
 

@@ -1,8 +1,7 @@
-"""One Delta table written exactly once: the interface both backends keep, and the one place that picks one.
+"""The interface of one Delta table written and read exactly once, which both backends keep.
 
-:func:`delta_target` picks delta-rs for a path (:class:`~safebunny.delta.delta_rs.DeltaRsTarget`, fenceable)
-and Spark Delta for a name (:class:`~safebunny.delta.spark_delta.SparkDeltaTarget`, which an inbox given by
-path may also choose); why once: docs/design.md.
+Which backend a table gets is :func:`safebunny.delta.backend.delta_target`'s choice, made once (docs/design.md);
+the backends import this module and this module imports neither.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path", "delta_target"]
+__all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path"]
 
 #: ``guard(read, version)``: checks a snapshot before a commit (``read(app_id)`` is an app id's version there,
 #: ``version`` the table's, None without a table); raises to refuse
@@ -65,6 +64,11 @@ class DeltaTarget(ABC):
         return None
 
     @abstractmethod
+    def read(self, equal: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> pa.Table | None:
+        """The rows whose columns equal ``equal``'s values (a list or tuple: any of its values), all rows when None,
+        with ``columns`` only when given; None when there is no table."""
+
+    @abstractmethod
     def schema(self) -> pa.Schema | None:
         """The table's Arrow schema; None when there is none yet, or it is not read from here (a name)."""
 
@@ -78,18 +82,3 @@ class DeltaTarget(ABC):
         """Compact, vacuum (Delta's default retention), sweep what killed writers left: ``compacted``,
         ``vacuumed``, ``swept`` (all 0 without a table; None: not told)."""
 
-
-def delta_target(table: str, spark: Any = None, backend: str = "auto", what: str = "The Delta table",
-                 option: str = "table", checked: bool = False) -> DeltaTarget:
-    """The target of ``table``: delta-rs for a path, Spark Delta for a name (``backend`` forces one). ``what`` and
-    ``option`` name it in errors; ``spark``: the session of a Spark Delta target (else the thread's active one);
-    ``checked``: a Spark Delta write first checks that the session has Delta."""
-    if backend == "auto":
-        backend = "delta-rs" if is_path(table) else "spark"
-    if backend == "spark":
-        from safebunny.delta.spark_delta import SparkDeltaTarget
-
-        return SparkDeltaTarget(table, spark, what, checked)
-    from safebunny.delta.delta_rs import DeltaRsTarget
-
-    return DeltaRsTarget(table, what, option)

@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
-    from safebunny.spark_conf import use_local_checkpoints
+    from safebunny.spark.conf import use_local_checkpoints
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.master("local[2]").appName("safebunny-demo")

@@ -1,4 +1,4 @@
-"""Exactly-once steps: the Delta inbox, idempotent Delta effects, step outcomes.
+"""Exactly-once steps (the Delta inbox, idempotent Delta effects, step outcomes).
 
 The sub-packages by concern (protocol, collect, handlers, claims, emits, inbox) and the handler's
 :mod:`.outcome` and :mod:`.context`: docs/design.md ("Layout").

@@ -1,4 +1,4 @@
-"""What a step's handler returns: :class:`Outcome`, made of effects (:func:`append`, :func:`merge`)
+"""What a step's handler returns, an :class:`Outcome` made of effects (:func:`append`, :func:`merge`)
 and emits (:func:`emit`).
 
 The same three functions serve a DataFrame handler (Spark DataFrames) and a row handler (``rows=True``:

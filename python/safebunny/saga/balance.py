@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
-import socket
 import threading
 import time
 from collections import defaultdict
@@ -104,9 +102,8 @@ class Balancer:
             now = self.clock()
             held = self.held(now)
             running = {label: self.running[label] for label in self._active if label in self.running}
-            self.store.write(Lease(self.me, socket.gethostname(), os.getpid(), self.started, now.isoformat(),
-                                   running, held))
-            leases = live(self.store.read_all(), now)
+            self.store.write(Lease.mine(self.me, self.started, now.isoformat(), running, held))
+            leases = live(self.store.read_all(), now, path_of=self.store.path, me=self.me)
             assignment = assign(self._shards, [lease.driver for lease in leases])
             self._holding_since = {label: self._holding_since.get(label, now.isoformat()) for label in held}
             self._due = handovers(self.me, self._holding_since, assignment, leases, now)

@@ -1,4 +1,4 @@
-"""Checks of a saga's definition: routes no step feeds, and emits a step did not declare.
+"""Checks of a saga's definition for routes no step feeds and emits a step did not declare.
 
 Pure logic over :class:`~safebunny.saga.definition.SagaStep`\\ s. Such mistakes are silent at run time (the
 message goes to ``<saga>.unrouted``); :func:`report` logs them as warnings, or raises them with

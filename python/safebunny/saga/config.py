@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
+from safebunny.saga.names import check_name
 from safebunny.saga.retry import Retry
-from safebunny.saga.topology import check_name
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 from safebunny.uri import split_password, validate_uri, with_password
@@ -168,13 +168,6 @@ class SagaConfig:
         driver = self.layout.driver
         return "/".join(["safebunny", self.name, *([driver] if driver else []), *([unit_label] if unit_label else []),
                          role])
-
-
-class Named(Protocol):
-    """What the queue and exchange names need of a saga: its name (a :class:`SagaConfig` or a saga)."""
-
-    @property
-    def name(self) -> str: ...
 
 
 class SagaShape(Protocol):

@@ -13,7 +13,7 @@ from typing import Any
 
 from safebunny.exactly_once import Outcome
 from safebunny.saga.bodies import Body, MalformedMessage
-from safebunny.saga.topology import check_name, check_shards
+from safebunny.saga.names import check_name, check_shards
 
 __all__ = ["SagaStep", "MalformedMessage", "wrap"]
 

@@ -1,4 +1,4 @@
-"""Draining a saga: every step's query in availableNow rounds until nothing moves and nothing waits, a failed
+"""Draining a saga, every step's query in availableNow rounds until nothing moves and nothing waits, a failed
 step started again from its checkpoint; and the progress it measures (what the steps received, what waits)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from safebunny.saga.queries import (
     start_query,
     try_start,
 )
-from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
 
 __all__ = ["drain", "moved_so_far", "waiting"]
 

@@ -1,4 +1,4 @@
-"""Where a saga step's failed rows go: the next retry tier, or the poison queue (and, if the step asks
+"""Where a saga step's failed rows go, the next retry tier or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
 the same copies (:mod:`safebunny.saga.republish`). A parking is recorded before its copies are published and
@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from safebunny.amqp.message_rows import as_text
 from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.crashpoints import crash_point
 from safebunny.exactly_once import FailedRow
@@ -24,7 +25,6 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
 from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
 from safebunny.saga.retry import REASON, Decision, decide, failure_headers
-from safebunny.streams.client import as_text
 
 __all__ = ["FailureRouter"]
 

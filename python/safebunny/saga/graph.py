@@ -1,4 +1,4 @@
-"""A saga as a graph: steps as nodes, message types as edges, laid out in layers, and as Mermaid text (pure).
+"""A saga as a graph of its steps (nodes) and message types (edges), laid out in layers, and as Mermaid text (pure).
 
 Nodes are the saga's steps (``node.type``), the producers outside the saga that feed its entry steps (``saga.start``
 or a producer of yours), and two sinks: ``poison`` (each step's poison queue) and ``unrouted`` (types a step

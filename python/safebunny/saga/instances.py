@@ -1,4 +1,4 @@
-"""Saga instances as a table: ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
+"""Saga instances as a table, for ``saga.instances()`` (a DataFrame and a SQL view) and ``safebunny instances``.
 
 Derived from what is durable (docs/operations.md, "Saga instances"): the steps' inbox rows within the dedupe
 window, the poison queues (only those that hold messages), and the started records ``saga.start`` appends
@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.delta.backend import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.ids import correlation_id_for
@@ -22,7 +22,7 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
 from safebunny.saga.parked import read_parked
-from safebunny.session import session_or_raise
+from safebunny.spark.session import session_or_raise
 
 __all__ = ["instances_table", "view_name"]
 
@@ -47,7 +47,7 @@ def record_started(config: SagaConfig, df: Any, business_key: str, node: str, me
     table = pa.Table.from_pydict({"businessKey": keys, "correlationId": [correlation_id_for(k) for k in keys],
                                   "node": [node] * len(keys), "type": [message_type] * len(keys),
                                   "startedAt": [now] * len(keys)}, schema=STARTED_SCHEMA)
-    DeltaRsTarget(config.layout.started).append(table)
+    delta_target(config.layout.started).append(table)
     return len(keys)
 
 
@@ -73,7 +73,7 @@ def instances_table(saga: SagaShape, state: str | None = None) -> pa.Table:
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
     inbox = Inbox(saga.config.layout.inbox, "instances").rows(all_nodes=True)
-    started = DeltaRsTarget(saga.config.layout.started).read()
+    started = delta_target(saga.config.layout.started).read()
     table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga),
                           started.to_pylist() if started is not None else ())
     if state is not None:

@@ -1,11 +1,13 @@
-"""Driver leases: which processes run a saga now, which shards each holds, and who should hold which.
+"""Which drivers run a saga now by their leases, which shards each holds, and who should hold which.
 
 The broker decides who holds a shard (single active consumer); leases decide only the balance. Each driver
 rewrites ``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lease`) from a renewer thread;
 from the live leases every driver computes the same assignment (:func:`assign`) and hands a shard on by
 restarting its query for it (:func:`handovers`). Correctness never rests on a lease (docs/sagas.md,
-``drivers/_leases/``). A driver lives while its lease was renewed within :data:`TTL_S` by the writer's
-clock, so clocks must agree to within a few seconds of it.
+``drivers/_leases/``). A driver lives by the one rule of every lease (:meth:`safebunny.storage.lease.Lease.live`,
+with :data:`TTL_S`): on another host while its lease was renewed within :data:`TTL_S` by the writer's clock (clocks
+must agree to within a few seconds of it), on this host while its process runs, in this process while its
+renewer does. :class:`Lease` is the driver's typed view of that record's payload.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +39,8 @@ HOLDER = "driver"
 @dataclass(frozen=True)
 class Lease:
     """One driver's lease. ``running``: shard label -> when its query (re)started; ``holding``: shard label ->
-    the finish time of this driver's last batch with messages there since that start (ISO 8601, UTC)."""
+    the finish time of this driver's last batch with messages there since that start (ISO 8601, UTC);
+    ``pid_start``: its process's start time, so a reused pid is not taken for it (None in older files)."""
 
     driver: str
     host: str
@@ -46,6 +49,14 @@ class Lease:
     renewed: str
     running: Mapping[str, str] = field(default_factory=dict)
     holding: Mapping[str, str] = field(default_factory=dict)
+    pid_start: str | None = None
+
+    @classmethod
+    def mine(cls, driver: str, started: str, renewed: str, running: Mapping[str, str],
+             holding: Mapping[str, str]) -> Lease:
+        """This process's lease as driver ``driver``, renewed at ``renewed``."""
+        me = storage.Lease.mine(driver, {})
+        return cls(driver, me.host, me.pid, started, renewed, dict(running), dict(holding), me.pid_start)
 
     def age(self, now: dt.datetime) -> float:
         """Seconds since the lease was renewed."""
@@ -54,7 +65,7 @@ class Lease:
     def stored(self) -> storage.Lease:
         payload = {"started": self.started, "running": dict(self.running), "holding": dict(self.holding)}
         renewed = dt.datetime.fromisoformat(self.renewed).timestamp()
-        return storage.Lease(self.driver, self.host, self.pid, None, renewed, payload)
+        return storage.Lease(self.driver, self.host, self.pid, self.pid_start, renewed, payload)
 
     @classmethod
     def of(cls, lease: storage.Lease) -> Lease:
@@ -62,12 +73,16 @@ class Lease:
         p: Mapping[str, Any] = lease.payload
         renewed = dt.datetime.fromtimestamp(float(lease.renewed), dt.timezone.utc)  # type: ignore[arg-type]
         return cls(lease.holder, lease.host, lease.pid, str(p["started"]), renewed.isoformat(),
-                   dict(p.get("running") or {}), dict(p.get("holding") or {}))
+                   dict(p.get("running") or {}), dict(p.get("holding") or {}), lease.pid_start)
 
 
-def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S) -> list[Lease]:
-    """The leases renewed within ``ttl_s`` of ``now``, by driver name."""
-    return sorted((lease for lease in leases if lease.stored().renewed_within(ttl_s, now.timestamp())),
+def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S,
+         path_of: Callable[[str], str] = lambda driver: "", me: str | None = None) -> list[Lease]:
+    """The leases whose drivers live (:meth:`safebunny.storage.lease.Lease.live` at ``now``, with ``ttl_s``), by
+    driver name. ``path_of``: a driver's lease file (:meth:`LeaseStore.path`), which its renewer registers; ``me``:
+    the driver asking, which lives (it has just written its lease, before its renewer starts)."""
+    return sorted((lease for lease in leases
+                   if lease.driver == me or lease.stored().live(ttl_s, now.timestamp(), path_of(lease.driver))),
                   key=lambda lease: lease.driver)
 
 

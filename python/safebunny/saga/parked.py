@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp.connection import open_blocking
+from safebunny.amqp.message_rows import as_text
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig
@@ -18,8 +19,7 @@ from safebunny.saga.definition import SagaStep
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
-from safebunny.session import session_or_raise
-from safebunny.streams.client import as_text
+from safebunny.spark.session import session_or_raise
 
 __all__ = ["latest_per_id"]
 

@@ -1,4 +1,4 @@
-"""The parking decisions of a step: recorded before anything is sent, honoured by every later attempt.
+"""The parking decisions of a step, recorded before anything is sent and honoured by every later attempt.
 
 A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messages, its poison copy and, with
 ``fails_as``, a compensation message. So the decision is recorded here *before* they are published, and a later
@@ -28,11 +28,11 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from safebunny.amqp.message_rows import as_text
 from safebunny.exactly_once import FailedRow
 from safebunny.saga.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
 from safebunny.storage.writes import write_atomically
-from safebunny.streams.client import as_text
 
 __all__: list[str] = []
 

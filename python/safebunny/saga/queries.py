@@ -1,4 +1,4 @@
-"""One saga step's streaming query: its source, how it starts (a processing-time interval or availableNow),
+"""One saga step's streaming query, its source, how it starts (a processing-time interval or availableNow),
 and how its failures are told apart (a plan error is not worth a restart; a query whose Python process Spark
 could not start in time never ran). :mod:`~safebunny.saga.runner` and :mod:`~safebunny.saga.drain` start
 queries through here.
@@ -15,7 +15,6 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from safebunny import first_stream
 from safebunny.errors import SafeBunnyPlanError
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.source import SourceOptions
@@ -23,9 +22,10 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.recorder import batch_function
-from safebunny.session import activate, read_stream
-from safebunny.spark_errors import error_of, is_plan_error, message_of
-from safebunny.spark_logs import note_streaming_started
+from safebunny.spark import first_stream
+from safebunny.spark.exceptions import error_of, is_plan_error, message_of
+from safebunny.spark.log_levels import note_streaming_started
+from safebunny.spark.session import activate, read_stream
 
 __all__ = ["source_frame", "source_options", "start_query", "interval_ms", "is_entry", "is_available_now",
            "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
@@ -86,7 +86,7 @@ def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | Non
     else:
         # the source paces the batches instead (see source_frame): interval triggers put the hops in lockstep
         writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
-    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.first_stream
+    query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.spark.first_stream
     note_streaming_started(spark)
     return query
 
@@ -114,8 +114,8 @@ def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseExceptio
     if error is not None and first_stream.is_serialization_race(error):
         log.warning("saga %s: step %s: Spark could not serialise a task because a collection in it changed size "
                     "meanwhile (the map Spark shares between the queries of format('safebunny'), see "
-                    "safebunny.first_stream: were queries of this format started elsewhere at the same time?); if "
-                    "it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
+                    "safebunny.spark.first_stream: were queries of this format started elsewhere at the same time?); "
+                    "if it repeats in this driver, start a new driver", saga.config.name, step.unit_label)
 
 
 def note_restart(saga: SagaShape, label: str, error: BaseException | None) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
-from safebunny.spark_errors import is_plan_error, raised_in_python
-from safebunny.spark_logs import quiet_query_context
+from safebunny.spark.exceptions import is_plan_error, raised_in_python
+from safebunny.spark.log_levels import quiet_query_context
 
 __all__ = ["StepRecorder"]
 

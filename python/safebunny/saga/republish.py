@@ -2,7 +2,7 @@
 ``fails_as`` failure messages) through the sink's confirming publisher.
 
 Every copy goes through :class:`~safebunny.amqp.outgoing.MessageBuilder` and
-:class:`~safebunny.amqp.publisher.ConfirmingPublisher`, as the sink and a step's emits do, keeps the
+:class:`~safebunny.amqp.confirming_publisher.ConfirmingPublisher`, as the sink and a step's emits do, keeps the
 message's own id and carries a derived :data:`COPY_ID` header (:func:`copy_id`), so a replayed batch
 republishes the same copies (docs/sagas.md).
 """
@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.message_rows import as_text
 from safebunny.amqp.outgoing import CAUSATION_HEADER, MessageBuilder, plan_sink
-from safebunny.amqp.publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.sending import confirmed
 from safebunny.ids import message_id
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import SinkOptions
-from safebunny.streams.client import as_text
 
 __all__ = ["COPY_ID", "copy_id"]
 

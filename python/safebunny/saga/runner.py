@@ -1,4 +1,4 @@
-"""Running a saga: one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
+"""Running a saga as one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
 failed steps with backoff, runs availableNow rounds, and hands shards over between drivers."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from safebunny.saga.queries import (
     start_query,
     try_start,
 )
-from safebunny.session import activate
-from safebunny.spark_errors import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
+from safebunny.spark.session import activate
 
 __all__ = ["RunningSaga", "IDLE_ROUND_S"]
 

@@ -1,4 +1,4 @@
-"""``safebunny.Saga``: a saga as chained streaming queries, one exactly-once step per query.
+"""A saga as chained streaming queries, one exactly-once step per query (the ``safebunny.Saga`` facade).
 
 The facade: the definition (:meth:`Saga.step`, :meth:`Saga.check`, :meth:`Saga.declare`) and each step's
 exactly-once Step; running, status, poison, instances and trace live in their own modules, which read the

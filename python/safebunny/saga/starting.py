@@ -1,4 +1,4 @@
-"""``saga.start``: publishing the first messages of saga instances, one per row, ids from a business key."""
+"""Publishing the first messages of saga instances (``saga.start``), one per row, ids from a business key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import SinkOptions
 from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
-from safebunny.session import publish
+from safebunny.spark.session import publish
 
 __all__: list[str] = []
 

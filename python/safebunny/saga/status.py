@@ -121,8 +121,9 @@ def shard_status(saga: SagaShape, now: dt.datetime | None = None) -> list[ShardS
     queues = {u.unit_label: topology.consumer_queue(saga.config, u.node, u.consumes, u.shard) for u in units}
     depth = topology.depths(saga, list(queues.values())) if units else {}
     now = now or dt.datetime.now(dt.timezone.utc)
-    leases = {lease.driver: lease for lease in LeaseStore(saga.config.layout.leases).read_all()} if units else {}
-    alive = live(leases.values(), now)
+    store = LeaseStore(saga.config.layout.leases) if units else None
+    leases = {lease.driver: lease for lease in store.read_all()} if store else {}
+    alive = live(leases.values(), now, path_of=store.path) if store else []
     out = []
     for u in units:
         found = depth.get(queues[u.unit_label])

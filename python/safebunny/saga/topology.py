@@ -4,8 +4,8 @@ The exchanges and queues (consumer, shard, retry, poison and ``unrouted`` queues
 their buckets, :func:`bucket_of`) are described in docs/sagas.md. Before anything is created, every queue
 that already exists is checked against the arguments we would declare; a difference raises
 :class:`SafeBunnyTopologyError` naming the queue, the argument, both values and what to do. The naming and
-argument functions are pure. What this module needs of a saga is :class:`~safebunny.saga.config.SagaShape`
-(its config and steps); the names need only its name.
+argument functions are pure; the names are :mod:`safebunny.saga.names`' (re-exported here, where users find them).
+What this module needs of a saga is :class:`~safebunny.saga.config.SagaShape` (its config and steps).
 """
 
 from __future__ import annotations
@@ -13,16 +13,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyTopologyError
+from safebunny.saga.names import (
+    BUCKETS,
+    bucket_of,
+    consumer_queue,
+    exchange_name,
+    instance_routing_key,
+    poison_queue_name,
+    queue_name,
+    retry_queue_name,
+    routing_key,
+    shard_of,
+    unrouted_name,
+)
 
-if TYPE_CHECKING:  # the config imports check_name from here: at run time a name is all the queue names need
-    from safebunny.saga.config import Named, SagaShape
+if TYPE_CHECKING:
+    from safebunny.saga.config import SagaShape
 
 __all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "routing_key", "queue_name",
            "retry_queue_name", "poison_queue_name", "bucket_of", "instance_routing_key", "routes_by_instance",
@@ -30,46 +42,6 @@ __all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "r
            "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.saga")
-
-
-class SafeBunnyTopologyError(SafeBunnyError):
-    """A queue or exchange exists with other arguments than the saga declares."""
-
-
-_FORBIDDEN = re.compile(r"[.*#\s/]")
-
-
-def check_name(kind: str, value: str) -> str:
-    """Node, type and saga names: non-empty, without ``.``, ``*``, ``#``, ``/`` or spaces."""
-    if not isinstance(value, str) or not value or _FORBIDDEN.search(value):
-        raise SafeBunnyOptionError(
-            f"A {kind} name must be non-empty and contain no '.', '*', '#', '/' or whitespace (they are routing "
-            f"key syntax); got {value!r}.", kind)
-    return value
-
-
-def exchange_name(saga: Named) -> str:
-    return check_name("saga", saga.name)
-
-
-def routing_key(node: str, message_type: str) -> str:
-    return f"{check_name('node', node)}.{check_name('type', message_type)}"
-
-
-#: a saga message's routing key ends in one of this many buckets; a sharded step's shards split them
-BUCKETS = 64
-MAX_SHARDS = BUCKETS
-
-
-def bucket_of(correlation_id: str | None) -> int:
-    """The bucket of a saga instance: a stable hash of its correlation id (CRC-32, the same in every process
-    and release; changing it would send an instance's later messages to another shard)."""
-    return zlib.crc32((correlation_id or "").encode("utf-8")) % BUCKETS
-
-
-def instance_routing_key(node: str, message_type: str, correlation_id: str | None) -> str:
-    """The routing key of a saga message that a sharded step consumes: ``node.type.<bucket of its instance>``."""
-    return f"{routing_key(node, message_type)}.{bucket_of(correlation_id)}"
 
 
 def routes_by_instance(saga: SagaShape, node: str, message_type: str) -> bool:
@@ -99,40 +71,6 @@ def router(saga: SagaShape, node: str) -> Callable[[Any], tuple[str, Any]]:
         return exchange, routing_key(node, item.type)
 
     return route
-
-
-def check_shards(shards: Any, label: str) -> None:
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-        raise SafeBunnyOptionError(
-            f"Step {label}: shards must be an integer from 1 to {MAX_SHARDS} (a saga's messages are routed into "
-            f"{BUCKETS} buckets, which the shards split); got {shards!r}.", "shards")
-
-
-def shard_of(correlation_id: str | None, shards: int) -> int:
-    """The shard of a step with ``shards`` shards that a saga instance's messages reach."""
-    return bucket_of(correlation_id) % shards
-
-
-def consumer_queue(saga: Named, node: str, message_type: str, shard: int | None = None) -> str:
-    """A step's consumer queue: ``S.C.T``, or shard ``shard``'s ``S.C.T.shard.<i>``."""
-    base = queue_name(saga, node, message_type)
-    return base if shard is None else f"{base}.shard.{shard}"
-
-
-def queue_name(saga: Named, node: str, message_type: str) -> str:
-    return f"{exchange_name(saga)}.{routing_key(node, message_type)}"
-
-
-def retry_queue_name(saga: Named, node: str, message_type: str, tier: int, shard: int | None = None) -> str:
-    return f"{consumer_queue(saga, node, message_type, shard)}.retry.{tier}"
-
-
-def poison_queue_name(saga: Named, node: str, message_type: str) -> str:
-    return f"{queue_name(saga, node, message_type)}.poison"
-
-
-def unrouted_name(saga: Named) -> str:
-    return f"{exchange_name(saga)}.unrouted"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``saga.trace``: the path of one saga instance through the steps' inboxes, and where it stopped.
+"""The path of one saga instance through the steps' inboxes, and where it stopped (``saga.trace``).
 
 Each inbox row is one delivery of a message to a step; a parked message's last ``failed`` entry reads
 ``parked`` (or ``discarded`` / ``redriven``, from the poison ledger), its ``delivery`` counted as the poison

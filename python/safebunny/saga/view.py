@@ -1,4 +1,4 @@
-"""``saga.view()``: what the saga page shows, gathered from the saga's durable state and the broker (as
+"""What the saga page (``saga.view()``) shows, gathered from the saga's durable state and the broker (as
 ``saga.status()`` is, so any process sees the same, over Spark Connect too), and the page itself.
 
 :func:`gather` returns the page's data as plain JSON values (``safebunny view`` serves it as ``/status.json``);
@@ -99,7 +99,7 @@ def _steps(saga: Any, now: dt.datetime, errors: dict[str, str]) -> tuple[list[di
 
 def _instances(saga: Any, parked: list[Any], instance: str | None) -> dict[str, Any]:
     """Counts by state, the oldest stuck instances, and the found correlation id of ``instance``."""
-    from safebunny.delta.delta_rs import DeltaRsTarget
+    from safebunny.delta.backend import delta_target
     from safebunny.exactly_once import Inbox
     from safebunny.saga.instance_state import instance_rows
     from safebunny.saga.instances import _INBOX_COLUMNS
@@ -108,7 +108,7 @@ def _instances(saga: Any, parked: list[Any], instance: str | None) -> dict[str, 
                     if p.state == "discarded" else InstanceParked(p.step, p.messageId, p.correlationId, p.reason)
                     for p in parked if p.state != "resolved"]
     inbox = Inbox(saga.config.layout.inbox, "view").rows(all_nodes=True)
-    started = DeltaRsTarget(saga.config.layout.started).read()
+    started = delta_target(saga.config.layout.started).read()
     table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, stuck_parked,
                           started.to_pylist() if started is not None else ())
     rows = table.to_pylist()

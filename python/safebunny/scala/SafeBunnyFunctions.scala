@@ -14,7 +14,7 @@ import org.apache.spark.sql.functions.udf
   * with an error that names the argument, as `safebunny.ids` raises in Python.
   *
   * Register them in a session with `SafeBunnyFunctions.register(spark)` (Scala), with
-  * `safebunny.shim.register(spark)` (Python), or, where only SQL is available, with
+  * `safebunny.spark.shim.register(spark)` (Python), or, where only SQL is available, with
   * `spark.udf.registerJavaFunction` on [[MessageIdUDF]] and [[CorrelationIdUDF]].
   */
 object SafeBunnyFunctions {

@@ -1,4 +1,4 @@
-"""The source's journal: each planned batch of a classic or quorum queue, on durable storage.
+"""The source's journal, which keeps each planned batch of a classic or quorum queue on durable storage.
 
 A batch's messages are written here *before* its end offset is returned to Spark, and read
 back by the executors; a replay after a crash therefore returns exactly the logged batch.
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
+from safebunny.source.journal_rows import fit_headers
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import list_records, remove_record
 from safebunny.storage.volumes import refuse_volume
@@ -96,6 +97,12 @@ class Journal:
         with source:
             reader = pa.ipc.open_stream(source)
             yield from reader
+
+    def rows(self, start_seq: int, end_seq: int, include_headers: bool) -> Iterator[pa.RecordBatch]:
+        """The logged batch's rows in the query's current shape (:func:`~safebunny.source.journal_rows.fit_headers`), as
+        the source's executors serve them and a step reads them on the driver; raise when its file is gone."""
+        for batch in self.read(start_seq, end_seq):
+            yield fit_headers(batch, include_headers, start_seq, end_seq)
 
     def missing(self, start_seq: int, end_seq: int) -> SafeBunnyDataLossError:
         return SafeBunnyDataLossError(

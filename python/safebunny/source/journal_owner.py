@@ -1,4 +1,4 @@
-"""One query per journal: the owner of a ``journalLocation`` and its id in the offsets.
+"""The owner of a ``journalLocation`` (one query per journal) and its id in the offsets.
 
 The first query that journals a batch in a location creates its owner file, ``journal-owner.json``
 (:func:`~safebunny.storage.writes.write_if_absent`), a lease (:mod:`safebunny.storage.lease`) that carries the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import JournalOwnerError, SafeBunnyError
 from safebunny.source.journal import Journal
 from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
@@ -37,13 +37,6 @@ RENEW_SECONDS = 30.0
 HOLDER = "instance"
 
 log = logging.getLogger("safebunny.source")
-
-
-class JournalOwnerError(SafeBunnyOptionError):
-    """``journalLocation`` belongs to another query."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, "journalLocation")
 
 
 @dataclass(frozen=True)

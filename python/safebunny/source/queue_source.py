@@ -21,8 +21,8 @@ from safebunny.source.available_now import take_the_rest
 from safebunny.source.consumer import QueueConsumer
 from safebunny.source.journal import Journal
 from safebunny.source.journal_owner import JournalOwner
+from safebunny.source.journal_rows import deliveries_to_table
 from safebunny.source.offset import QueueOffset
-from safebunny.source.rows import deliveries_to_table
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
 

@@ -1,4 +1,4 @@
-"""A lease: a record that says who holds something (a journal location, a place among a saga's drivers), renewed
+"""A lease, the record that says who holds something (a journal location, a place among a saga's drivers), renewed
 while its holder lives, and the rules by which a reader judges that it lives.
 
 A lease file is one JSON object written whole (:mod:`.writes`): the holder (under a key its user names), the

@@ -1,4 +1,4 @@
-"""Where a location is: the pyarrow filesystem and path of a local path or of any URI pyarrow opens."""
+"""The pyarrow filesystem and path of a location, a local path or any URI pyarrow opens."""
 
 from __future__ import annotations
 

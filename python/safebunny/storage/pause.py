@@ -1,4 +1,4 @@
-"""A pause file: the source option ``pauseFile`` and what writes it.
+"""The pause file of the source option ``pauseFile``, and what writes it.
 
 The file holds the epoch time a pause ends (docs/source.md, ``pauseFile``). Whoever pauses (a saga's circuit
 breaker, an operator) writes it whole, so a reader never sees half a number. The path is a local path or any

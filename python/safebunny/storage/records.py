@@ -1,4 +1,4 @@
-"""Records in a folder: one file per record (a lease, a claim, a journaled batch), listed and
+"""Records kept in a folder, one file per record (a lease, a claim, a journaled batch), listed and
 read back on any filesystem pyarrow knows. A record removed while the folder is listed is left out, never an
 error: its writer removed it because nothing depends on it any more."""
 

@@ -1,4 +1,4 @@
-"""Decoding a stored stream message: the broker keeps AMQP 0-9-1 publishes AMQP 1.0 encoded; a raw
+"""Decoding a stored stream message, which the broker keeps AMQP 1.0 encoded for AMQP 0-9-1 publishes; a raw
 stream-protocol publish is kept as it is."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from safebunny.amqp.message_rows import AmqpColumns, render_headers
-from safebunny.streams.client import as_text
+from safebunny.amqp.message_rows import AmqpColumns, as_text, render_headers
 
 __all__: list[str] = []
 

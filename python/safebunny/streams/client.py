@@ -1,4 +1,4 @@
-"""Reading stream queues by offset: the client interface and what its two implementations share.
+"""The interface of a client that reads stream queues by offset, and what its two implementations share.
 
 :class:`StreamQueueClient` has two implementations: :class:`~safebunny.streams.rstream_client.RStreamClient`
 (the stream protocol, about ten times cheaper here) and :class:`~safebunny.streams.amqp091_client.AmqpStreamClient`
@@ -78,13 +78,3 @@ class StreamQueueClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def as_text(value: Any) -> str | None:
-    """An AMQP field or header value as text (bytes decoded as UTF-8, bad bytes replaced); None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", errors="replace")
-    return str(value)
-

@@ -1,4 +1,4 @@
-"""Stream-queue offsets: the pure arithmetic of the stream-queue source (no I/O).
+"""The pure arithmetic of the stream-queue source's offsets (no I/O).
 
 The source's Spark offset is ``{"offset": n}``, the next stream offset to read, so a batch between Spark
 offsets ``a`` and ``b`` reads ``[a, b)``; the "tail" is the last committed offset + 1, and 0 for a stream

@@ -1,4 +1,4 @@
-"""A batch's claim around its effects: written before the first effect, applied beside the node's other
+"""A batch's claim around its effects, written before the first effect, applied beside the node's other
 claims, removed with the inbox marker (:mod:`~safebunny.exactly_once.claims.log` says why).
 
 :class:`BatchClaims` is the protocol's step 4 and the claims' part of step 6 for one step: :meth:`apply_batch`

@@ -1,4 +1,4 @@
-"""Fences: a batch that takes over another batch's messages makes that batch unable to commit them.
+"""The pure rules by which a batch that takes over another batch's messages makes that batch unable to commit them.
 
 Batch N of a claim applies with the app transaction ``(app, 2N + 1)`` (:func:`apply_version`); a batch that
 applies ids an unapplied orphan claimed writes the orphan's at ``2N`` in the same commit

@@ -1,4 +1,4 @@
-"""Claims: what a batch is about to apply, written down before its first Delta effect.
+"""A batch's claim file, what it is about to apply, written down before its first Delta effect.
 
 A claim holds the batch's epoch and id and, per effect target, the ids it is about to write there (for a row
 handler, the ids it decided); it is removed once the inbox marker is committed. A later batch that meets an

@@ -7,7 +7,7 @@ is one commit carrying its app transaction and its fences, refused when anything
 (:class:`~safebunny.exactly_once.claims.fence.FenceMoved`). Why this is enough: docs/exactly-once.md ("The
 fence: two batches on the same messages").
 
-Each target is resolved once per batch (:func:`~safebunny.delta.target.delta_target`: a path on delta-rs,
+Each target is resolved once per batch (:func:`~safebunny.delta.backend.delta_target`: a path on delta-rs,
 fenceable; a name on Spark Delta, read through its history) and written through it.
 """
 
@@ -23,7 +23,8 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
-from safebunny.delta.target import DeltaTarget, Guard, delta_target
+from safebunny.delta.backend import delta_target
+from safebunny.delta.target import DeltaTarget, Guard
 from safebunny.exactly_once.claims.fence import (
     SCHEME,
     Orphan,

@@ -1,4 +1,4 @@
-"""A step's micro-batch on the driver: collected once, deduplicated, and handed out as local DataFrames.
+"""A step's micro-batch on the driver, collected once, deduplicated, and handed out as local DataFrames.
 
 :meth:`Batch.arrow` runs the batch's one Spark job (``toArrow``), or the rows of its journal file are read
 (:mod:`~safebunny.exactly_once.collect.journal_read`); :meth:`Batch.of` takes them in the source's order

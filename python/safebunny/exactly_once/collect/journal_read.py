@@ -3,9 +3,10 @@
 A classic or quorum queue batch *is* one immutable journal file, ``(start, end]`` in the source's sequence,
 and the query's offset log names the range (``offsets/<N>`` its end, ``offsets/<N-1>`` its start). Reading
 that file here gives the rows ``df.toArrow()`` gives, in the same order, without a Spark job in front of the
-step's work; Spark's own read still runs (:class:`SparkRead`, one stage that counts the rows) so
-``numInputRows`` stays true, and a count that differs fails the batch (docs/exactly-once.md, "Reading the
-batch from the journal").
+step's work; the source, which owns both formats, reads the file (:meth:`~safebunny.source.journal.Journal.rows`)
+and decodes its offsets (:func:`~safebunny.source.offset.logged_seq`). Spark's own read still runs
+(:class:`SparkRead`, one stage that counts the rows) so ``numInputRows`` stays true, and a count that differs
+fails the batch (docs/exactly-once.md, "Reading the batch from the journal").
 
 :meth:`JournalRead.read` returns None, and the step collects the batch with Spark as before, whenever the range
 cannot be read here: an offset log entry Spark purged, another source's offsets, or no journal file; and for a
@@ -15,7 +16,6 @@ frame made from the micro-batch (filtered, projected, joined), which the file do
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -23,26 +23,12 @@ import pyarrow as pa
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
 from safebunny.source.journal import Journal
-from safebunny.source.rows import fit_headers
+from safebunny.source.offset import logged_seq
 from safebunny.storage.location import resolve_under
 
-__all__ = ["JournalRead", "SparkRead", "handed_as_is", "offset_seq"]
+__all__ = ["JournalRead", "SparkRead", "handed_as_is"]
 
 log = logging.getLogger("safebunny.step")
-
-
-def offset_seq(text: str) -> int | None:
-    """The queue source's ``seq`` in one file of Spark's offset log (a version line, the batch's metadata,
-    then one offset per source), or None for anything else: another source's offset, several sources."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 3 or not lines[0].startswith("v"):
-        return None
-    try:
-        offset = json.loads(lines[2])
-    except ValueError:
-        return None
-    seq = offset.get("seq") if isinstance(offset, dict) else None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) and "tick" in offset else None
 
 
 def handed_as_is(batch_df: Any) -> bool:
@@ -118,7 +104,7 @@ class JournalRead:
         if end is None:
             try:
                 with self._fs.open_input_stream(f"{self._offsets}/{batch_id}") as handle:
-                    end = offset_seq(handle.read().decode("utf-8"))
+                    end = logged_seq(handle.read().decode("utf-8"))
             except (FileNotFoundError, OSError, UnicodeDecodeError):
                 return None
         return end
@@ -148,7 +134,7 @@ class JournalRead:
             return target.empty_table(), SparkRead(spark, batch_df, 0)
         headers = "headers" in schema.fieldNames()
         try:
-            batches = [fit_headers(b, headers, start, end) for b in self.journal.read(start, end)]
+            batches = list(self.journal.rows(start, end, headers))
         except SafeBunnyDataLossError:  # not on this machine's storage: Spark's read says what is wrong
             return None
         table = pa.Table.from_batches(batches).cast(target) if batches else target.empty_table()

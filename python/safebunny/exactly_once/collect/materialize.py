@@ -17,7 +17,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.collect.derived_frames import column_selections
 from safebunny.exactly_once.collect.local_collect import collect_local
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
-from safebunny.spark_logs import quiet_task_failures
+from safebunny.spark.log_levels import quiet_task_failures
 
 __all__ = ["Materialized", "check_outcome", "from_frames", "merge_all"]
 

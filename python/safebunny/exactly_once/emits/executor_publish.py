@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 import pyarrow as pa
 
 from safebunny.options.sink import SinkOptions
-from safebunny.session import is_connect, publish
+from safebunny.spark.session import is_connect, publish
 
 __all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "ExecutorPublishRows", "has_remote_executors",
            "partitions_for", "threshold_for"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from safebunny.spark_errors import raised_in_python
+from safebunny.spark.exceptions import raised_in_python
 
 __all__ = ["bisect", "describe"]
 

@@ -1,4 +1,4 @@
-"""The decision table: what a row handler decided for each message, committed before anything is sent.
+"""The Delta table of what a row handler decided for each message, committed before anything is sent.
 
 A batch's successful decisions are committed to this Delta table as one more fenced target
 (:mod:`~safebunny.exactly_once.claims.fence`); a batch that loses the race adopts the decisions that landed
@@ -18,9 +18,8 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from safebunny.delta.delta_rs import DeltaRsTarget
+from safebunny.delta.backend import delta_target
 from safebunny.exactly_once.inbox.outcome_log import jsonable
 from safebunny.exactly_once.outcome import Effect
 
@@ -37,7 +36,7 @@ class DecisionTable:
         self.path = f"{root.rstrip('/')}/_decisions"
         self.node = node
         self.effect = Effect("append", None, self.path)
-        self._delta = DeltaRsTarget(self.path)
+        self._delta = delta_target(self.path)
 
     def rows(self, decisions: Mapping[str, Any], ids: Sequence[str], epoch: str, batch_id: int,
              today: dt.date | None = None) -> pa.Table:
@@ -58,8 +57,7 @@ class DecisionTable:
         wanted = sorted(set(ids))
         if not wanted:
             return {}
-        found = self._delta.read((pc.field("node") == self.node)
-                                 & pc.field("messageId").isin(pa.array(wanted, pa.string())),
+        found = self._delta.read({"node": self.node, "messageId": wanted},
                                  ["messageId", "decision", "epoch", "batchId"])
         out: dict[str, Any] = {}
         if found is None:

@@ -1,5 +1,6 @@
-"""The inbox's look-ups, in each backend's own terms; writes and maintenance go through its target
-(:mod:`safebunny.delta`), which checks a replayed append (delta-rs) or has Spark Delta skip it.
+"""The inbox's look-ups that each backend answers its own way (is a batch done, which ids were seen); writes, plain
+reads and maintenance go through its target (:mod:`safebunny.delta`), which checks a replayed append (delta-rs) or
+has Spark Delta skip it.
 
 - delta-rs (a path, the default): pyarrow filters on the node's partitions inside the window, answered by the
   node's :class:`~safebunny.exactly_once.inbox.index.SeenIndex` (O(batch)) when it can, else by a scan; "batch
@@ -20,7 +21,6 @@ import pyarrow.compute as pc
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.spark_delta import SparkDeltaTarget
 from safebunny.exactly_once.inbox.index import SeenIndex
-from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA
 
 __all__: list[str] = []
 
@@ -53,16 +53,8 @@ class DeltaRsInboxStore:
         flt = ((field("node") == node) & (field("processedDate") >= since.isoformat())
                & (field("status") == "done") & field("messageId").isin(pa.array(list(message_ids), pa.string()))
                & ~((field("epoch") == epoch) & (field("batchId") == batch_id)))
-        found = self.delta.read(flt, ["messageId"])
+        found = self.delta.scan(flt, ["messageId"])
         return set() if found is None else set(found.column("messageId").to_pylist())
-
-    def rows(self, node: str | None, correlation_id: str | None) -> pa.Table:
-        flt = None if node is None else (pc.field("node") == node)
-        if correlation_id is not None:
-            by_corr = pc.field("correlationId") == correlation_id
-            flt = by_corr if flt is None else flt & by_corr
-        found = self.delta.read(flt)
-        return INBOX_SCHEMA.empty_table() if found is None else found
 
 
 class SparkInboxStore:
@@ -91,15 +83,3 @@ class SparkInboxStore:
                                          & (F.col("status") == F.lit("done")) & ~own)
         found = done.select("messageId").join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
         return set(found.column("messageId").to_pylist())
-
-    def rows(self, node: str | None, correlation_id: str | None) -> pa.Table:
-        if not self.target.exists():
-            return INBOX_SCHEMA.empty_table()
-        from pyspark.sql import functions as F
-
-        frame = self.target.frame()
-        if node is not None:
-            frame = frame.where(F.col("node") == F.lit(node))
-        if correlation_id is not None:
-            frame = frame.where(F.col("correlationId") == F.lit(correlation_id))
-        return frame.toArrow()

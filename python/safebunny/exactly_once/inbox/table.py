@@ -1,4 +1,4 @@
-"""The inbox: a Delta table of the messages each node has processed.
+"""The inbox, the Delta table of the messages each node has processed.
 
 One table may serve many nodes; it is partitioned by ``(node, processedDate)`` so a node's look-up
 reads only its own partitions inside the dedupe window. Each batch appends its rows in one commit
@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.delta.target import BACKENDS, delta_target, is_path
+from safebunny.delta.backend import delta_target
+from safebunny.delta.target import BACKENDS, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.decisions import DecisionTable
 from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
@@ -110,7 +111,11 @@ class Inbox:
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:
         """The inbox rows of this node (or every node), optionally of one saga instance."""
-        return self._store.rows(None if all_nodes else self.node, correlation_id)
+        equal = {} if all_nodes else {"node": self.node}
+        if correlation_id is not None:
+            equal["correlationId"] = correlation_id
+        found = self.target.read(equal)
+        return INBOX_SCHEMA.empty_table() if found is None else found
 
     def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
         """Drop this node's partitions older than its window, compact, vacuum and sweep staging files; delete

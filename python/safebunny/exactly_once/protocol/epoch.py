@@ -1,4 +1,4 @@
-"""A step's epoch: the streaming query's id, also over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
+"""A step's epoch, the streaming query's id, also over Spark Connect, where ``foreachBatch`` has no ``sparkContext``.
 
 On a classic session the epoch is the query id, a local property of the query's thread. Over Spark Connect
 it comes from, in order: the query's checkpoint (``StepSettings(checkpoint=...)``, the id in
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
-from safebunny.session import is_connect
+from safebunny.spark.session import is_connect
 
 __all__ = ["checkpoint_epoch", "content_epoch", "connect_epoch"]
 

@@ -1,4 +1,4 @@
-"""``safebunny.Step``: one exactly-once step of a pipeline, run inside ``foreachBatch``.
+"""One exactly-once step of a pipeline, run inside ``foreachBatch`` (``safebunny.Step``).
 
 Per micro-batch N of epoch E (the streaming query's id, stable across restarts from the same
 checkpoint), following DESIGN.md's inbox protocol:
@@ -38,15 +38,15 @@ from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
 from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.emits.publisher import EmitPublisher, Published
-from safebunny.exactly_once.emits.rows import batch_publish_rows
-from safebunny.exactly_once.handlers.frames import run_frames
-from safebunny.exactly_once.handlers.rows import RowRun
+from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
+from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
+from safebunny.exactly_once.handlers.frame_handler import run_frames
+from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
 from safebunny.exactly_once.protocol.settings import Handler, StepSettings
-from safebunny.session import activate
+from safebunny.spark.session import activate
 
 __all__ = ["Step"]
 

@@ -4,7 +4,7 @@ Small batches publish from the driver (:func:`~safebunny.amqp.sending.publish_ta
 more rows than ``executor_publish_rows`` from the executors (:mod:`~safebunny.exactly_once.emits.executor_publish`); the
 ids are derived on the driver, so a publish may be repeated. Either way the call returns only when every
 message is confirmed and routed. A broker failure is retried with the same rows until ``retry_seconds``
-are spent, then fails the batch in safebunny's own error class (:func:`~safebunny.spark_errors.error_of`); a
+are spent, then fails the batch in safebunny's own error class (:func:`~safebunny.spark.exceptions.error_of`); a
 refused login or a missing vhost fails at once (docs/exactly-once.md).
 """
 
@@ -33,7 +33,7 @@ from safebunny.exactly_once.emits.executor_publish import (
     threshold_for,
 )
 from safebunny.options.sink import SinkOptions
-from safebunny.spark_errors import error_of
+from safebunny.spark.exceptions import error_of
 
 __all__ = ["EmitPublisher", "PublishSettings", "Published"]
 

@@ -1,4 +1,4 @@
-"""The JVM shim: safebunny's deterministic ids as Spark SQL functions, built and attached on demand.
+"""The JVM shim that gives Spark SQL safebunny's deterministic ids as functions, built and attached on demand.
 
 ``safebunny_message_id(causation_id, node, type, index)`` and ``safebunny_correlation_id(business_key)``,
 the rule of :mod:`safebunny.ids` in Scala (``safebunny/scala/*.scala``). :func:`jar_path` builds and caches
@@ -38,7 +38,7 @@ CORRELATION_ID_UDF_CLASS = "safebunny.spark.CorrelationIdUDF"
 _SOURCES_ENV = "SAFEBUNNY_SCALA_SOURCES"
 _CACHE_ENV = "SAFEBUNNY_CACHE_DIR"
 _JAR_ENV = "SAFEBUNNY_SHIM_JAR"
-_PACKAGED_SOURCES = Path(__file__).resolve().parent / "scala"
+_PACKAGED_SOURCES = Path(__file__).resolve().parent.parent / "scala"
 _REPO_SOURCES = Path("python", "safebunny", "scala")
 _LOCK_TIMEOUT_S = 600.0
 _JAR_PREFIX = "safebunny-shim_2.13-"
@@ -279,7 +279,7 @@ def jar_path(rebuild: bool = False) -> str:
 def spark_conf() -> dict[str, str]:
     """Session settings that put the shim on the driver and executor class paths at start.
 
-    ``SparkSession.builder.config(map=safebunny.shim.spark_conf())`` (merge with your own
+    ``SparkSession.builder.config(map=safebunny.spark.shim.spark_conf())`` (merge with your own
     ``spark.jars`` if you set one); then :func:`register` only registers the functions.
     """
     return {"spark.jars": jar_path()}
@@ -337,7 +337,7 @@ def register(spark: Any, jar: str | None = None, implementation: str = "auto") -
         if entry is None:
             raise SafeBunnyError(
                 f"safebunny: '{ENTRY_CLASS}' is still not loadable after ADD JAR '{path}'; start the session "
-                "with .config('spark.jars', safebunny.shim.jar_path()) instead"
+                "with .config('spark.jars', safebunny.spark.shim.jar_path()) instead"
             )
     entry.accept(spark._jsparkSession)
     return "jar"
@@ -371,5 +371,5 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-if __name__ == "__main__":  # python -m safebunny.shim : build (if needed) and print the jar's path
+if __name__ == "__main__":  # python -m safebunny.spark.shim : build (if needed) and print the jar's path
     print(jar_path(rebuild="--rebuild" in sys.argv[1:]))

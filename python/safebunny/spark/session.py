@@ -1,4 +1,4 @@
-"""Spark sessions and Python threads.
+"""A Spark session made active in the Python thread that runs Spark work, and thread-safe entry points.
 
 Spark looks Python data sources up through the JVM's *active* session, which is per thread: from a
 thread other than the one that created the session, ``format("safebunny")`` fails with
@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from safebunny import first_stream
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
+from safebunny.spark import first_stream
 from safebunny.uri import split_password
 
 __all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]

@@ -1,4 +1,4 @@
-"""``ConfirmingPublisher``: publish with confirms, ``mandatory`` and an in-flight window.
+"""Publishing with confirms, ``mandatory`` and an in-flight window (``ConfirmingPublisher``).
 
 Nothing counts as written until the broker has confirmed it and has not returned it. ``publish`` sends
 without waiting (up to ``max_in_flight`` unconfirmed), :meth:`ConfirmingPublisher.flush` waits for the rest;

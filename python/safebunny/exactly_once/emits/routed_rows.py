@@ -1,4 +1,4 @@
-"""Emits to publishable rows: bodies, derived ids, correlation and causation ids.
+"""Turning a step's emits into publishable rows (bodies, derived ids, correlation and causation ids).
 
 Pure (pyarrow in, pyarrow out), so the id rule is tested without Spark or a broker. An output's id is
 ``message_id(cause, node, type, index)``, its index the ``outputIndex`` column or else the rank of the

@@ -1,4 +1,4 @@
-"""A row handler's batch: each message decided once, the decisions recorded and committed before anything else.
+"""A row handler run on a batch, each message decided once and its decision committed before anything else.
 
 ``handler(message, ctx)`` is called per message; a message whose call raises is retried in place
 (``row_retries``), then failed with its reason (docs/exactly-once.md, "Row handlers"). The decisions go to
@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
-from safebunny.delta.target import delta_target
+from safebunny.delta.backend import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages

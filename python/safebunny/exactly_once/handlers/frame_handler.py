@@ -1,4 +1,4 @@
-"""A DataFrame handler's batch: the handler run once on the new messages, failing rows isolated by bisecting.
+"""Running a DataFrame handler once on a batch's new messages, failing rows isolated by bisecting.
 
 The handler gets the new messages as a local DataFrame (:meth:`~safebunny.exactly_once.collect.batch.NewMessages.frame`)
 and its outcome is collected to Arrow at once (:func:`~safebunny.exactly_once.collect.materialize.from_frames`), so
