@@ -126,9 +126,9 @@ def lock_in_history(history: History, lock: str, table: str) -> int | None:
         f"of the step's lock {lock!r}: log cleanup (delta.logRetentionDuration) removed its last commit, so the "
         "version its next commit must carry is unknown and nothing is applied. Set the table property "
         "delta.logRetentionDuration longer than the step can go without writing this table; to go on, stop every "
-        "driver of the step and append one empty commit to the table with writer options txnAppId=<the lock>, "
-        "txnVersion=<a version above any it held, e.g. the table's version> and userMetadata='"
-        f"{_TAG_PREFIX}- 0 {lock} <that version>'.")
+        "driver of the step and append zero rows to the table with writer options txnAppId=<the lock>, "
+        "txnVersion=<the table's version + 1: a lock moves by one per commit, so it never held as much> and "
+        f"userMetadata='{_TAG_PREFIX}- 0 {lock} <that version>'.")
 
 
 def versions_in_history(history: History, table: str, apps: Mapping[str, int],

@@ -76,7 +76,6 @@ class BatchClaims:
             try:
                 histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
                 orphans = self._orphans(epoch, batch_id)
-                crash_point("step.after_listing")  # planned from what it read, nothing committed yet
                 met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id), pins, histories)
                 return orphans, met
             except FenceMoved as exc:

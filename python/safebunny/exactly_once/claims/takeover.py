@@ -111,6 +111,7 @@ class Takeover:
             guard = partial(_check, plan, effect.table) if plan.expect else None
             app = effect_app_id(self.node, self.epoch, effect)
             fences = plan.fences if target.fenceable else self._lock(effect, history)
+            crash_point("step.before_one_effect")  # planned, the inbox read again: only the commit is left
             if not apply_effect(target, effect, rows, app, apply_version(self.batch_id), fences, guard) \
                     and not target.fenceable and rows.num_rows:
                 raise FenceMoved(
