@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package browser install install-compat test-compat install-delta delta-jars test-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
+.PHONY: venv broker-package browser install install-compat test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -137,6 +137,14 @@ demo: install broker-package
 bench: install
 	$(PY) -m bench.run --quick
 	$(PY) -m bench.saga_latency --seconds 20 --warmup 5
+
+# the step and the saga with tables by name on Delta Spark (issue 47, item 6), beside the raw stage loop and the plain
+# hops of the same run
+bench-delta: install-delta broker-package
+	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
+		$(PYD) -m bench.bench_step --by-name --delta-jars $(abspath $(DELTA_JARS)) --n 30000 --rounds 2
+	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
+		$(PYD) -m bench.saga_latency --by-name --delta-jars $(abspath $(DELTA_JARS)) --seconds 20 --warmup 5
 
 bench-full: install
 	$(PY) -m bench.run --full

@@ -1,6 +1,7 @@
 """An exactly-once step against the raw stage loop, in the same run.
 
     .venv/bin/python -m bench.bench_step [--n 60000] [--batch 10000] [--rounds 3]
+    .venv-delta/bin/python -m bench.bench_step --by-name [--delta-jars ~/.cache/safebunny/delta-jars/4.4.0]
 
 Raw: pika consume -> orjson transform -> confirmed publish -> batched ack (``raw.stage_loop``).
 Step: the source -> ``safebunny.Step`` (in-batch and inbox dedupe) -> one Delta append (delta-rs)
@@ -9,6 +10,10 @@ per trigger, its emits published from the driver; "step-executors": the same ste
 emits published from the executors (``executor_publish_rows`` below the batch). The steps' rate is their
 steady state (the batches after the cold first one, as in ``bench.connector``). The run checks one effect
 row per input and ``n`` emitted messages, and writes ``bench/results/step.json``.
+
+``--by-name``: the step's inbox and effect table are tables by name on Delta Spark (the Databricks path: the
+``.venv-delta`` interpreter, ``make install-delta``), against the raw stage loop in the same run; the executor
+case is left out; it writes ``bench/results/step_by_name.json``.
 """
 
 from __future__ import annotations
@@ -35,21 +40,26 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 
 
 def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, workdir: Path,
-             timeout_s: float = 900.0, executors: bool = False) -> tuple[conn.ConnRun, float, dict[str, float]]:
-    """Drain ``n`` messages through one Step (its emits from the driver, or from the executors); returns its
-    steady run, the whole query's wall seconds and the median seconds per phase of its full batches after the
-    first (``BatchReport.phases``)."""
+             timeout_s: float = 900.0, executors: bool = False,
+             by_name: bool = False) -> tuple[conn.ConnRun, float, dict[str, float]]:
+    """Drain ``n`` messages through one Step (its emits from the driver, or from the executors; its inbox and effect
+    table paths on delta-rs, or ``by_name`` tables on Delta Spark); returns its steady run, the whole query's wall
+    seconds and the median seconds per phase of its full batches after the first (``BatchReport.phases``)."""
     from pyspark.sql import functions as F  # noqa: N812
 
     import safebunny
 
     run_dir = workdir / f"step-{uuid.uuid4().hex[:8]}"  # a fresh inbox and effect table per run
     effects, inbox = str(run_dir / "orders"), str(run_dir / "inbox")
+    if by_name:
+        spark.sql("CREATE DATABASE IF NOT EXISTS sb_bench")
+        effects, inbox = f"sb_bench.orders_{run_dir.name[5:]}", f"sb_bench.inbox_{run_dir.name[5:]}"
     journal, checkpoint = str(run_dir / "journal"), str(run_dir / "checkpoint")
     # told its source's journal and its checkpoint, as a saga's steps are: it reads each batch on the driver
     step = safebunny.Step(node="bench", inbox=inbox, settings=safebunny.StepSettings(
         uri=uri, journal=journal, checkpoint=checkpoint,
-        executor_publish_rows=max(1, batch // 2) if executors else None))
+        executor_publish_rows=max(1, batch // 2) if executors else None,
+        state=str(run_dir / "state") if by_name else None))
 
     def handle(orders: Any, ctx: Any) -> Any:
         body = F.col("value").cast("string")
@@ -65,9 +75,12 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
              .trigger(availableNow=True).start())
     run = conn._drained(query, n, timeout_s, "step", f"the step query on {queue!r}", queue)
     wall = time.time() - t0
-    from deltalake import DeltaTable
+    if by_name:
+        got = [r.messageId for r in spark.table(effects).select("messageId").collect()]
+    else:
+        from deltalake import DeltaTable
 
-    got = DeltaTable(effects).to_pyarrow_table(columns=["messageId"]).column("messageId").to_pylist()
+        got = DeltaTable(effects).to_pyarrow_table(columns=["messageId"]).column("messageId").to_pylist()
     if len(got) != n or len(set(got)) != n:
         raise conn.ConnectorBenchError(f"the step wrote {len(got)} effect rows ({len(set(got))} distinct), "
                                        f"expected {n}")
@@ -86,17 +99,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=60_000, help="messages per case (default 60000)")
     parser.add_argument("--batch", type=int, default=10_000, help="the step's maxMessagesPerTrigger")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of raw then step (order alternating)")
+    parser.add_argument("--by-name", action="store_true", help="inbox and effect table by name on Delta Spark")
+    parser.add_argument("--delta-jars", default=os.path.expanduser("~/.cache/safebunny/delta-jars/4.4.0"),
+                        help="Delta Spark's jars (make delta-jars), with --by-name")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="sb-bench-step-"))
     book = QueueBook(_URI, uuid.uuid4().hex[:6])
-    spark = conn.start_spark(workdir)
+    spark = conn.start_spark(workdir, args.delta_jars if args.by_name else None)
     rounds = []
-    cases = ("raw", "step", "step-executors")
+    cases: tuple[str, ...] = ("raw", "step") if args.by_name else ("raw", "step", "step-executors")
     try:
         for index in range(args.rounds):
             # rotate which case runs first, so a drift of the machine's load favours none
-            order = cases[index % 3:] + cases[:index % 3]
+            order = cases[index % len(cases):] + cases[:index % len(cases)]
             got: dict[str, Any] = {}
             for case in order:
                 q_in = book.declare(f"{case}-in-{index}", "classic")
@@ -106,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
                     got["raw"] = raw.stage_loop(_URI, q_in, q_out, args.n).rate
                 else:
                     run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir,
-                                                 executors=case == "step-executors")
+                                                 executors=case == "step-executors", by_name=args.by_name)
                     emitted = book.depth(q_out)
                     if emitted != args.n or book.depth(q_in) != 0:
                         raise conn.ConnectorBenchError(
@@ -115,7 +131,16 @@ def main(argv: list[str] | None = None) -> None:
                                  "batches": run.extra.get("batches"), "batch_ms": run.batch_ms, "phase_s": phases}
                 book.delete(q_in)
                 book.delete(q_out)
-            step, execs = got["step"], got["step-executors"]
+            step, execs = got["step"], got.get("step-executors")
+            if execs is None:  # --by-name: the driver's publish only
+                rounds.append({"order": list(order), "raw_stage_msgs_s": round(got["raw"]),
+                               "step_msgs_s": step["msgs_s"], "ratio": round(step["msgs_s"] / got["raw"], 3),
+                               "step_wall_s": step["wall_s"], "step_batches": step["batches"],
+                               "step_batch_ms": step["batch_ms"], "step_phase_s": step["phase_s"]})
+                r = rounds[-1]
+                print(f"round {index + 1} ({', '.join(order)}): raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step "
+                      f"by name {r['step_msgs_s']:,} msg/s, ratio {r['ratio']}; phases (median s) {r['step_phase_s']}")
+                continue
             rounds.append({"order": list(order), "raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": step["msgs_s"],
                            "ratio": round(step["msgs_s"] / got["raw"], 3), "step_wall_s": step["wall_s"],
                            "step_batches": step["batches"], "step_batch_ms": step["batch_ms"],
@@ -131,6 +156,14 @@ def main(argv: list[str] | None = None) -> None:
                   f"{r['executors_msgs_s']:,} msg/s, ratio {r['executors_ratio']}, {r['executors_vs_driver']} of "
                   f"the driver's; phases (median s) driver {r['step_phase_s']}, executors {r['executors_phase_s']}")
         ratio = statistics.median(r["ratio"] for r in rounds)
+        if args.by_name:
+            result = {"n": args.n, "batch": args.batch, "by_name": "pyspark 4.2.0, delta-spark 4.4.0",
+                      "rounds": rounds, "median_ratio": ratio, "load": os.getloadavg(),
+                      "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            print(f"median ratio step by name/raw over {len(rounds)} rounds: {ratio} (target >= 0.7, issue 47)")
+            (Path(__file__).parent / "results").mkdir(exist_ok=True)
+            (Path(__file__).parent / "results" / "step_by_name.json").write_text(json.dumps(result, indent=2) + "\n")
+            return
         result = {"n": args.n, "batch": args.batch, "rounds": rounds, "median_ratio": ratio,
                   "median_executors_ratio": statistics.median(r["executors_ratio"] for r in rounds),
                   "median_executors_vs_driver": statistics.median(r["executors_vs_driver"] for r in rounds),

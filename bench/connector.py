@@ -78,10 +78,11 @@ def connector_missing() -> dict[str, str]:
     return missing
 
 
-def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
+def start_spark(workdir: Path, delta_jars: str | None = None):  # type: ignore[no-untyped-def]
     """A local[2] session tuned for the benchmark (no UI, long progress history), with
     :func:`safebunny.spark.conf.local_checkpoint_conf` (the benchmark's checkpoints are on local disk;
-    ``bench.bench_source`` switches it off per query to compare with Spark's default)."""
+    ``bench.bench_source`` switches it off per query to compare with Spark's default). ``delta_jars``: a folder of
+    Delta Spark's jars (``make delta-jars``): tables by name on Delta Spark, with the ``.venv-delta`` interpreter."""
     import os
 
     from pyspark.sql import SparkSession
@@ -100,8 +101,14 @@ def start_spark(workdir: Path):  # type: ignore[no-untyped-def]
              .config("spark.sql.streaming.numRecentProgressUpdates", "100000")
              .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
              .config("spark.driver.extraJavaOptions", java_opts)
-             .config(map=local_checkpoint_conf())
-             .getOrCreate())
+             .config(map=local_checkpoint_conf()))
+    if delta_jars:
+        import glob
+
+        spark = (spark.config("spark.jars", ",".join(sorted(glob.glob(os.path.join(delta_jars, "*.jar")))))
+                 .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+                 .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+    spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         import safebunny

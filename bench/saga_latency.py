@@ -1,6 +1,7 @@
 """End-to-end latency of a 3-step saga against 3 chained plain Spark hops, in one run.
 
     .venv/bin/python -m bench.saga_latency [--rate 20] [--seconds 45] [--trigger "1 second"] [--rounds 3] [--out DIR]
+    .venv-delta/bin/python -m bench.saga_latency --by-name [--delta-jars ~/.cache/safebunny/delta-jars/4.4.0] ...
 
 Plain: three queries, each the safebunny source -> the safebunny sink (no inbox, no effects), chained
 through four quorum queues, with the processing-time trigger as a user writes them. Plain paced: the same
@@ -18,11 +19,15 @@ Writes ``saga_latency.json`` and ``saga_latency.png`` (latency over time) to ``b
 ``--out``): the case ``saga vs plain hops · e2e latency``, whose ``ratio`` is saga p50 / plain p50 and
 ``paced_ratio`` saga p50 / paced plain p50. The saga's ``after_hop_p50_ms`` is the median latency after each
 step (copies of each step's output in a measuring queue).
+
+``--by-name``: the saga's effect tables are tables by name on Delta Spark (the Databricks path; the ``.venv-delta``
+interpreter, ``make install-delta``); it writes ``saga_latency_by_name.json`` and ``.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -165,15 +170,18 @@ def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work
         _delete(uri, queues)
 
 
-def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path) -> dict[str, Any]:
+def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work: Path,
+          by_name: bool = False) -> dict[str, Any]:
     import safebunny
 
     name = f"sblat{uuid.uuid4().hex[:6]}"
     saga = safebunny.Saga(name, uri=uri, root=str(work / name))
     schema = "orderId long, t0 double"
+    if by_name:
+        spark.sql("CREATE DATABASE IF NOT EXISTS sb_latency")
     for index in range(HOPS):
         node, consumes, source = f"s{index + 1}", f"T{index}", "src" if index == 0 else f"s{index}"
-        table = str(work / name / f"effects-{node}")
+        table = f"sb_latency.{name}_{node}" if by_name else str(work / name / f"effects-{node}")
 
         def handle(df: Any, ctx: Any, table: str = table, out: str = f"T{index + 1}") -> Any:
             rows = df.select("messageId", "orderId", "t0")
@@ -225,12 +233,12 @@ def _summary(run: dict[str, Any], warmup: float) -> dict[str, Any]:
 
 
 def _round(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path,
-           saga_first: bool) -> dict[str, Any]:
+           saga_first: bool, by_name: bool = False) -> dict[str, Any]:
     """One plain chain and one saga, in the given order; their summaries and p50/p99 ratios."""
     runs: dict[str, dict[str, Any]] = {}
     for case in ("saga", "plain", "plain_paced") if saga_first else ("plain", "plain_paced", "saga"):
         if case == "saga":
-            runs[case] = _saga(spark, uri, rate, seconds, trigger, work)
+            runs[case] = _saga(spark, uri, rate, seconds, trigger, work, by_name)
         else:
             runs[case] = _plain(spark, uri, rate, seconds, trigger, work, paced=case == "plain_paced")
     p, s = _summary(runs["plain"], warmup), _summary(runs["saga"], warmup)
@@ -249,10 +257,10 @@ def _round(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warm
 
 
 def measure(spark: Any, uri: str, rate: float, seconds: float, trigger: str, warmup: float, work: Path,
-            rounds: int = 1) -> dict[str, Any]:
+            rounds: int = 1, by_name: bool = False) -> dict[str, Any]:
     """``rounds`` rounds of plain and saga, the order alternating; the case's ratios are the medians of the
     rounds' ratios (a hop's latency moves in steps of a trigger interval, so one round can be unlucky)."""
-    done = [_round(spark, uri, rate, seconds, trigger, warmup, work, saga_first=index % 2 == 1)
+    done = [_round(spark, uri, rate, seconds, trigger, warmup, work, saga_first=index % 2 == 1, by_name=by_name)
             for index in range(rounds)]
 
     def median(key: str) -> float | None:
@@ -301,23 +309,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trigger", default="1 second")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of plain and saga (order alternating)")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--by-name", action="store_true", help="the saga's effect tables by name on Delta Spark")
+    parser.add_argument("--delta-jars", default=os.path.expanduser("~/.cache/safebunny/delta-jars/4.4.0"),
+                        help="Delta Spark's jars (make delta-jars), with --by-name")
     args = parser.parse_args(argv)
+    stem = "saga_latency_by_name" if args.by_name else "saga_latency"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from bench import connector as conn
 
     work = Path(tempfile.mkdtemp(prefix="safebunny-saga-latency-"))
-    spark = conn.start_spark(work)
+    spark = conn.start_spark(work, args.delta_jars if args.by_name else None)
     try:
-        result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work, args.rounds)
+        result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work, args.rounds,
+                         args.by_name)
     finally:
         spark.stop()
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.mkdir(parents=True, exist_ok=True)
     print(json.dumps({k: v for k, v in result.items() if k != "series"}, indent=2))
-    _plot(result, args.out / "saga_latency.png")
+    if importlib.util.find_spec("matplotlib") is not None:  # the plots extra; .venv-delta has none
+        _plot(result, args.out / f"{stem}.png")
     series = result.pop("series")
-    (args.out / "saga_latency.json").write_text(json.dumps({**result, "series_points": {
+    (args.out / f"{stem}.json").write_text(json.dumps({**result, "series_points": {
         k: len(v) for k, v in series.items()}}, indent=2) + "\n")
     return 0
 

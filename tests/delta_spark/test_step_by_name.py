@@ -6,26 +6,22 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
+from pathlib import Path
 
 import pyspark.sql.functions as F
 
-import safebunny
-from conftest import publish_numbered, queue_totals, wait_until
-from safebunny.delta.spark_delta import commit_tag
+sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
+
+from test_step import _run  # noqa: E402 - the same availableNow run of a step as tests/e2e's
+
+import safebunny  # noqa: E402
+from conftest import publish_numbered, queue_totals, wait_until  # noqa: E402
+from safebunny.delta.spark_delta import commit_tag  # noqa: E402
 
 
 def _orders(i: int) -> bytes:
     return json.dumps({"orderId": f"o{i % 40}", "amount": i}).encode()
-
-
-def _run(spark, uri, queue, checkpoint, journal, fn, batch=100):
-    df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
-          .option("queueType", "classic").option("journalLocation", journal)
-          .option("maxMessagesPerTrigger", str(batch)).load())
-    q = df.writeStream.foreachBatch(fn).option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
-    q.awaitTermination(300)
-    assert q.exception() is None, q.exception()
-    return q
 
 
 def _parsed(orders):

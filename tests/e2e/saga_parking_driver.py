@@ -12,6 +12,7 @@ import os
 import sys
 
 from driver_session import driver_session  # tests/e2e, the script's own folder
+from shard_driver import add_shipping
 
 import safebunny
 
@@ -36,10 +37,7 @@ def define(uri: str, name: str, workdir: str, checkpoints: str) -> safebunny.Sag
                                                            os.path.join(workdir, "reservations"))],
                                  emits=[safebunny.emit({"orderId": order["orderId"]}, type="StockReserved")])
 
-    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string")
-    def ship(reserved, ctx):
-        return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
-                                                           os.path.join(workdir, "shipments"))])
+    add_shipping(saga, workdir)
 
     @saga.step("stock", consumes="StockFailed", from_node="stock", schema="orderId string",
                compensates="OrderPlaced")

@@ -34,13 +34,17 @@ def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.S
             effects.append(safebunny.append(ok, os.path.join(workdir, "ledger")))
         return safebunny.Outcome(effects=effects, emits=[safebunny.emit(ok, type="StockReserved")])
 
-    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string",
-               shards=SHIPPING_SHARDS)
+    add_shipping(saga, workdir, SHIPPING_SHARDS)
+    return saga
+
+
+def add_shipping(saga: safebunny.Saga, workdir: str, shards: int | None = None) -> None:
+    """The step that ships what stock reserved: each ``StockReserved`` appended to ``WORKDIR/shipments``."""
+
+    @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string", shards=shards)
     def ship(reserved, ctx):
         return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
                                                            os.path.join(workdir, "shipments"))])
-
-    return saga
 
 
 if __name__ == "__main__":

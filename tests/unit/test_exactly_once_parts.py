@@ -11,8 +11,8 @@ import pytest
 
 import safebunny
 from safebunny.delta.delta_rs import sweep_staging_files
-from safebunny.delta.spark_delta import applied_in_history, commit_tag, merge_sql, quote_name
-from safebunny.errors import SafeBunnyOptionError
+from safebunny.delta.spark_delta import applied_in_history, commit_tag, lock_in_history, merge_sql, quote_name
+from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 from safebunny.exactly_once.handlers.isolate import bisect
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
@@ -143,3 +143,17 @@ def test_a_spark_delta_effect_is_applied_when_the_history_holds_its_tag_at_that_
     assert not applied_in_history(history, app, 4), "a later batch of that epoch was never committed"
     assert not applied_in_history(history, "safebunny.effect.ship.E0.ab", 1), "a prefix of another app id"
     assert not applied_in_history([], app, 0)
+
+
+def test_a_lock_version_is_the_highest_its_tags_hold_and_unknown_where_cleanup_removed_them():
+    """Issue 47, item 3: a commit by name carries the step's lock; its version is read from the commits' tags."""
+    app, lock = "safebunny.fx.ship.E0.abc", "safebunny.lock.ship.abc"
+    tagged = [(0, 0, None), (1, 0, commit_tag(app, 3, (lock, 1))), (2, 0, commit_tag(app, 5, (lock, 4))),
+              (3, 0, commit_tag(app + "x", 9, (lock + "x", 7))), (4, 0, "someone else's note")]
+    assert lock_in_history(tagged, lock, "t") == 4
+    assert applied_in_history([t for _v, _at, t in tagged], app, 5), "the tag names the batch's own app too"
+    assert lock_in_history(tagged[:1] + tagged[3:], lock, "t") is None, "never committed: the history is whole"
+    assert lock_in_history([], lock, "t") is None, "no table yet"
+    assert lock_in_history(tagged[2:], lock, "t") == 4, "cleanup keeps the newest entries: the last lock is there"
+    with pytest.raises(SafeBunnyError, match="delta.logRetentionDuration"):
+        lock_in_history(tagged[3:], lock, "main.shop.ledger")  # cut, and no commit of the lock left: unknown

@@ -8,6 +8,13 @@ built by pure functions (tested without Delta) and takes values as named paramet
 ``userMetadata`` naming its app transaction (:func:`commit_tag`), read back from ``DESCRIBE HISTORY``
 (:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name").
 
+The fence for a table by name: a writer takes one app transaction per commit, so an effect commit carries its
+step's lock ``(lock app id, v + 1)`` instead of its own, ``v`` the lock's version read (from the tags, which name
+it: :func:`lock_in_history`) before the batch listed the claims; its own app transaction is in the tag. Delta
+skips a commit whose lock version is committed already and refuses one that races a commit of the same lock
+(``ConcurrentTransactionException``): a compare-and-set. A write that did not land returns False
+(docs/exactly-once.md, "The fence for tables by name", says what Delta Spark 4.4.0 did).
+
 A merge's source keeps one row per key (:mod:`.merge_rows`' rule): its rows are numbered in the order the
 step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the highest per key.
 """
@@ -15,7 +22,7 @@ step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -24,7 +31,8 @@ from safebunny.delta.target import DeltaTarget, Guard, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 __all__ = ["SparkDeltaTarget", "merge_sql", "last_per_key_sql", "quote_name", "table_ref", "maintenance_sql",
-           "commit_tag", "applied_in_history", "history_covers", "TXN_APP_CONF", "USER_METADATA_CONF"]
+           "commit_tag", "applied_in_history", "history_covers", "lock_in_history", "versions_in_history", "History",
+           "TXN_APP_CONF", "USER_METADATA_CONF"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
@@ -73,20 +81,73 @@ def last_per_key_sql(view: str, on: Sequence[str], columns: Sequence[str], order
             f"WHERE `_safebunnyRank` = 1 OR {nulls}")
 
 
-def commit_tag(app_id: str, version: int) -> str:
-    """The ``userMetadata`` of an effect commit: its app transaction, readable in the table's history."""
-    return f"{_TAG_PREFIX}{app_id} {version}"
+#: ``(version, timestamp, userMetadata)`` rows of a table's ``DESCRIBE HISTORY``
+History = list[tuple[int, Any, Any]]
+
+
+def commit_tag(app_id: str, version: int, lock: tuple[str, int] | None = None) -> str:
+    """The ``userMetadata`` of an effect commit: its app transaction, and the lock it carries (the commit's
+    ``txnAppId``/``txnVersion``) if any, readable in the table's history."""
+    tag = f"{_TAG_PREFIX}{app_id} {version}"
+    return tag if lock is None else f"{tag} {lock[0]} {lock[1]}"
+
+
+def _parsed(value: Any) -> tuple[str, int, str | None, int | None] | None:
+    """A tag's app id, version, lock app id and lock version (None: not a tag of this form)."""
+    if not isinstance(value, str) or not value.startswith(_TAG_PREFIX):
+        return None
+    parts = value[len(_TAG_PREFIX):].split(" ")
+    if len(parts) == 2 and parts[1].isdigit():
+        return parts[0], int(parts[1]), None, None
+    if len(parts) == 4 and parts[1].isdigit() and parts[3].isdigit():
+        return parts[0], int(parts[1]), parts[2], int(parts[3])
+    return None
 
 
 def applied_in_history(user_metadata: Iterable[str | None], app_id: str, version: int) -> bool:
     """Whether the history's ``userMetadata`` values show ``app_id`` committed at ``version`` or later."""
-    prefix = f"{_TAG_PREFIX}{app_id} "
-    for value in user_metadata:
-        if value and value.startswith(prefix):
-            tail = value[len(prefix):]
-            if tail.isdigit() and int(tail) >= version:
-                return True
-    return False
+    return any(tag is not None and tag[0] == app_id and tag[1] >= version for tag in map(_parsed, user_metadata))
+
+
+def lock_in_history(history: History, lock: str, table: str) -> int | None:
+    """The version of the app transaction ``lock`` that ``table`` holds, from its history's tags (every commit
+    carrying it is tagged so): the highest tagged; None when the history, kept whole (version 0 is there), has
+    none. Log cleanup removes the oldest entries first, so a lock with any entry left has its last one; one with
+    none in a cut history may still hold a version Delta would compare against: unknown, so this raises."""
+    found = [tag[3] for tag in map(_parsed, (entry[2] for entry in history))
+             if tag is not None and tag[2] == lock and tag[3] is not None]
+    if found:
+        return max(found)
+    if not history or min(entry[0] for entry in history) == 0:
+        return None
+    oldest = min(history, key=lambda entry: entry[0])
+    raise SafeBunnyError(
+        f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}) and holds no commit "
+        f"of the step's lock {lock!r}: log cleanup (delta.logRetentionDuration) removed its last commit, so the "
+        "version its next commit must carry is unknown and nothing is applied. Set the table property "
+        "delta.logRetentionDuration longer than the step can go without writing this table; to go on, stop every "
+        "driver of the step and append zero rows to the table with writer options txnAppId=<the lock>, "
+        "txnVersion=<the table's version + 1: a lock moves by one per commit, so it never held as much> and "
+        f"userMetadata='{_TAG_PREFIX}- 0 {lock} <that version>'.")
+
+
+def versions_in_history(history: History, table: str, apps: Mapping[str, int],
+                        since: Mapping[str, float] | None = None) -> dict[str, int | None]:
+    """For each ``app -> version``: ``version`` when ``history`` holds it or a later one, else None; raises where
+    the history was cut after ``since[app]`` and holds nothing of ``app`` (:func:`history_covers`)."""
+    tags = [tag for _version, _at, tag in history]
+    found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
+    for app, when in (since or {}).items():
+        if found.get(app) is None and history and not history_covers(history, when):
+            oldest = min(history, key=lambda entry: entry[0])
+            raise SafeBunnyError(
+                f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}), "
+                f"after the batch that claimed these messages ({_utc(when)}): log cleanup "
+                "(delta.logRetentionDuration) removed the commits that would tell whether it applied "
+                f"{app!r}, so this is unknown and nothing is applied. Check the table for that batch's rows; "
+                "if they are there or must be applied, remove its claim file under the step's state location "
+                "(_claims) and restart. Keep delta.logRetentionDuration longer than a step can stay stopped.")
+    return found
 
 
 #: slack for the clocks of the driver that wrote a claim and of the storage that stamps the history
@@ -167,26 +228,31 @@ class SparkDeltaTarget(DeltaTarget):
 
     def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
                fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
-        self._save(self.spark(write=True).createDataFrame(data), app_id, version, partition_by)
-        return True
+        """As :meth:`DeltaTarget.append`; ``fences``: at most one app transaction, the lock the commit carries in
+        place of its own (the module's fence); False when Delta skipped or refused it."""
+        return self._save(self.spark(write=True).createDataFrame(data), app_id, version, partition_by,
+                          _lock(fences, self.table))
 
-    def _save(self, df: Any, app_id: str | None, version: int, partition_by: Sequence[str] = ()) -> None:
+    def _save(self, df: Any, app_id: str | None, version: int, partition_by: Sequence[str] = (),
+              lock: tuple[str, int] | None = None) -> bool:
         writer = df.write.format("delta").mode("append")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
         if app_id is None:
             self._write(writer)
-            return
-        writer = (writer.option("txnAppId", app_id).option("txnVersion", str(version))
-                  .option("userMetadata", commit_tag(app_id, version)))
+            return True
+        txn, tag = lock or (app_id, version), commit_tag(app_id, version, lock)
+        writer = (writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1])).option("userMetadata", tag))
         # the commit that creates a table by name (saveAsTable: CREATE TABLE AS SELECT) ignores the writer's
         # userMetadata option and records none; the session conf reaches it (the session is the batch's own)
         spark = df.sparkSession
-        spark.conf.set(USER_METADATA_CONF, commit_tag(app_id, version))
+        spark.conf.set(USER_METADATA_CONF, tag)
         try:
-            self._write(writer)
+            if not _compare_and_set(lambda: self._write(writer), lock):
+                return False
         finally:
             spark.conf.unset(USER_METADATA_CONF)
+        return lock is None or self._landed(tag)
 
     def _write(self, writer: Any) -> None:
         if is_path(self.table):
@@ -201,24 +267,26 @@ class SparkDeltaTarget(DeltaTarget):
         name = f"safebunny_merge_{abs(hash((self.table, app_id, version)))}"
         numbered = data.append_column(ORDER_COLUMN, pa.array(range(data.num_rows), pa.int64()))
         spark.createDataFrame(numbered).createOrReplaceTempView(name + "_all")
-        confs = {TXN_APP_CONF: app_id, TXN_VERSION_CONF: str(version), USER_METADATA_CONF: commit_tag(app_id, version)}
+        lock = _lock(fences, self.table)
+        txn, tag = lock or (app_id, version), commit_tag(app_id, version, lock)
+        confs = {TXN_APP_CONF: txn[0], TXN_VERSION_CONF: str(txn[1]), USER_METADATA_CONF: tag}
         try:
             df = spark.sql(last_per_key_sql(name + "_all", on, data.column_names))
             if not self.exists():
-                self._save(df, app_id, version)
-                return True
+                return self._save(df, app_id, version, lock=lock)
             df.createOrReplaceTempView(name)
             for key, value in confs.items():
                 spark.conf.set(key, value)
             try:
-                spark.sql(merge_sql(self.table, name, on))
+                if not _compare_and_set(lambda: spark.sql(merge_sql(self.table, name, on)), lock):
+                    return False
             finally:
                 for key in confs:
                     spark.conf.unset(key)
         finally:
             for view in (name + "_all", name):
                 spark.catalog.dropTempView(view)
-        return True
+        return lock is None or self._landed(tag)
 
     def versions(self, apps: Mapping[str, int], since: Mapping[str, float] | None = None) -> dict[str, int | None]:
         """Read through Spark (``DESCRIBE HISTORY``, which works where only the catalog gives access), once for all
@@ -226,27 +294,28 @@ class SparkDeltaTarget(DeltaTarget):
         answer is unknown, and guessing "not applied" would apply the effect twice. So does a history that log
         cleanup (``delta.logRetentionDuration``, 30 days by default) cut after ``since[app]`` (:func:`history_covers`):
         the commit may have been among those removed."""
+        return versions_in_history(self.history() if apps else [], self.table, apps, since)
+
+    def history(self) -> History:
+        """The table's whole ``DESCRIBE HISTORY`` (empty without a table); a failure to read raises."""
         try:
-            history = ([(row[0], row[1], row[2]) for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}")
-                        .select("version", "timestamp", "userMetadata").collect()] if apps and self.exists() else [])
+            return ([(row[0], row[1], row[2]) for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}")
+                     .select("version", "timestamp", "userMetadata").collect()] if self.exists() else [])
         except Exception as exc:  # noqa: BLE001 - unknown is never "not applied"
             raise SafeBunnyError(
-                f"Could not read the history of the effect table {self.table!r} to tell whether an earlier batch "
-                f"applied {dict(apps)} ({type(exc).__name__}: {exc}). The batch fails and is replayed; give the "
+                f"Could not read the history of the effect table {self.table!r} to tell what earlier batches "
+                f"applied there ({type(exc).__name__}: {exc}). The batch fails and is replayed; give the "
                 "driver's identity SELECT on the table (DESCRIBE HISTORY needs it).") from exc
-        tags = [tag for _version, _at, tag in history]
-        found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
-        for app, when in (since or {}).items():
-            if found.get(app) is None and history and not history_covers(history, when):
-                oldest = min(history, key=lambda entry: entry[0])
-                raise SafeBunnyError(
-                    f"The history of the effect table {self.table!r} starts at version {oldest[0]} ({oldest[1]}), "
-                    f"after the batch that claimed these messages ({_utc(when)}): log cleanup "
-                    "(delta.logRetentionDuration) removed the commits that would tell whether it applied "
-                    f"{app!r}, so this is unknown and nothing is applied. Check the table for that batch's rows; "
-                    "if they are there or must be applied, remove its claim file under the step's state location "
-                    "(_claims) and restart. Keep delta.logRetentionDuration longer than a step can stay stopped.")
-        return found
+
+    def _landed(self, tag: str) -> bool:
+        """Whether a commit tagged ``tag`` is in the history: a write carrying a lock returns without a commit when
+        Delta skipped it (the lock's version is committed already)."""
+        spark = self.spark()
+        for limit in ("LIMIT 64", ""):
+            rows = spark.sql(f"DESCRIBE HISTORY {self.ref} {limit}").select("userMetadata").collect()
+            if any(row[0] == tag for row in rows) or len(rows) < 64:
+                return any(row[0] == tag for row in rows)
+        return False
 
     def delete_before(self, node: str, column: str, before: str) -> int | None:
         if not self.exists():
@@ -264,6 +333,25 @@ class SparkDeltaTarget(DeltaTarget):
         if vacuum:
             self.spark().sql(vacuum_sql)
         return {"compacted": None, "vacuumed": None, "swept": 0}
+
+
+def _lock(fences: Sequence[tuple[str, int]], table: str) -> tuple[str, int] | None:
+    if len(fences) > 1:
+        raise SafeBunnyError(f"A commit to the table {table!r} by name carries one app transaction besides its tag; "
+                             f"got {len(fences)} fences ({[app for app, _ in fences]}): a bug in the caller.")
+    return fences[0] if fences else None
+
+
+def _compare_and_set(write: Callable[[], Any], lock: tuple[str, int] | None) -> bool:
+    """Run ``write``; False when it carries ``lock`` and Delta refused it because a commit of the same app id landed
+    while it ran (``ConcurrentTransactionException``: its transaction read that app id). Any other error raises."""
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 - only the lock's conflict is an answer; anything else is raised
+        if lock is None or "DELTA_CONCURRENT_TRANSACTION" not in str(exc):
+            raise
+        return False
+    return True
 
 
 def _has_spark_delta(spark: Any) -> bool:

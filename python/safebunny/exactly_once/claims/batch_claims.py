@@ -10,6 +10,8 @@ commits to a target meanwhile; :meth:`release` removes the claim and every orpha
 from __future__ import annotations
 
 import logging
+import random
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,8 +29,9 @@ from safebunny.exactly_once.outcome import Effect
 __all__ = ["BatchClaims", "Claimed"]
 
 log = logging.getLogger("safebunny.step")
-#: plans of a batch's effects before it fails (another batch committing to its targets each time)
-_FENCE_ATTEMPTS = 3
+#: plans of a batch's effects before it fails (another batch committing to its targets each time; the shards of a
+#: step share a table's lock by name, so they meet there in the normal course)
+_FENCE_ATTEMPTS = 8
 #: what :meth:`BatchClaims.apply_batch` leaves for :meth:`BatchClaims.release`: whether the batch wrote a claim,
 #: and the other claims it met
 Claimed = tuple[bool, list[Claim]]
@@ -70,9 +73,10 @@ class BatchClaims:
         pins: dict[tuple, int | None] = {}  # per target: a version read before the listing a fenced plan uses
         moved, pinned = 0, False
         while True:
-            orphans = self._orphans(epoch, batch_id)
             try:
-                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id), pins)
+                histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
+                orphans = self._orphans(epoch, batch_id)
+                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id), pins, histories)
                 return orphans, met
             except FenceMoved as exc:
                 if isinstance(exc, StalePlan) and not pinned:  # fenced before this listing: list again, once
@@ -83,6 +87,7 @@ class BatchClaims:
                     raise
                 pins.clear()  # a pin the table moved past is read again, before the next listing
                 pinned = False
+                time.sleep(random.uniform(0, 0.1 * moved))  # two batches that met once do not meet in step again
                 log.warning("step %s batch %d: another batch committed to a target this one planned against; "
                             "planning again (%d/%d)", self.node, batch_id, moved, _FENCE_ATTEMPTS)
 

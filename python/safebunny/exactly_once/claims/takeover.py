@@ -8,7 +8,11 @@ is one commit carrying its app transaction and its fences, refused when anything
 fence: two batches on the same messages").
 
 Each target is resolved once per batch (:func:`~safebunny.delta.backend.delta_target`: a path on delta-rs,
-fenceable; a name on Spark Delta, read through its history) and written through it.
+fenceable; a name on Spark Delta, read through its history) and written through it. A table by name is fenced by
+its lock instead (:func:`lock_app_id`): its history is read before the claims are listed (:meth:`Takeover.histories`),
+the plan rests on it, and the commit carries the lock at the version after the one read there; a commit that does
+not land raises :class:`~safebunny.exactly_once.claims.fence.FenceMoved` (docs/exactly-once.md, "The fence for
+tables by name").
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from safebunny.delta.backend import delta_target
 from safebunny.delta.target import DeltaTarget, Guard
 from safebunny.exactly_once.claims.fence import (
     SCHEME,
+    FenceMoved,
     Orphan,
     StalePlan,
     TargetPlan,
@@ -52,8 +57,19 @@ class Takeover:
     epoch: str
     batch_id: int
 
+    def histories(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> dict[tuple, Any]:
+        """Per target given by name, its history, read before the claims are listed: the lock's version there is
+        what the commit compares against, so any commit of this node landing after this read refuses it."""
+        out = {}
+        for key, (effect, _table) in effects.items():
+            target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
+            if not target.fenceable:
+                out[key] = target.history()  # type: ignore[attr-defined]
+        return out
+
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
-              late_done: Callable[[], set[str]], pins: dict[tuple, int | None] | None = None) -> bool:
+              late_done: Callable[[], set[str]], pins: dict[tuple, int | None] | None = None,
+              histories: Mapping[tuple, Any] | None = None) -> bool:
         """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans`` (listed after this
         batch's claim was written); ``late_done()`` gives the batch's ids done in the inbox by now: a batch that
         finished and removed its claim since this one's dedupe is in no listing, but its marker is in. True when
@@ -61,14 +77,19 @@ class Takeover:
 
         ``pins``: per target, a table version read before ``orphans`` were listed. A target this batch was fenced
         out of is planned only with one; without it the target is left for the next pass, its version read now
-        (after this listing, so before the next), and :class:`StalePlan` raised once the others are applied."""
+        (after this listing, so before the next), and :class:`StalePlan` raised once the others are applied.
+
+        ``histories``: per target given by name, its history read before ``orphans`` were listed
+        (:meth:`histories`); such a target is planned from it and its commit carries the lock."""
         pins = {} if pins is None else pins
+        histories = {} if histories is None else histories
         late: set[str] | None = None
         met = stale = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
             target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
-            plan = self._plan(effect, target, table, orphans, pins.get(key))
+            history = histories.get(key) if not target.fenceable else None
+            plan = self._plan(effect, target, table, orphans, pins.get(key), history)
             met = met or plan.done or bool(plan.leave_out)
             if plan.stale:  # fenced after this batch listed the claims: the fencer may be in no listing yet
                 pins[key] = target.table_version()
@@ -90,29 +111,50 @@ class Takeover:
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
             guard = partial(_check, plan, effect.table) if plan.expect else None
             app = effect_app_id(self.node, self.epoch, effect)
-            apply_effect(target, effect, rows, app, apply_version(self.batch_id), plan.fences, guard)
+            fences = plan.fences if target.fenceable else self._lock(effect, history)
+            crash_point("step.before_one_effect")  # planned, the inbox read again: only the commit is left
+            if not apply_effect(target, effect, rows, app, apply_version(self.batch_id), fences, guard) \
+                    and not target.fenceable and rows.num_rows:
+                raise FenceMoved(
+                    f"Another batch of step {self.node} committed to the effect table {effect.table!r} after this one "
+                    f"read its history (its lock {fences[0][0]!r} is past {fences[0][1] - 1}): two drivers hold the "
+                    "same messages, or a batch replays beside a standby. This batch plans again from what landed; "
+                    "nothing is applied twice.")
             crash_point("step.after_one_effect")
         if stale:
             raise StalePlan(f"step {self.node} batch {self.batch_id} was fenced out of an effect table after it "
                             "listed the claims: it lists them again and plans that table from what it finds")
         return met
 
+    def _lock(self, effect: Effect, history: Any) -> tuple[tuple[str, int], ...]:
+        """The lock a commit to a table by name carries: its version read in ``history``, plus one."""
+        from safebunny.delta.spark_delta import lock_in_history
+
+        lock = lock_app_id(self.node, effect)
+        return ((lock, (lock_in_history(history, lock, effect.table) or 0) + 1),)
+
     def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim],
-              pinned: int | None) -> TargetPlan:
+              pinned: int | None, history: Any = None) -> TargetPlan:
         """The plan for one target, from one read of its app transactions: this batch's own, the legacy one of
-        its epoch (a batch written before fences came) and each orphan's that applied ids there."""
+        its epoch (a batch written before fences came) and each orphan's that applied ids there; for a table by
+        name, from ``history`` (read before the listing)."""
         own = effect_app_id(self.node, self.epoch, effect)
         fenceable = target.fenceable
         legacy = effect_app_id(self.node, self.epoch, effect, 1)
         claimed = [(claim, ids, effect_app_id(self.node, claim.epoch, effect, claim.scheme))
                    for claim in orphans if (ids := claim.applied.get(effect.key))]
-        # Spark Delta skips this batch's own replay by itself (txnAppId/txnVersion): no own or legacy read
-        apps = {own: apply_version(self.batch_id), legacy: self.batch_id} if fenceable else {}
+        # a commit by name carries the lock, not its own app transaction: its own replay is read from the tags too
+        apps = {own: apply_version(self.batch_id), legacy: self.batch_id}
         apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
         since = {app: claim.written_at for claim, _, app in claimed}  # a claim is written before its batch's effects
-        versions = target.versions(apps, since) if apps else {}
+        if history is not None:
+            from safebunny.delta.spark_delta import versions_in_history
+
+            versions = versions_in_history(history, effect.table, apps, since)
+        else:
+            versions = target.versions(apps, since)
         own_version, legacy_version = versions.get(own), versions.get(legacy)
-        if fenceable and own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
+        if own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
             return TargetPlan(done=True)  # a batch of this epoch written before fences came
         views = [Orphan(claim.batch_id, claim.scheme, ids, app, versions.get(app)) for claim, ids, app in claimed]
         ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
@@ -126,8 +168,18 @@ def _check(plan: TargetPlan, table: str, read: Callable[[str], int | None], vers
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
     """The app id of ``effect``'s writes: stable per node, epoch and target (``scheme`` 1: before fences,
     whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.claims.fence`)."""
-    target = hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
-    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{target}"
+    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{_target_hash(effect)}"
+
+
+def _target_hash(effect: Effect) -> str:
+    return hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
+
+
+def lock_app_id(node: str, effect: Effect) -> str:
+    """The app id every batch of ``node`` (any epoch, any driver) carries in its commits to ``effect``'s table by
+    name: batches that can hold one message share a node and a target, so their commits compare-and-set one
+    version (:mod:`~safebunny.delta.spark_delta`)."""
+    return f"safebunny.lock.{node}.{_target_hash(effect)}"
 
 
 def apply_effect(target: DeltaTarget, effect: Effect, table: pa.Table, app_id: str, version: int,
