@@ -13,8 +13,9 @@ import pytest
 from safebunny.exactly_once.protocol.report import BatchReport
 from safebunny.saga.balance import HOLD_S, Balancer
 from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.leases import SETTLE_S, TTL_S, Lease, LeaseStore, assign, handovers, live
+from safebunny.saga.leases import SETTLE_S, TTL_S, LeaseStore, assign, handovers, live, mine
 from safebunny.saga.reports import ReportStore
+from safebunny.storage.lease import Lease
 
 NOW = dt.datetime(2026, 11, 26, 10, 0, 0, tzinfo=dt.timezone.utc)
 
@@ -23,8 +24,16 @@ def _ago(seconds: float) -> str:
     return (NOW - dt.timedelta(seconds=seconds)).isoformat()
 
 
+def _epoch_ago(seconds: float) -> float:
+    return (NOW - dt.timedelta(seconds=seconds)).timestamp()
+
+
+def _payload(running: dict | None = None, holding: dict | None = None) -> dict:
+    return {"started": _ago(600), "running": running or {}, "holding": holding or {}}
+
+
 def _lease(driver: str, renewed: float = 0.0, running: dict | None = None, holding: dict | None = None) -> Lease:
-    return Lease(driver, "host", 1, _ago(600), _ago(renewed), running or {}, holding or {})
+    return Lease(driver, "host", 1, None, _epoch_ago(renewed), _payload(running, holding))
 
 
 def _shards(step: str, n: int) -> list[str]:
@@ -53,7 +62,7 @@ def test_no_driver_means_no_assignment() -> None:
 
 def test_a_lease_not_renewed_within_its_ttl_is_not_live() -> None:
     leases = [_lease("b", renewed=TTL_S + 1), _lease("a", renewed=1), _lease("c", renewed=TTL_S)]
-    assert [lease.driver for lease in live(leases, NOW)] == ["a", "c"]
+    assert [lease.holder for lease in live(leases, NOW)] == ["a", "c"]
 
 
 def test_a_held_shard_goes_to_its_assigned_driver_only_once_that_driver_waits_for_it() -> None:
@@ -61,7 +70,7 @@ def test_a_held_shard_goes_to_its_assigned_driver_only_once_that_driver_waits_fo
     assignment = assign({"stock.OrderPlaced": labels}, ["a", "b"])
     mine = [label for label in labels if assignment[label] == "a"]
     theirs = [label for label in labels if assignment[label] == "b"]
-    held = {label: _ago(30) for label in labels}
+    held = {label: _epoch_ago(30) for label in labels}
     settled = {label: _ago(SETTLE_S + 1) for label in labels}
     b = _lease("b", running=settled)
     assert handovers("a", held, assignment, [_lease("a"), b], NOW) == {label: "b" for label in theirs}
@@ -84,8 +93,8 @@ def test_a_shard_taken_over_from_a_driver_that_died_is_not_handed_back_while_its
     theirs = [label for label in labels if assignment[label] == "a"]
     settled = {label: _ago(TTL_S + 30) for label in labels}
     dead = _lease("a", renewed=TTL_S - 5, running=settled)  # its last renewal, before it died: still live
-    took_over = {label: _ago(TTL_S - 10) for label in labels}  # b first found them held after a's renewal
-    assert [lease.driver for lease in live([dead], NOW)] == ["a"]
+    took_over = {label: _epoch_ago(TTL_S - 10) for label in labels}  # b first found them held after a's renewal
+    assert [lease.holder for lease in live([dead], NOW)] == ["a"]
     assert handovers("b", took_over, assignment, [dead, _lease("b")], NOW) == {}
     # a live a renews within RENEW_S of b taking the shards over, and then gets its share
     alive = _lease("a", renewed=1, running=settled)
@@ -152,8 +161,8 @@ def test_a_renewal_writes_the_lease_and_hands_over_what_the_other_live_driver_sh
         _batch(tmp_path, label, "a", NOW - dt.timedelta(seconds=1))
     assert balancer.tick(labels) == {} and not _store(tmp_path).read_all()  # a tick writes nothing
     assert balancer.renew() == {}  # alone: a keeps both
-    assert _store(tmp_path).read_all()[0].holding.keys() == set(labels)
-    assert _store(tmp_path).read_all()[0].running.keys() == set(labels)  # what the last tick said runs
+    assert _store(tmp_path).read_all()[0].payload["holding"].keys() == set(labels)
+    assert _store(tmp_path).read_all()[0].payload["running"].keys() == set(labels)  # what the last tick said runs
     clock[0] = NOW + dt.timedelta(seconds=2)
     # b renews after a found the shards held (a renewal no later would be a driver that may have died)
     _store(tmp_path).write(_lease("b", renewed=-1, running={label: _ago(SETTLE_S + 1) for label in labels}))
@@ -164,7 +173,7 @@ def test_a_renewal_writes_the_lease_and_hands_over_what_the_other_live_driver_sh
     assert balancer.tick(labels) == {}  # cooling down
     assert balancer.renew() == {}  # the handed shard is no longer held; the other is a's share
     balancer.close()
-    assert [lease.driver for lease in _store(tmp_path).read_all()] == ["b"]
+    assert [lease.holder for lease in _store(tmp_path).read_all()] == ["b"]
 
 
 def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
@@ -248,7 +257,7 @@ def test_a_lease_file_of_the_previous_version_is_read(tmp_path):
            "running": {"s.shard.0": _ago(60)}, "holding": {}}
     (folder / "old.json").write_text(json.dumps(old))
     (lease,) = _store(tmp_path).read_all()
-    assert lease == Lease("old", "h", 3, _ago(600), _ago(5), {"s.shard.0": _ago(60)}, {})
+    assert lease == Lease("old", "h", 3, None, _epoch_ago(5), _payload({"s.shard.0": _ago(60)}))
     assert live([lease], NOW) == [lease]
 
 
@@ -280,8 +289,8 @@ def test_a_driver_on_this_host_lives_by_the_one_lease_rule(tmp_path) -> None:
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
-    dead = Lease("d", socket.gethostname(), int(gone.stdout), _ago(600), _ago(1), {}, {}, "0")
-    here = Lease.mine("h", _ago(600), _ago(TTL_S + 60), {}, {})
+    dead = Lease("d", socket.gethostname(), int(gone.stdout), "0", _epoch_ago(1), _payload())
+    here = mine("h", _ago(600), _epoch_ago(TTL_S + 60), {}, {})
     store = _store(tmp_path)
     assert live([dead, here], NOW, path_of=store.path) == []
     assert live([dead, here], NOW, path_of=store.path, me="h") == [here]

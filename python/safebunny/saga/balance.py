@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from safebunny.saga.config import SagaShape
-from safebunny.saga.leases import RENEW_S, Lease, LeaseStore, assign, handovers, live
+from safebunny.saga.leases import RENEW_S, LeaseStore, assign, handovers, live, mine
 from safebunny.storage.lease import Renewer
 
 __all__ = ["Balancer", "HOLD_S"]
@@ -51,7 +51,7 @@ class Balancer:
         self.renew_s = renew_s
         self.started = clock().isoformat()
         self.running: dict[str, str] = {}  # shard label -> when its query (re)started
-        self._holding_since: dict[str, str] = {}  # shard label -> the renewal that first found it held
+        self._holding_since: dict[str, float] = {}  # shard label -> the renewal that first found it held
         self._cooldown: dict[str, float] = {}
         self._due: dict[str, str] = {}  # the last renewal's handovers; a tick between renewals returns them
         self._shards: dict[str, list[str]] = defaultdict(list)
@@ -102,10 +102,10 @@ class Balancer:
             now = self.clock()
             held = self.held(now)
             running = {label: self.running[label] for label in self._active if label in self.running}
-            self.store.write(Lease.mine(self.me, self.started, now.isoformat(), running, held))
+            self.store.write(mine(self.me, self.started, now.timestamp(), running, held))
             leases = live(self.store.read_all(), now, path_of=self.store.path, me=self.me)
-            assignment = assign(self._shards, [lease.driver for lease in leases])
-            self._holding_since = {label: self._holding_since.get(label, now.isoformat()) for label in held}
+            assignment = assign(self._shards, [lease.holder for lease in leases])
+            self._holding_since = {label: self._holding_since.get(label, now.timestamp()) for label in held}
             self._due = handovers(self.me, self._holding_since, assignment, leases, now)
             return self._not_cooling(self._due)
 

@@ -7,7 +7,7 @@ restarting its query for it (:func:`handovers`). Correctness never rests on a le
 ``drivers/_leases/``). A driver lives by the one rule of every lease (:meth:`safebunny.storage.lease.Lease.live`,
 with :data:`TTL_S`): on another host while its lease was renewed within :data:`TTL_S` by the writer's clock (clocks
 must agree to within a few seconds of it), on this host while its process runs, in this process while its
-renewer does. :class:`Lease` is the driver's typed view of that record's payload.
+renewer does. A driver's lease is that record, its holder the driver, its payload what :func:`mine` names.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files.
 """
@@ -17,14 +17,13 @@ from __future__ import annotations
 import datetime as dt
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import replace
 
-from safebunny.storage import lease as storage
+from safebunny.storage.lease import Lease, read_leases, write_lease
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import remove_record
 
-__all__ = ["Lease", "LeaseStore", "assign", "handovers", "live", "TTL_S", "SETTLE_S"]
+__all__ = ["LeaseStore", "age", "assign", "handovers", "live", "mine", "TTL_S", "SETTLE_S"]
 
 #: how often a running driver rewrites its lease
 RENEW_S = 5.0
@@ -36,44 +35,24 @@ SETTLE_S = 10.0
 HOLDER = "driver"
 
 
-@dataclass(frozen=True)
-class Lease:
-    """One driver's lease. ``running``: shard label -> when its query (re)started; ``holding``: shard label ->
-    the finish time of this driver's last batch with messages there since that start (ISO 8601, UTC);
-    ``pid_start``: its process's start time, so a reused pid is not taken for it (None in older files)."""
+def mine(driver: str, started: str, renewed: float, running: Mapping[str, str], holding: Mapping[str, str]) -> Lease:
+    """This process's lease as driver ``driver``, renewed at ``renewed`` (epoch seconds). Its payload: ``started``,
+    when the driver started; ``running``: shard label -> when its query (re)started; ``holding``: shard label -> the
+    finish time of this driver's last batch with messages there since that start (ISO 8601, UTC)."""
+    return Lease.mine(driver, {"started": started, "running": dict(running), "holding": dict(holding)}, renewed)
 
-    driver: str
-    host: str
-    pid: int
-    started: str
-    renewed: str
-    running: Mapping[str, str] = field(default_factory=dict)
-    holding: Mapping[str, str] = field(default_factory=dict)
-    pid_start: str | None = None
 
-    @classmethod
-    def mine(cls, driver: str, started: str, renewed: str, running: Mapping[str, str],
-             holding: Mapping[str, str]) -> Lease:
-        """This process's lease as driver ``driver``, renewed at ``renewed``."""
-        me = storage.Lease.mine(driver, {})
-        return cls(driver, me.host, me.pid, started, renewed, dict(running), dict(holding), me.pid_start)
+def _driver(lease: Lease) -> Lease:
+    """A lease file as a driver's lease (a foreign one raises one of :data:`safebunny.storage.lease.DAMAGED`)."""
+    p = lease.payload
+    return replace(lease, renewed=float(lease.renewed),  # type: ignore[arg-type]
+                   payload={"started": str(p["started"]), "running": dict(p.get("running") or {}),
+                            "holding": dict(p.get("holding") or {})})
 
-    def age(self, now: dt.datetime) -> float:
-        """Seconds since the lease was renewed."""
-        return (now - dt.datetime.fromisoformat(self.renewed)).total_seconds()
 
-    def stored(self) -> storage.Lease:
-        payload = {"started": self.started, "running": dict(self.running), "holding": dict(self.holding)}
-        renewed = dt.datetime.fromisoformat(self.renewed).timestamp()
-        return storage.Lease(self.driver, self.host, self.pid, self.pid_start, renewed, payload)
-
-    @classmethod
-    def of(cls, lease: storage.Lease) -> Lease:
-        """The driver's view of a lease file (a foreign one raises one of :data:`storage.DAMAGED`)."""
-        p: Mapping[str, Any] = lease.payload
-        renewed = dt.datetime.fromtimestamp(float(lease.renewed), dt.timezone.utc)  # type: ignore[arg-type]
-        return cls(lease.holder, lease.host, lease.pid, str(p["started"]), renewed.isoformat(),
-                   dict(p.get("running") or {}), dict(p.get("holding") or {}), lease.pid_start)
+def age(lease: Lease, now: dt.datetime) -> float:
+    """Seconds since ``lease`` was renewed."""
+    return now.timestamp() - float(lease.renewed)  # type: ignore[arg-type]
 
 
 def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S,
@@ -82,8 +61,8 @@ def live(leases: Iterable[Lease], now: dt.datetime, ttl_s: float = TTL_S,
     driver name. ``path_of``: a driver's lease file (:meth:`LeaseStore.path`), which its renewer registers; ``me``:
     the driver asking, which lives (it has just written its lease, before its renewer starts)."""
     return sorted((lease for lease in leases
-                   if lease.driver == me or lease.stored().live(ttl_s, now.timestamp(), path_of(lease.driver))),
-                  key=lambda lease: lease.driver)
+                   if lease.holder == me or lease.live(ttl_s, now.timestamp(), path_of(lease.holder))),
+                  key=lambda lease: lease.holder)
 
 
 def assign(shards: Mapping[str, list[str]], drivers: Iterable[str]) -> dict[str, str]:
@@ -102,27 +81,27 @@ def assign(shards: Mapping[str, list[str]], drivers: Iterable[str]) -> dict[str,
     return out
 
 
-def handovers(me: str, held: Mapping[str, str], assignment: Mapping[str, str], leases: Iterable[Lease],
+def handovers(me: str, held: Mapping[str, float], assignment: Mapping[str, str], leases: Iterable[Lease],
               now: dt.datetime, settle_s: float = SETTLE_S) -> dict[str, str]:
     """Shard label -> driver, for each shard ``me`` holds that the assignment gives to another live driver whose
     query for that shard has run for ``settle_s`` (so its consumer waits to take the shard over) and whose lease
-    was renewed after ``me`` began holding the shard. ``held``: shard label -> when ``me`` was first seen holding
-    it (ISO 8601); ``leases``: the live ones.
+    was renewed after ``me`` began holding the shard. ``held``: shard label -> the renewal of ``me``'s lease that
+    first found it holding the shard (epoch seconds); ``leases``: the live ones.
 
     The last rule keeps a shard from a driver that died: the broker moved the shard to ``me`` because that
     driver's connection closed, after its last renewal, and its lease stays live for :data:`TTL_S` more. Handing
     the shard "back" would only restart ``me``'s query for nothing (the shard unheld meanwhile, its unacked
     messages redelivered); a live driver renews within :data:`RENEW_S` and gets the shard then."""
-    standby = {lease.driver: lease for lease in leases}
+    standby = {lease.holder: lease for lease in leases}
     out = {}
     for label, since_held in held.items():
         target = assignment.get(label)
         lease = standby.get(target) if target is not None and target != me else None
-        if lease is None or label not in lease.running:
+        if lease is None or label not in lease.payload["running"]:
             continue
-        if dt.datetime.fromisoformat(lease.renewed) <= dt.datetime.fromisoformat(since_held):
+        if float(lease.renewed) <= since_held:  # type: ignore[arg-type]
             continue  # not renewed since me took the shard over: the target may be the driver that died
-        if (now - dt.datetime.fromisoformat(lease.running[label])).total_seconds() >= settle_s:
+        if (now - dt.datetime.fromisoformat(lease.payload["running"][label])).total_seconds() >= settle_s:
             out[label] = target
     return out
 
@@ -138,11 +117,11 @@ class LeaseStore:
 
     def write(self, lease: Lease) -> None:
         """Rewrite ``lease`` whole (readers see the old one or the new one)."""
-        storage.write_lease(self.filesystem, self.path(lease.driver), lease.stored(), HOLDER, durable=False)
+        write_lease(self.filesystem, self.path(lease.holder), lease, HOLDER, durable=False)
 
     def read_all(self) -> list[Lease]:
         """Every lease on storage, live or not (a half-written or foreign file is skipped)."""
-        return storage.read_leases(self.filesystem, self.folder, HOLDER, Lease.of)
+        return read_leases(self.filesystem, self.folder, HOLDER, _driver)
 
     def remove(self, driver: str) -> None:
         """Remove ``driver``'s lease (a driver stopping cleanly leaves no shards to be given to it)."""

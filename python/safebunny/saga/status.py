@@ -11,9 +11,10 @@ from typing import Any
 from safebunny.amqp.management import queue_counts
 from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
-from safebunny.saga.leases import Lease, LeaseStore, live
+from safebunny.saga.leases import LeaseStore, age, live
 from safebunny.saga.parked import read_parked
 from safebunny.saga.reports import COUNTERS, StepCounters
+from safebunny.storage.lease import Lease
 from safebunny.storage.pause import paused_until
 
 __all__ = ["StepStatus", "combined", "ShardStatus", "unrouted_depth"]
@@ -122,7 +123,7 @@ def shard_status(saga: SagaShape, now: dt.datetime | None = None) -> list[ShardS
     depth = topology.depths(saga, list(queues.values())) if units else {}
     now = now or dt.datetime.now(dt.timezone.utc)
     store = LeaseStore(saga.config.layout.leases) if units else None
-    leases = {lease.driver: lease for lease in store.read_all()} if store else {}
+    leases = {lease.holder: lease for lease in store.read_all()} if store else {}
     alive = live(leases.values(), now, path_of=store.path) if store else []
     out = []
     for u in units:
@@ -141,12 +142,12 @@ def _holder(label: str, alive: list[Lease], leases: dict[str, Lease], last_drive
             now: dt.datetime) -> tuple[str | None, float | None]:
     """(the live driver that last ran a batch with messages on shard ``label``, its lease's age), else (None, the
     age of the last batch's driver's lease, if it has one)."""
-    claims = [(lease.holding[label], lease) for lease in alive if label in lease.holding]
+    claims = [(lease.payload["holding"][label], lease) for lease in alive if label in lease.payload["holding"]]
     if claims:
         lease = max(claims, key=lambda c: c[0])[1]
-        return lease.driver, round(lease.age(now), 1)
+        return lease.holder, round(age(lease, now), 1)
     lease = leases.get(last_driver or "")
-    return None, None if lease is None else round(lease.age(now), 1)
+    return None, None if lease is None else round(age(lease, now), 1)
 
 
 def unrouted_depth(saga: SagaShape) -> int | None:
