@@ -5,9 +5,8 @@ rewrites ``<root>/drivers/_leases/<driver>.json`` (a :mod:`safebunny.storage.lea
 from the live leases every driver computes the same assignment (:func:`assign`) and hands a shard on by
 restarting its query for it (:func:`handovers`). Correctness never rests on a lease (docs/sagas.md,
 ``drivers/_leases/``). A driver lives by the one rule of every lease (:meth:`safebunny.storage.lease.Lease.live`,
-with :data:`TTL_S`): on another host while its lease was renewed within :data:`TTL_S` by the writer's clock (clocks
-must agree to within a few seconds of it), on this host while its process runs, in this process while its
-renewer does. A driver's lease is that record, its holder the driver, its payload what :func:`mine` names.
+with :data:`TTL_S`: the hosts' clocks must agree to within a few seconds of it); its lease is that record, its
+holder the driver, its payload what :func:`mine` names.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files.
 """

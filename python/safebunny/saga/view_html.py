@@ -26,8 +26,6 @@ STEP_FIELDS: tuple[tuple[str, str, int], ...] = (
     ("processed", "processed", 0), ("duplicates", "duplicates", 0), ("failed", "failed", 0),
     ("retried", "retried", 0), ("parked", "parked (total)", 0),
 )
-_STATUS_FIELDS = {f for f, _, _ in STEP_FIELDS}
-
 _CSS = """
 .sb-view{font:14px/1.4 -apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;color:#1f2d3a;background:#fff;
  padding:12px 16px;max-width:1400px}
