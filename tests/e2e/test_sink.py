@@ -279,11 +279,13 @@ def test_commit_and_abort_log_the_batch_totals(caplog):
     """The driver-side summaries (called directly: the Python worker's log is not visible here)."""
     from pyspark_safebunny.writer import SafeBunnyStreamWriter, SafeBunnyWriteStats, summarize
     from safebunny.amqp.outgoing import plan_sink
+    from safebunny.options.sink import parse_sink_options
 
     stats = [SafeBunnyWriteStats(0, 0, 10, 10, 0, 0, 0.1), SafeBunnyWriteStats(1, 1, 5, 5, 0, 0, 0.1)]
     assert summarize([*stats, None]) == {"tasks": 3, "succeeded": 2, "published": 15, "confirmed": 15,
                                          "returned": 0, "nacked": 0}
-    w = SafeBunnyStreamWriter({}, plan_sink({"routingKey": "q"}, {"value": "string"}))
+    options = parse_sink_options({"uri": "amqp://guest:guest@127.0.0.1:5672/%2F", "routingKey": "q"})
+    w = SafeBunnyStreamWriter(options, plan_sink(options, {"value": "string"}))
     with caplog.at_level("INFO", logger="safebunny.sink"):
         w.commit(stats, 7)
         w.abort([stats[0], None], 8)

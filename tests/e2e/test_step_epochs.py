@@ -268,13 +268,13 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
             assert a_may_go.wait(120)
         return original(target, effect, table, app_id, version, *fence)
 
-    def plan_after_both_claims(self, effects, orphans, late_done, pins=None):
+    def plan_after_both_claims(self, effects, orphans, late_done, pins=None, histories=None):
         if self.epoch == "EB" and both_see:
             b_may_commit.set()
         if both_see and self.epoch == "EA":  # A lists only once B's claim is on file too
             assert b_may_commit.wait(120)
             orphans = step_a._claimed._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
-        return original_apply(self, effects, orphans, late_done, pins)
+        return original_apply(self, effects, orphans, late_done, pins, histories)
 
     step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA"))
     step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB"))
