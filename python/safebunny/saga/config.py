@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.names import check_name
 from safebunny.saga.retry import Retry
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
-from safebunny.uri import split_password, validate_uri, with_password
 
 if TYPE_CHECKING:
     from safebunny.exactly_once import Step
@@ -152,14 +152,14 @@ class SagaConfig:
 
     def __post_init__(self) -> None:
         check_name("saga", self.name)
-        bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
-        object.__setattr__(self, "uri", bare)
-        object.__setattr__(self, "password", password)
+        connection = ConnectionSettings(self.uri, self.password)  # checks the URI and keeps its password apart
+        object.__setattr__(self, "uri", connection.uri)
+        object.__setattr__(self, "password", connection.password)
 
     @property
     def connection_uri(self) -> str:
         """The broker's URI with the password, for pika."""
-        return with_password(self.uri, self.password)
+        return ConnectionSettings(self.uri, self.password).login_uri
 
     def connection_name(self, role: str, unit_label: str | None = None) -> str:
         """The client-provided name of a connection this saga opens (RabbitMQ shows it):
