@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package browser install install-compat test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
+.PHONY: venv broker-package browser install test-runtime test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,12 +36,11 @@ install: $(PY)
 	$(PIP) install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import safebunny, pyspark_safebunny"
 
-# The compatibility tier: the Spark-facing tests on the oldest PySpark we support (Databricks Runtime 19's
-# line), in a venv of its own. PySpark goes in first, then safebunny with no extra, as `%pip install
-# safebunny` on a runtime does: it must leave that PySpark as it is (checked below).
-VENV_COMPAT ?= .venv-compat
-COMPAT_PYSPARK ?= 4.2.1
-PYC := $(VENV_COMPAT)/bin/python
+# The Databricks Runtime 19 tier: one venv on the runtime's Spark line, pyspark 4.2.0 (Delta 4.4.0 is built for it),
+# with safebunny installed into it without an extra, as `%pip install safebunny` on a runtime does: it must leave
+# that PySpark as it is (checked in install-delta). Two test sets run there: COMPAT_TESTS, the Spark-facing e2e tests
+# of the main suite (source, sink, step, Spark Connect), and DELTA_TESTS, tables by name on real Delta Spark.
+# `make test-runtime` runs both in one pytest (one JVM, as CI does); test-compat and test-delta run one set each.
 COMPAT_TESTS ?= tests/unit/test_spark_version.py \
 	tests/e2e/test_registration.py::test_format_resolves_without_register_in_a_fresh_jvm \
 	tests/e2e/test_sink.py::test_batch_write_publishes_every_row_with_ids_and_properties \
@@ -53,35 +52,16 @@ COMPAT_TESTS ?= tests/unit/test_spark_version.py \
 	tests/e2e/test_queue_source.py::test_lag_is_reported_in_progress_and_no_password_in_plans_or_progress \
 	tests/e2e/test_step.py::test_step_applies_each_message_once_and_emits_derived_ids \
 	tests/e2e/test_step.py::test_row_handler_retries_in_place_and_fails_rows_without_failing_the_batch \
-	tests/e2e/test_saga.py::test_saga_runs_each_step_exactly_once_with_retries_poison_compensation_and_redrive \
 	tests/e2e/test_journal_read.py::test_the_journal_read_gives_what_spark_reads \
 	tests/e2e/test_connect.py::test_a_step_over_connect_applies_and_emits_each_message_once \
 	tests/e2e/test_connect.py::test_a_saga_over_connect_started_twice_drains_exactly_once
 
-$(PYC):
-	$(PYTHON) -m venv $(VENV_COMPAT)
-	$(PYC) -m pip install -q --upgrade pip setuptools wheel
-
-install-compat: $(PYC)
-	rm -rf build
-	$(PYC) -m pip install -q "pyspark[sql,connect]==$(COMPAT_PYSPARK)" "pandas<3" pytest pytest-timeout hypothesis \
-		2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(PYC) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(PYC) -m pip install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(PYC) -c "import pyspark, safebunny, pyspark_safebunny; v = pyspark.__version__; \
-		assert v == '$(COMPAT_PYSPARK)', f'installing safebunny replaced PySpark $(COMPAT_PYSPARK) with {v}'"
-
-test-compat: install-compat broker-package
-	SAFEBUNNY_TEST_JVM_ARCHIVE=0 PYSPARK_PYTHON=$(abspath $(PYC)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYC)) \
-		$(PYC) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
-
-# The Delta Spark tier: tables by name (the Databricks path) on real Delta Spark, on the Spark line Delta 4.4 is
-# built for (pyspark 4.2.0, Databricks Runtime 19's Spark), in a venv of its own; safebunny goes in with no extra,
-# as in install-compat, and must leave that PySpark as it is. Delta's jars come from Maven Central through Maven
-# (tests/delta_spark/pom.xml) into a cache folder outside the repository, reused when present. Only Delta's own
-# artifacts (io.delta, io.unitycatalog) are copied: Spark's jars bring every other dependency, in newer versions.
-# The Python package and the jars have one version: delta-spark 4.4.1 on PyPI has no delta-spark_4.2_2.13:4.4.1 jar
-# on Maven Central (only 4.4.0), so its configure_spark_with_delta_pip would ask for a jar that does not exist.
+# The Delta Spark tier: tables by name (the Databricks path) on real Delta Spark. Delta's jars come from Maven
+# Central through Maven (tests/delta_spark/pom.xml) into a cache folder outside the repository, reused when present.
+# Only Delta's own artifacts (io.delta, io.unitycatalog) are copied: Spark's jars bring every other dependency, in
+# newer versions. The Python package and the jars have one version: delta-spark 4.4.1 on PyPI has no
+# delta-spark_4.2_2.13:4.4.1 jar on Maven Central (only 4.4.0), so its configure_spark_with_delta_pip would ask for a
+# jar that does not exist.
 VENV_DELTA ?= .venv-delta
 DELTA_PYSPARK ?= 4.2.0
 DELTA_VERSION ?= 4.4.0
@@ -111,10 +91,17 @@ delta-jars:
 		-DoutputDirectory=$(abspath $(DELTA_JARS)).tmp && rm -rf $(DELTA_JARS) && mv $(DELTA_JARS).tmp $(DELTA_JARS) \
 		&& echo "delta jars fetched: $$(ls $(DELTA_JARS) | tr '\n' ' ')"; fi
 
+DELTA_ENV = SAFEBUNNY_TEST_DELTA_JARS=$(abspath $(DELTA_JARS)) SAFEBUNNY_TEST_JVM_ARCHIVE=0 \
+	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD))
+
+test-runtime: install-delta broker-package
+	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) $(DELTA_TESTS) -q -p no:cacheprovider --durations=20
+
+test-compat: install-delta broker-package
+	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
+
 test-delta: install-delta broker-package
-	SAFEBUNNY_TEST_DELTA_JARS=$(abspath $(DELTA_JARS)) SAFEBUNNY_TEST_JVM_ARCHIVE=0 \
-		PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
-		$(PYD) -m pytest $(DELTA_TESTS) -q -p no:cacheprovider --durations=15
+	$(DELTA_ENV) $(PYD) -m pytest $(DELTA_TESTS) -q -p no:cacheprovider --durations=15
 
 test: install broker-package browser
 	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60
