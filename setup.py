@@ -26,7 +26,7 @@ setup(
         "rstream>=0.20",  # the stream protocol: the fast path for stream queues (small: mmh3, typing_extensions)
     ],
     extras_require={
-        # a local install (the suite runs 4.3 with make test, 4.2 with make test-compat); pandas only for PySpark,
+        # a local install (the suite runs 4.3 with make test, 4.2.0 with make test-runtime); pandas only for PySpark,
         # which warns on pandas 3: kept out of the core's requirements so a runtime's pandas stays as it is
         "spark": ["pyspark[sql]>=4.2,<4.4", "pandas<3"],
         "test": ["pytest>=8,<9.2", "pytest-timeout", "hypothesis>=6", "ruff>=0.5", "testcontainers[rabbitmq]>=4",

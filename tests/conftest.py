@@ -154,7 +154,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 class _WorkerLines:
     """xdist's hook, on the controller: what each worker said of its brokers. A plugin registered only where
-    xdist is installed (``make test-compat``'s venv has no xdist, and pytest refuses a hook it does not know)."""
+    xdist is installed (``make test-runtime``'s venv has no xdist, and pytest refuses a hook it does not know)."""
 
     @staticmethod
     def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
