@@ -24,7 +24,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.collect.derived_frames import column_projection
+from safebunny.exactly_once.collect.derived_frames import column_selections
 from safebunny.exactly_once.collect.local_collect import collect_local
 from safebunny.exactly_once.collect.materialize import _collect_all
 from safebunny.saga.definition import SagaStep
@@ -140,6 +140,12 @@ def _large(spark):  # type: ignore[no-untyped-def]
     return spark.range(0, 50, 1, 2).select(F.col("id").cast("string").alias("messageId"),
                                            (F.col("id") * 3).alias("orderId"), (F.col("id") / 4).alias("amount"),
                                            F.lit("x").alias("note"))
+
+
+def column_projection(frame, base):  # type: ignore[no-untyped-def]
+    """The names of ``base``'s columns that ``frame`` selects when the step would read it from ``base``'s rows."""
+    found = column_selections([base, frame]).get(id(frame))
+    return found[1] if found is not None and found[0] is base else None
 
 
 def test_a_column_selection_of_another_output_is_read_from_its_rows(spark) -> None:  # type: ignore[no-untyped-def]

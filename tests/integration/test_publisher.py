@@ -4,7 +4,7 @@ import pika
 import pytest
 
 from safebunny.amqp import publisher_pool as pubmod
-from safebunny.amqp.confirming_publisher import ConfirmingPublisher
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
 from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 
@@ -20,7 +20,7 @@ def test_every_message_is_confirmed_and_arrives_with_its_properties(amqp_uri, ad
             pub.publish("", queue, b"body-%d" % i, props(f"m-{i}", correlation_id="c", content_type="text/plain",
                                                          headers={"i": str(i)}))
         counts = pub.flush()
-    assert counts.as_dict() == {"published": 500, "confirmed": 500, "returned": 0, "nacked": 0}
+    assert counts == PublishCounts(published=500, confirmed=500, returned=0, nacked=0)
     got = admin.get_all(queue)
     assert [p.message_id for _, p, _ in got] == [f"m-{i}" for i in range(500)]
     _, p, body = got[7]

@@ -51,9 +51,9 @@ def test_a_batch_whose_commit_is_in_writes_nothing_and_a_fenced_one_plans_only_f
 
 def test_a_fenced_plan_is_refused_from_any_other_table_version():
     plan = plan_target("me", 8, 4, {"a"}, [], fenceable=True, pinned=17)
-    check_expected(plan, {"me": 8}.get, "/t", 17)
+    check_expected(plan, "/t", {"me": 8}.get, 17)
     with pytest.raises(FenceMoved, match="moved from version 17 to 18"):
-        check_expected(plan, {"me": 8}.get, "/t", 18)  # fenced again meanwhile: still 8, but the table moved
+        check_expected(plan, "/t", {"me": 8}.get, 18)  # fenced again meanwhile: still 8, but the table moved
 
 
 def test_orphans_without_a_shared_id_and_unfenceable_targets_take_no_fence():
@@ -67,6 +67,6 @@ def test_orphans_without_a_shared_id_and_unfenceable_targets_take_no_fence():
 
 def test_a_moved_version_refuses_the_commit():
     plan = TargetPlan(expect={"me": None, "app-y": 14})
-    check_expected(plan, {"me": None, "app-y": 14}.get, "/t")
+    check_expected(plan, "/t", {"me": None, "app-y": 14}.get)
     with pytest.raises(FenceMoved, match="app-y.*from 14 to 15"):
-        check_expected(plan, {"me": None, "app-y": 15}.get, "/t")
+        check_expected(plan, "/t", {"me": None, "app-y": 15}.get)

@@ -137,7 +137,7 @@ def step(world: World, b: Batch) -> None:
         if rows and (committed is None or committed < apply_version(b.batch_id)):  # apply_effect's checks
             try:
                 if plan.expect:
-                    check_expected(plan, table.txn.get, name, table.version)
+                    check_expected(plan, name, table.txn.get, table.version)
             except FenceMoved:
                 b.moved += 1
                 b.pins.clear()

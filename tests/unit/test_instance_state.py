@@ -6,7 +6,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga.instance_state import Parked, instance_rows, terminal_steps
+from safebunny.saga.instance_state import Parked, instance_rows
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -36,10 +36,6 @@ def _path(key: str, steps: list[tuple[str, str, str | None, str]], minutes: int 
         if emitted:
             mid = emitted[0]
     return rows
-
-
-def test_terminal_steps_are_those_whose_outputs_no_step_consumes() -> None:
-    assert terminal_steps(STEPS) == {"shipping.PaymentCharged", "stock.PaymentDeclined"}
 
 
 def test_each_state_and_its_step() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import takewhile
 from typing import Any
 
@@ -36,9 +36,6 @@ class PublishCounts:
     confirmed: int = 0
     returned: int = 0
     nacked: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class ConfirmingPublisher:

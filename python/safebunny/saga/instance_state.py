@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from safebunny.ids import message_id
 
-__all__ = ["STATES", "Parked", "instance_rows", "terminal_steps"]
+__all__ = ["STATES", "Parked", "instance_rows"]
 
 STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
 INSTANCE_SCHEMA = pa.schema([
@@ -38,12 +38,6 @@ class Parked:
     reason: str | None = None
     #: ``parked`` (or ``redriven``, not yet processed) or ``discarded`` (``reason`` is then the discard's reason)
     state: str = "parked"
-
-
-def terminal_steps(steps: Sequence[Any]) -> set[str]:
-    """Labels (``node.type``) of the steps whose ``produces`` no step of ``steps`` consumes from them."""
-    consumed = {(s.from_node, s.consumes) for s in steps}
-    return {s.label for s in steps if not any((s.node, t) in consumed for t in s.produces)}
 
 
 def _label(row: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ plain generator of Arrow batches. Stored messages are decoded by :mod:`safebunny
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import time
 import weakref
@@ -69,11 +70,10 @@ class _Subscription:
         except Exception:
             confirmed = False
         self.client.remove_handler(schema.Deliver, str(self.id))
-        try:  # rstream keeps one delivery task and queue per subscription id until told otherwise
+        # rstream keeps one delivery task and queue per subscription id until told otherwise
+        with contextlib.suppress(Exception):
             await self.client.stop_queue_listener_task(subscriber_id=self.id)
             self.client._frames.pop(self.id, None)
-        except Exception:
-            pass
         return confirmed
 
 
@@ -88,12 +88,10 @@ def _close_client(loop: asyncio.AbstractEventLoop, client: Any) -> None:
 
     async def fast_close() -> None:
         if client.is_connection_alive() and client.is_started:
-            try:
+            with contextlib.suppress(BaseException):
                 await asyncio.wait_for(client.sync_request(
                     schema.Close(client._corr_id_seq.next(), code=1, reason="OK"),
                     resp_schema=schema.CloseResponse), 2)
-            except BaseException:
-                pass
         client._is_not_closed = False
         tasks = list(client._tasks.values())
         client._tasks.clear()
@@ -104,15 +102,12 @@ def _close_client(loop: asyncio.AbstractEventLoop, client: Any) -> None:
             await client._conn.close()
             client._conn = None
 
-    try:
-        loop.run_until_complete(asyncio.wait_for(fast_close(), 5))
-    except AttributeError:
+    with contextlib.suppress(Exception):
         try:
-            loop.run_until_complete(asyncio.wait_for(client.close(), 5))
-        except Exception:
-            pass
-    except Exception:
-        pass
+            loop.run_until_complete(asyncio.wait_for(fast_close(), 5))
+        except AttributeError:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(asyncio.wait_for(client.close(), 5))
 
 
 def _shutdown(loop: asyncio.AbstractEventLoop, holder: list[Any]) -> None:

@@ -126,7 +126,7 @@ def plan_target(own_app: str, own_committed: int | None, batch_id: int, ids: Ite
                       pin=pinned if own_state == FENCED else None)
 
 
-def check_expected(plan: TargetPlan, read: Callable[[str], int | None], table: str,
+def check_expected(plan: TargetPlan, table: str, read: Callable[[str], int | None],
                    version: int | None = None) -> None:
     """Raise :class:`FenceMoved` when an app id of ``plan`` no longer has the version read when planning, or
     when the table is not at the plan's pin (``version``: the table version the commit would be made from)."""

@@ -109,7 +109,7 @@ class Takeover:
             if plan.fences:
                 log.warning("step %s batch %d: fencing %d other batch(es) out of %s (they claimed messages this "
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
-            guard = partial(_check, plan, effect.table) if plan.expect else None
+            guard = partial(check_expected, plan, effect.table) if plan.expect else None
             app = effect_app_id(self.node, self.epoch, effect)
             fences = plan.fences if target.fenceable else self._lock(effect, history)
             crash_point("step.before_one_effect")  # planned, the inbox read again: only the commit is left
@@ -159,10 +159,6 @@ class Takeover:
         views = [Orphan(claim.batch_id, claim.scheme, ids, app, versions.get(app)) for claim, ids, app in claimed]
         ids = {mid for mid in table.column("messageId").to_pylist() if mid is not None}
         return plan_target(own, own_version, self.batch_id, ids, views, fenceable=fenceable, pinned=pinned)
-
-
-def _check(plan: TargetPlan, table: str, read: Callable[[str], int | None], version: int | None) -> None:
-    check_expected(plan, read, table, version)
 
 
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:

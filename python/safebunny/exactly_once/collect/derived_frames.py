@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["column_projection"]
+__all__ = ["column_selections"]
 
 
 def _selection(frame: Any) -> tuple[Any, list[str]] | None:
@@ -50,13 +50,6 @@ def _selects_from(selection: tuple[Any, list[str]], frame: Any, base: Any) -> bo
         return bool(child.sameResult(jbase.queryExecution().analyzed())) and names == list(frame.columns)
     except Exception:  # noqa: BLE001 - as above
         return False
-
-
-def column_projection(frame: Any, base: Any) -> list[str] | None:
-    """The names of ``base``'s columns that ``frame`` selects, in ``frame``'s order, when ``frame`` is exactly
-    ``base.select(<some of its columns>)``; ``None`` otherwise."""
-    selection = _selection(frame)
-    return selection[1] if selection is not None and _selects_from(selection, frame, base) else None
 
 
 def column_selections(frames: list[Any]) -> dict[int, tuple[Any, list[str]]]:
