@@ -9,8 +9,8 @@ the three names on the Delta tables the test made at paths (``CREATE TABLE IF NO
 as two clusters registering the same storage. Everything safebunny does with those tables goes through the name:
 the appends (``saveAsTable`` with the step's lock as ``txnAppId``/``txnVersion``) and ``DESCRIBE HISTORY``, which the
 standby reads to learn which of the killed batch's ids it applied where. The drivers cannot share the crash tests'
-Hive catalog: its embedded Derby metastore opens in one JVM at a time (a second driver fails to start its session),
-and a Derby network server would be machinery of the test only. What a shared catalog would add (a name created by
+Hive catalog: an embedded Derby database is booted by one JVM at a time (Derby's XSDB6 for the second), and a Derby
+network server would be machinery of the test only. What a shared catalog would add (a name created by
 one driver seen by the other) is not what the takeover depends on: the fence rests on the table's log and history,
 which both drivers read and write through their names here. The saga's own inbox is a delta-rs table under its root
 (a saga has no inbox by name; docs/databricks.md, "Where each kind of state goes"): the steps' inbox by name is
