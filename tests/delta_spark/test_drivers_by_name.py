@@ -53,7 +53,8 @@ def test_a_standby_driver_takes_over_the_shards_of_a_killed_one_on_tables_by_nam
     saga = define(amqp_uri, name, str(tmp_path), None)  # the shape, to publish and inspect
     shards = _shard_queues(saga)
     tables = _create_tables(spark, tmp_path / "tables")
-    by_name = {"SAFEBUNNY_TEST_TABLES": str(tables), "SAFEBUNNY_TEST_LEDGER": "1"}
+    # cwd: a session's in-memory catalog makes its warehouse folder (spark-warehouse) there
+    by_name = {"SAFEBUNNY_TEST_TABLES": str(tables), "SAFEBUNNY_TEST_LEDGER": "1", "cwd": tmp_path}
     first = second = None
     try:
         first = _driver(amqp_uri, name, tmp_path, "a", crash_at=CRASH_AT, **by_name)
