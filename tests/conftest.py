@@ -349,13 +349,13 @@ def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float
         return [f.result() for f in [pool.submit(run, argv, env) for argv, env in commands]]
 
 
-def restart_in_one_driver(driver: Path, uri: str, scenarios: list[dict]) -> Any:
+def restart_in_one_driver(driver: Path, uri: str, scenarios: list[dict], env: dict[str, str] | None = None) -> Any:
     """One process of the driver script ``driver`` that restarts every scenario (each killed in a driver of its
     own before: :func:`run_drivers`) one after another, from ``SAFEBUNNY_TEST_SCENARIOS``: one Spark session
-    start for all of a kill matrix's restarts. Its ``CompletedProcess``."""
+    start for all of a kill matrix's restarts. Its ``CompletedProcess``. ``env``: more of its environment."""
     import subprocess
 
-    env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+    env = {**{k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}, **(env or {})}
     env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(scenarios)
     return subprocess.run([sys.executable, str(driver), uri], env=env, capture_output=True, text=True,
                           timeout=120 + 120 * len(scenarios), start_new_session=True)

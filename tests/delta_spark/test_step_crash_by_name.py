@@ -1,13 +1,13 @@
 """kill -9 of the whole driver inside a batch of a step whose inbox and effect tables are given by name (Delta Spark,
 a Hive catalog that outlives the driver), then a restart from the same checkpoint or from a new one (a new epoch):
 exactly one effect row per input, one merge row per input written by the epoch the claims say, every output
-published, every claim retired. The machinery is tests/e2e/test_step_crash.py's, with ``by_name`` scenarios; the
-crash drivers run one at a time (they share one Derby metastore)."""
+published, every claim retired. The machinery is tests/e2e/test_step_crash.py's, with ``by_name`` scenarios in two
+lanes, each with a Derby metastore of its own: a lane's drivers (its crashes, then one driver restarting them) run one
+after another, the two lanes side by side."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from pathlib import Path
@@ -29,25 +29,28 @@ NEW = [("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.aft
 
 @pytest.fixture(scope="module")
 def matrices(broker, amqp_uri, tmp_path_factory):
-    metastore = str(tmp_path_factory.mktemp("metastore"))
-    os.environ["SAFEBUNNY_TEST_METASTORE"] = metastore  # the drivers' Hive catalog (tests/e2e/driver_session.py)
-    try:
-        same = [(crash_at, {"by_name": True}) for crash_at in SAME]
-        new = [(crash_at, {"by_name": True, "journal": "journal", "effects": "both"}) for crash_at, _ in NEW]
-        for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory,
-                                             {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})}, at_once=1):
-            yield runs, finished, Path(metastore) / "warehouse"
-    finally:
-        os.environ.pop("SAFEBUNNY_TEST_METASTORE", None)
+    # two Hive catalogs (tests/e2e/driver_session.py), one per lane: Derby opens in one JVM at a time, so the
+    # drivers of one run one after another and the two lanes side by side
+    metastores = [tmp_path_factory.mktemp("metastore") for _ in range(2)]
+    same = [(crash_at, {"by_name": True}) for crash_at in SAME]
+    new = [(crash_at, {"by_name": True, "journal": "journal", "effects": "both"}) for crash_at, _ in NEW]
+    for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory,
+                                         {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})},
+                                         metastores=metastores):
+        yield runs, finished, metastores
 
 
-def _rows(spark, warehouse, workdir, table):
-    return spark.read.format("delta").load(str(warehouse / f"{by_name_database(str(workdir))}.db" / table)).collect()
+def _rows(spark, metastores, workdir, table):
+    """A by-name scenario's table, read by its path in the warehouse of the metastore its drivers had."""
+    found = [m / "warehouse" / f"{by_name_database(str(workdir))}.db" / table for m in metastores]
+    found = [path for path in found if path.exists()]
+    assert len(found) == 1, found
+    return spark.read.format("delta").load(str(found[0])).collect()
 
 
-def _check(spark, broker, admin, warehouse, queue, out, workdir):
+def _check(spark, broker, admin, metastores, queue, out, workdir):
     ids = [f"m{i}" for i in range(N)]
-    assert sorted(r.messageId for r in _rows(spark, warehouse, workdir, "effects")) == sorted(ids)
+    assert sorted(r.messageId for r in _rows(spark, metastores, workdir, "effects")) == sorted(ids)
     got = {p.message_id for _, p, _ in admin.get_all(out)}
     assert got == {safebunny.message_id(i, "billing", "InvoiceRequested", 0) for i in ids}
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
@@ -58,11 +61,11 @@ def _check(spark, broker, admin, warehouse, queue, out, workdir):
 @pytest.mark.parametrize("crash_at", SAME)
 def test_a_step_by_name_killed_then_restarted_from_its_checkpoint_ends_exactly_once(spark, broker, admin, matrices,
                                                                                    crash_at):
-    runs, finished, warehouse = matrices
+    runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs["same", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
-    _check(spark, broker, admin, warehouse, queue, out, workdir)
+    _check(spark, broker, admin, metastores, queue, out, workdir)
 
 
 @pytest.mark.parametrize("crash_at,merged_by_new_epoch", NEW)
@@ -71,12 +74,12 @@ def test_a_step_by_name_killed_then_run_from_a_new_checkpoint_applies_each_effec
     """The new epoch reads the dead batch's claim and asks each table's history (DESCRIBE HISTORY, the commits'
     userMetadata) whether that batch applied there: the append holds each message once, and the merge's rows say
     which epoch wrote them."""
-    runs, finished, warehouse = matrices
+    runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs["new", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
     old_epoch = json.loads((workdir / "ck" / "metadata").read_text())["id"]
-    ids = _check(spark, broker, admin, warehouse, queue, out, workdir)
-    ledger = _rows(spark, warehouse, workdir, "ledger")
+    ids = _check(spark, broker, admin, metastores, queue, out, workdir)
+    ledger = _rows(spark, metastores, workdir, "ledger")
     assert sorted(r.messageId for r in ledger) == sorted(ids)
     assert sum(r.epoch != old_epoch for r in ledger) == merged_by_new_epoch

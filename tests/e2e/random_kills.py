@@ -39,6 +39,10 @@ def _entries(directory: Path) -> int:
     return sum(1 for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else 0
 
 
+def _effects(workdir: Path) -> list[str]:
+    return DeltaRsTarget(str(workdir / "effects")).read().column("messageId").to_pylist()
+
+
 def _publish(uri: str, queue: str, n: int) -> None:
     conn = pika.BlockingConnection(pika.URLParameters(uri))
     ch = conn.channel()
@@ -66,11 +70,14 @@ def _drain_ids(uri: str, queue: str) -> list[str]:
 
 def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int = 7,
         totals: Callable[[str], tuple[int, int]] | None = None, log: Callable[[str], None] = print,
-        replace_every: int = 0) -> dict:
+        replace_every: int = 0, env: dict[str, str] | None = None,
+        effect_ids: Callable[[Path], list[str]] | None = None) -> dict:
     """Publish, kill ``kills`` times at random, finish, count; returns the counts (raises on a violation).
 
     ``replace_every=k``: every k-th restart after a kill starts from a new checkpoint (a new epoch over the
-    same queue, journal and inbox), as a redeployed job or a deleted checkpoint would."""
+    same queue, journal and inbox), as a redeployed job or a deleted checkpoint would. ``env``: more of the
+    driver's environment (``SAFEBUNNY_TEST_BY_NAME``: its tables by name, tests/delta_spark); ``effect_ids(workdir)``:
+    the effect table's message ids (default: the delta-rs table ``WORKDIR/effects``)."""
     rng = random.Random(seed)
     suffix = uuid.uuid4().hex[:8]
     queue, out = f"sbt-random-kills-{suffix}", f"sbt-random-kills-{suffix}-out"
@@ -81,8 +88,9 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
     conn.close()
     try:
         _publish(uri, queue, n)
-        env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
+        more, env = env or {}, {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
         env.update(SAFEBUNNY_TEST_CHECKPOINT="ck", SAFEBUNNY_TEST_BATCH=str(batch), SAFEBUNNY_TEST_JOURNAL="journal")
+        env.update(more)
         ck = workdir / "ck"
         killed = replaced = 0
         started = time.monotonic()
@@ -112,7 +120,7 @@ def run(uri: str, n: int, kills: int, workdir: Path, batch: int = 500, seed: int
                                capture_output=True, text=True, timeout=1800, start_new_session=True)
         if final.returncode != 0 or "DRIVER-DONE" not in final.stdout:
             raise AssertionError(f"the last run failed (rc {final.returncode}): {final.stderr[-3000:]}")
-        effects = DeltaRsTarget(str(workdir / "effects")).read().column("messageId").to_pylist()
+        effects = (effect_ids or _effects)(workdir)
         expected = [f"m{i}" for i in range(n)]
         if sorted(effects) != sorted(expected):
             extra, missing = len(effects) - len(set(effects)), len(set(expected) - set(effects))

@@ -7,6 +7,9 @@ its session at once but its saga only once that file exists: a standby's session
 driver's. ``SAFEBUNNY_TEST_LEDGER=1`` gives stock a second Delta table (``ledger``, applied before
 ``reservations``); ``SAFEBUNNY_TEST_BALANCE=0`` runs without handing shards over between drivers. With
 ``SAFEBUNNY_TEST_CHECKPOINTS`` (a folder), the Spark checkpoints go there (``Saga(checkpoints=...)``).
+``SAFEBUNNY_TEST_TABLES`` (a folder holding the Delta tables ``reservations``, ``ledger`` and ``shipments``, made by
+the test; the Delta Spark tier) gives the effect tables by name, ``sb_drivers.<table>``, each driver registering
+those names on those folders in its own catalog (tests/delta_spark/test_drivers_by_name.py).
 """
 
 import os
@@ -18,6 +21,19 @@ from driver_session import driver_session  # tests/e2e, the script's own folder
 import safebunny
 
 STOCK_SHARDS, SHIPPING_SHARDS = 2, 2  # enough for a takeover and a balance; each shard is a query to start
+DATABASE, TABLES = "sb_drivers", ("reservations", "ledger", "shipments")
+
+
+def table(workdir: str, name: str) -> str:
+    """Where an effect goes: ``WORKDIR/<name>`` (delta-rs), or ``sb_drivers.<name>`` with ``SAFEBUNNY_TEST_TABLES``."""
+    return f"{DATABASE}.{name}" if os.environ.get("SAFEBUNNY_TEST_TABLES") else os.path.join(workdir, name)
+
+
+def register(spark, tables: str) -> None:
+    """This driver's names for the Delta tables under ``tables`` (its own catalog, as another cluster's)."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} LOCATION '{os.path.join(tables, '_database')}'")
+    for name in TABLES:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {DATABASE}.{name} USING DELTA LOCATION '{os.path.join(tables, name)}'")
 
 
 def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:
@@ -29,9 +45,9 @@ def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.S
                produces=["StockReserved"], shards=STOCK_SHARDS)
     def reserve(orders, ctx):
         ok = orders.select("messageId", "orderId")
-        effects = [safebunny.append(ok, os.path.join(workdir, "reservations"))]
+        effects = [safebunny.append(ok, table(workdir, "reservations"))]
         if os.environ.get("SAFEBUNNY_TEST_LEDGER"):
-            effects.append(safebunny.append(ok, os.path.join(workdir, "ledger")))
+            effects.append(safebunny.append(ok, table(workdir, "ledger")))
         return safebunny.Outcome(effects=effects, emits=[safebunny.emit(ok, type="StockReserved")])
 
     add_shipping(saga, workdir, SHIPPING_SHARDS)
@@ -44,12 +60,14 @@ def add_shipping(saga: safebunny.Saga, workdir: str, shards: int | None = None) 
     @saga.step("shipping", consumes="StockReserved", from_node="stock", schema="orderId string", shards=shards)
     def ship(reserved, ctx):
         return safebunny.Outcome(effects=[safebunny.append(reserved.select("messageId", "orderId"),
-                                                           os.path.join(workdir, "shipments"))])
+                                                           table(workdir, "shipments"))])
 
 
 if __name__ == "__main__":
     uri, name, workdir, driver = sys.argv[1:5]
     spark = driver_session(f"safebunny-driver-{driver}")
+    if os.environ.get("SAFEBUNNY_TEST_TABLES"):
+        register(spark, os.environ["SAFEBUNNY_TEST_TABLES"])
     go = os.environ.get("SAFEBUNNY_TEST_GO")
     while go and not os.path.exists(go):
         time.sleep(0.2)

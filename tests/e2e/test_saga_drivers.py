@@ -32,7 +32,7 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, define  # noqa: E402
 ORDERS = 90
 
 
-def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, checkpoints=None, **more):
+def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, checkpoints=None, cwd=HERE, **more):
     env = {k: v for k, v in os.environ.items() if k not in ("SAFEBUNNY_CRASH_AT", "SAFEBUNNY_FAIL_AT",
                                                             "SAFEBUNNY_STALL_AT")}
     env.update(more)
@@ -46,7 +46,7 @@ def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, ch
         env["SAFEBUNNY_FAIL_AT"] = fail_at
     out = open(workdir / f"driver-{driver}.log", "w")  # noqa: SIM115 - the process writes it until it ends
     return subprocess.Popen([sys.executable, str(HERE / "shard_driver.py"), uri, name, str(workdir), driver],
-                            env=env, cwd=str(HERE), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=env, cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _log(workdir, driver):

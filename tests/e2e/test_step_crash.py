@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,12 +59,17 @@ def _check(broker, admin, queue, out, workdir, ids):
     wait_until(lambda: queue_totals(broker, queue) == (0, 0), what="the queue empty and nothing unacked")
 
 
-def _kill_matrices(uri, tmp_path_factory, matrices, at_once=2):
+def _kill_matrices(uri, tmp_path_factory, matrices, at_once=2, metastores=()):
     """``matrices``: ``{name: (points, restart)}``, each point a ``(crash_at, settings)``. For each point: its own
     queues and folder, N messages, a driver killed at ``crash_at``; then one driver restarts every point of every
     matrix, each with its ``settings`` and its matrix's ``restart`` (checkpoint, journal). Yields
     ``{(name, crash_at): (queue, out, workdir, crashed)}`` and the restart's result; deletes the queues at the
-    end. ``at_once``: crash drivers run side by side (1 where they share a Derby metastore: tests/delta_spark)."""
+    end. ``at_once``: crash drivers run side by side.
+
+    ``metastores`` (tests/delta_spark: drivers with a Hive catalog in Derby, which one JVM at a time can open):
+    folders, the i-th point's drivers get the (i mod len)-th as ``SAFEBUNNY_TEST_METASTORE``. The points of one
+    metastore are a lane: their crash drivers one after another, then one driver restarting them; the lanes run
+    side by side, and the restart's result joins the lanes' (their output, the first failed return code)."""
     admin = Admin(uri)
     runs, scenarios, commands = {}, [], []
     try:
@@ -77,14 +83,41 @@ def _kill_matrices(uri, tmp_path_factory, matrices, at_once=2):
                 runs[name, crash_at] = (queue, out, workdir, None)
                 commands.append(_command(uri, queue, out, workdir, crash_at, **settings))
                 scenarios.append({"queue": queue, "out": out, "workdir": str(workdir), **settings, **restart})
-        for key, crashed in zip(list(runs), run_drivers(commands, 400, at_once), strict=True):
+        if not metastores:
+            crashes = run_drivers(commands, 400, at_once)
+            finished = restart_in_one_driver(DRIVER, uri, scenarios)
+        else:
+            crashes, finished = _lanes(uri, commands, scenarios, [str(m) for m in metastores])
+        for key, crashed in zip(list(runs), crashes, strict=True):
             runs[key] = (*runs[key][:3], crashed)
-        yield runs, restart_in_one_driver(DRIVER, uri, scenarios)
+        yield runs, finished
     finally:
         for queue, out, _, _ in runs.values():
             admin.delete_queue(queue)
             admin.delete_queue(out)
         admin.close()
+
+
+def _lanes(uri, commands, scenarios, metastores):
+    """The crash drivers and restarts of :func:`_kill_matrices` by metastore: the crash results in the order of
+    ``commands``, and the lanes' restarts as one ``CompletedProcess``."""
+    lanes = len(metastores)
+
+    def lane(j):
+        env = {"SAFEBUNNY_TEST_METASTORE": metastores[j]}
+        mine = range(j, len(commands), lanes)
+        crashed = run_drivers([(argv, {**own, **env}) for argv, own in (commands[i] for i in mine)], 400, 1)
+        return dict(zip(mine, crashed, strict=True)), restart_in_one_driver(DRIVER, uri, [scenarios[i] for i in mine],
+                                                                             env)
+
+    with ThreadPoolExecutor(lanes) as pool:
+        done = list(pool.map(lane, range(lanes)))
+    crashes = {i: result for crashed, _ in done for i, result in crashed.items()}
+    restarts = [restarted for _, restarted in done]
+    failed = [r.returncode for r in restarts if r.returncode]
+    finished = subprocess.CompletedProcess([r.args for r in restarts], failed[0] if failed else 0,
+                                           "".join(r.stdout for r in restarts), "".join(r.stderr for r in restarts))
+    return [crashes[i] for i in range(len(commands))], finished
 
 
 # The source's own kill points before a batch reaches the step (after consume, after the journal write) are
