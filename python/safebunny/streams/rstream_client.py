@@ -20,7 +20,7 @@ from safebunny.amqp.connection import CONNECT_TIMEOUT_S, StreamEndpoint, broker_
 from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.optional import require
-from safebunny.streams.amqp10 import append_amqp10
+from safebunny.streams.amqp10 import append_amqp10, append_amqp10_many
 from safebunny.streams.client import (
     BATCH_ROWS,
     READ_IDLE_TIMEOUT_S,
@@ -328,13 +328,11 @@ class RStreamClient(StreamQueueClient):
                         if pos >= end:
                             break
                 self._run(self._client.credit(sub.id, 1))
-                offset = frame.chunk_first_offset
-                for raw in frame.get_messages():
-                    if offset >= end:
-                        break
-                    if offset >= pos:
-                        append_amqp10(columns, raw, offset, frame.timestamp)
-                    offset += 1
+                first = frame.chunk_first_offset  # the chunk's messages are at first, first + 1, ...
+                messages = frame.get_messages()
+                lo, hi = max(0, pos - first), max(0, min(len(messages), end - first))
+                if lo < hi:
+                    append_amqp10_many(columns, messages[lo:hi], first + lo, frame.timestamp)
                 # offsets within a chunk are contiguous; between chunks there can be gaps (offsets taken by
                 # the broker's own tracking records, never delivered), so progress is by chunk
                 pos = max(pos, min(end, frame.chunk_first_offset + frame.num_records))
