@@ -33,10 +33,14 @@ from typing import Any
 from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
+from bench.report import ratio_line
 
-__all__ = ["main", "run_step"]
+__all__ = ["main", "run_step", "TARGETS"]
 
 _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
+#: issue 50, item 2: the step's msg/s over the raw stage loop's at 10k per batch (median of the rounds), its
+#: driver publish and its executor publish; issue 47's target for the step on tables by name
+TARGETS = {"step": 1.0, "executors": 0.9, "by_name": 0.7}
 
 
 def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, workdir: Path,
@@ -160,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
             result = {"n": args.n, "batch": args.batch, "by_name": "pyspark 4.2.0, delta-spark 4.4.0",
                       "rounds": rounds, "median_ratio": ratio, "load": os.getloadavg(),
                       "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-            print(f"median ratio step by name/raw over {len(rounds)} rounds: {ratio} (target >= 0.7, issue 47)")
+            print(ratio_line(f"step by name / raw stage loop, median of {len(rounds)} rounds (issue 47)", ratio,
+                             TARGETS["by_name"]))
             (Path(__file__).parent / "results").mkdir(exist_ok=True)
             (Path(__file__).parent / "results" / "step_by_name.json").write_text(json.dumps(result, indent=2) + "\n")
             return
@@ -168,9 +173,15 @@ def main(argv: list[str] | None = None) -> None:
                   "median_executors_ratio": statistics.median(r["executors_ratio"] for r in rounds),
                   "median_executors_vs_driver": statistics.median(r["executors_vs_driver"] for r in rounds),
                   "load": os.getloadavg(), "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        print(f"median ratio step/raw over {len(rounds)} rounds: {ratio} (target >= 0.9, issue 39); executor publish: "
-              f"{result['median_executors_ratio']} of raw, {result['median_executors_vs_driver']} of the driver "
-              f"publish")
+        result["targets"] = {"step": TARGETS["step"], "executors": TARGETS["executors"]}
+        median_phases = {k: round(statistics.median(r["step_phase_s"].get(k, 0.0) for r in rounds), 3)
+                         for k in rounds[-1]["step_phase_s"]}
+        print(f"step (driver publish), median phases of the rounds (s): {median_phases}")
+        print(ratio_line(f"step (driver publish) / raw stage loop, {args.batch:,}/batch, median of {len(rounds)} "
+                         "rounds (issue 50, item 2)", ratio, TARGETS["step"]))
+        print(ratio_line(f"step (executor publish) / raw stage loop, median of {len(rounds)} rounds (issue 50, item 2)",
+                         result["median_executors_ratio"], TARGETS["executors"]))
+        print(f"executor publish / driver publish: {result['median_executors_vs_driver']}")
         out = Path(__file__).parent / "results" / "step.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")

@@ -25,6 +25,8 @@ __all__ = [
     "format_text",
     "phase_table",
     "ratio",
+    "ratio_line",
+    "verdict",
     "results_to_json",
     "table_rows",
 ]
@@ -34,6 +36,8 @@ NOT_MEASURED = "not measured"
 #: A Spark case needs at least this many measured batches (after the cold first one) for its rate to
 #: tell a regression from noise; fewer, and it is reported as not measured.
 MIN_BATCHES = 5
+#: issue 50, item 3: one stream-protocol partition against raw rstream consume, same run
+STREAM_ONE_PARTITION_TARGET = 0.85
 
 
 def mark_unmeasured(results: list[CaseResult], min_batches: int = MIN_BATCHES) -> list[CaseResult]:
@@ -106,6 +110,20 @@ def ratio(case: CaseResult, by_name: dict[str, CaseResult]) -> float | None:
     if ceiling is None or not ceiling.rate:
         return None
     return case.rate / ceiling.rate
+
+
+def verdict(met: bool | None) -> str:
+    """How a target reads in every bench's output: met, not met, or not judged (no number to judge)."""
+    return "not judged" if met is None else ("met" if met else "not met")
+
+
+def ratio_line(label: str, value: float | None, floor: float | None, digits: int = 3) -> str:
+    """One printed line: a measured ratio with its target beside it and the verdict, e.g.
+    ``step / raw stage loop: 0.951x (target >= 1.0x): not met``."""
+    shown = "–" if value is None else f"{value:.{digits}f}x"
+    if floor is None:
+        return f"{label}: {shown} (no target)"
+    return f"{label}: {shown} (target >= {floor}x): {verdict(None if value is None else value >= floor)}"
 
 
 def _fmt_num(value: float | None, digits: int = 0) -> str:
@@ -205,6 +223,14 @@ def evaluate_targets(results: list[CaseResult]) -> list[Target]:
     else:
         targets.append(Target("stream source", "≥ 50,000 msg/s through the stream protocol", "–", None,
                               "no measured case"))
+    one = streams.get(1)
+    one_x = None if one is None else ratio(one, by_name)
+    goal = f"one partition ≥ {STREAM_ONE_PARTITION_TARGET}× raw rstream consume (issue 50, item 3)"
+    if one is None or one_x is None:
+        targets.append(Target("stream source, 1 partition", goal, "–", None, "no measured pair"))
+    else:
+        targets.append(Target("stream source, 1 partition", goal, f"{one.name}: {one_x:.2f}×",
+                              one_x >= STREAM_ONE_PARTITION_TARGET))
     if 1 in streams and 2 in streams:
         scale = (streams[2].rate or 0.0) / (streams[1].rate or 1.0)
         targets.append(Target("stream partitions", "two partitions ≥ 1.7× one", f"{scale:.2f}×", scale >= 1.7))
@@ -294,8 +320,7 @@ def format_text(results: list[CaseResult], targets: list[Target]) -> str:
     out.insert(1, "  ".join("-" * w for w in widths))
     out.append("")
     for t in targets:
-        met = "not judged" if t.met is None else ("met" if t.met else "MISSED")
-        out.append(f"[{met}] {t.name}: {t.goal} — {t.value}" + (f" ({t.note})" if t.note else ""))
+        out.append(f"[{verdict(t.met)}] {t.name}: {t.goal} — {t.value}" + (f" ({t.note})" if t.note else ""))
     return "\n".join(out)
 
 

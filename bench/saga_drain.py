@@ -29,6 +29,7 @@ from typing import Any
 from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
+from bench.report import ratio_line
 
 __all__ = ["main", "drain_saga", "TARGETS"]
 
@@ -141,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             target = TARGETS.get(orders)
             cases.append({"orders": orders, "median_ratio": round(ratio, 3), "target": target,
                           "met": None if target is None else ratio >= target, "rounds": rounds})
-            print(f"{orders:,} orders: median ratio {ratio:.3f} (target >= {target}): "
-                  f"{'met' if target is not None and ratio >= target else 'not met'}", flush=True)
+            print(ratio_line(f"saga drain / raw stage loop per hop, {orders:,} orders, median of {len(rounds)} rounds "
+                             "(issue 50, item 1)", ratio, target), flush=True)
         result = {"case": "2-step saga at default settings, drain vs raw stage loop (quorum), per hop",
                   "batch_size": args.batch_size or "default",
                   "cases": cases, "load_at_end": os.getloadavg(),

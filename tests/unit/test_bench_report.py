@@ -32,7 +32,7 @@ def _results() -> list[CaseResult]:
         CaseResult("sink · classic", "connector", "sink", "classic", status="not available",
                    reason="pyspark_safebunny.writer is not installed", ceiling="raw: pika publish · classic"),
         CaseResult(RCONSUME, "raw", "consume", "stream", rates=[100_000.0]),
-        CaseResult("source · stream · 1", "connector", "source", "stream", rates=[30_000.0], ceiling=RCONSUME,
+        CaseResult("source · stream · 1 partition", "connector", "source", "stream", rates=[30_000.0], ceiling=RCONSUME,
                    params={"partitions": 1}),
         CaseResult("source · stream · 2", "connector", "source", "stream", rates=[57_000.0], ceiling=RCONSUME,
                    params={"partitions": 2}),
@@ -101,3 +101,20 @@ def test_a_connector_case_with_fewer_than_five_measured_batches_is_not_measured(
     assert mark_unmeasured([few, enough, raw]) == [few]
     assert few.status == NOT_MEASURED and few.rate is None and "only 2 measured" in few.reason
     assert enough.rate == 40_000.0 and raw.rate == 50_000.0
+
+
+def test_each_ratio_is_printed_with_its_target_and_verdict() -> None:
+    from bench.report import ratio_line, verdict
+
+    assert ratio_line("step / raw stage loop", 0.9514, 1.0) == "step / raw stage loop: 0.951x (target >= 1.0x): not met"
+    assert ratio_line("executor publish", 0.9, 0.9) == "executor publish: 0.900x (target >= 0.9x): met"
+    assert ratio_line("saga drain", None, 0.3) == "saga drain: – (target >= 0.3x): not judged"
+    assert ratio_line("saga drain, 50,000 orders", 0.4, None) == "saga drain, 50,000 orders: 0.400x (no target)"
+    assert [verdict(m) for m in (True, False, None)] == ["met", "not met", "not judged"]
+
+
+def test_one_stream_partition_is_judged_against_raw_rstream_consume() -> None:
+    targets = {t.name: t for t in evaluate_targets(_results())}
+    one = targets["stream source, 1 partition"]  # 30,000 / 100,000 msg/s
+    assert one.met is False and one.value == "source · stream · 1 partition: 0.30×" and "0.85×" in one.goal
+    assert "[not met] stream source, 1 partition" in format_text(_results(), evaluate_targets(_results()))
