@@ -29,11 +29,12 @@ from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook, stream_broker
 from bench.report import STREAM_ONE_PARTITION_TARGET, ratio_line
+from bench.run import STREAM_MMPT
 
 __all__ = ["main"]
 
 _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
-BATCH = 50_000  # as bench.run's stream source cases (STREAM_MMPT)
+BATCH = STREAM_MMPT  # bench.run's stream source batches
 
 
 def _largest(phases: dict[str, float], top: int = 6) -> str:

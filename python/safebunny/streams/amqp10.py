@@ -96,35 +96,6 @@ def _user_headers(app: Any) -> Any:
 
 
 def append_amqp10(columns: AmqpColumns, raw: bytes, offset: int, chunk_ms: int) -> None:
-    """Append one stored message (AMQP 1.0 encoded, as the broker stores AMQP 0-9-1 publishes) to ``columns``."""
-    from rstream._pyamqp._decode import decode_payload
-
-    try:
-        message = decode_payload(memoryview(raw))
-    except Exception:
-        message = None
-    if message is None:  # not AMQP 1.0: a raw stream-protocol publish
-        props, app, annotations, value = None, {}, {}, bytes(raw)
-    else:
-        props = message.properties
-        app = message.application_properties or {}
-        annotations = message.message_annotations or {}
-        value = _amqp10_value(message)
-    if props is None:
-        props = _NO_PROPERTIES
-    c = columns.columns
-    c["value"].append(value)
-    c["offset"].append(offset)
-    c["messageId"].append(as_text(props.message_id))
-    c["correlationId"].append(as_text(props.correlation_id))
-    c["contentType"].append(as_text(props.content_type))
-    created = props.creation_time
-    c["timestamp"].append((created if created is not None else chunk_ms) * 1000)
-    c["routingKey"].append(as_text(annotations.get(b"x-routing-key")))
-    c["exchange"].append(as_text(annotations.get(b"x-exchange")))
-    c["type"].append(as_text(app.get(b"x-basic-type")))
-    c["redelivered"].append(False)
-    c["deliveryCount"].append(None)  # a stream queue counts no deliveries
-    if columns.include_headers:
-        user = {k: v for k, v in app.items() if not as_text(k).startswith("x-basic-")}
-        c["headers"].append(render_headers(user) if user else None)
+    """Append one stored message (AMQP 1.0 encoded, as the broker stores AMQP 0-9-1 publishes) to ``columns``:
+    :func:`append_amqp10_many` of a one-message chunk, so both paths read a message the same way."""
+    append_amqp10_many(columns, (raw,), offset, chunk_ms)
