@@ -5,6 +5,7 @@ saga's counters and the steps' queries (the e2e saga tests drain real queries)."
 from __future__ import annotations
 
 import logging
+import os
 import time
 from types import SimpleNamespace
 
@@ -23,6 +24,15 @@ def _progress(monkeypatch):
     """The doubles count what moved and what waits themselves (the real ones read reports and the broker)."""
     monkeypatch.setattr(draining, "moved_so_far", lambda saga: saga._moved())
     monkeypatch.setattr(draining, "waiting", lambda saga: saga._waiting())
+    monkeypatch.setattr(draining, "idle", lambda saga: saga._waiting() == 0)
+
+
+def _step(label: str) -> SimpleNamespace:
+    """``stock.OrderPlaced`` (fed by the shop) emits ``StockReserved`` to ``shipping.StockReserved``."""
+    node, consumes = label.split(".")
+    return SimpleNamespace(label=label, unit_label=label, node=node, consumes=consumes,
+                           from_node="stock" if consumes == "StockReserved" else "shop",
+                           produces=("StockReserved",) if node == "stock" else ())
 
 
 class _Saga:
@@ -31,7 +41,8 @@ class _Saga:
     config = CONFIG
 
     def __init__(self, scripts: dict[str, list]) -> None:  # type: ignore[type-arg]
-        self.steps = [SimpleNamespace(label=label, unit_label=label) for label in scripts]
+        self.steps = [_step(label) for label in scripts]
+        self.await_files: dict[str, list] = {label: [] for label in scripts}  # type: ignore[type-arg]
         self.scripts = scripts  # label -> per start: an exception (the query fails) or messages moved
         self.started: list[str] = []
         self.events: list[str] = []  # "start <label>" and "end <label>", in order
@@ -46,15 +57,18 @@ class _Saga:
     def _waiting(self) -> int:
         return sum(1 for script in self.scripts.values() if script)
 
-    def start(self, spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+    def start(self, spark, saga, step, trigger, await_file=None):  # type: ignore[no-untyped-def]
         assert trigger is None  # availableNow
         self.started.append(step.label)
+        self.await_files[step.label].append(await_file)
         self.events.append(f"start {step.label}")
         outcome = self.scripts[step.label].pop(0) if self.scripts[step.label] else 0
         error = outcome if isinstance(outcome, BaseException) else None
         if error is None:
             self.moved_so_far += outcome
         def await_termination() -> None:
+            # the source ends a run that awaits a file only once the file is there
+            assert await_file is None or os.path.exists(await_file), f"{step.label} ended before its file"
             self.events.append(f"end {step.label}")
             if error is not None:
                 raise error  # as PySpark's awaitTermination does for a failed query
@@ -67,8 +81,8 @@ def test_a_step_failing_once_starts_again_and_the_drain_ends(caplog):
                   "shipping.StockReserved": [5]})
     with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
         rounds = drain(None, saga, timeout_s=30, start=saga.start)
-    assert saga.started.count("stock.OrderPlaced") == 3  # failed, moved 5, moved nothing
-    assert rounds == 3
+    assert saga.started.count("stock.OrderPlaced") == 2  # failed, moved 5; then nothing waits
+    assert rounds == 2
     assert "step stock.OrderPlaced failed (the broker closed the connection)" in caplog.text
     assert "restart 1 of 2" in caplog.text
 
@@ -86,7 +100,7 @@ def test_a_step_failing_more_times_in_a_row_than_restarts_raises_its_error():
 def test_failures_count_in_a_row_only():
     a, b = RuntimeError("a"), RuntimeError("b")
     saga = _Saga({"stock.OrderPlaced": [a, 1, b, 1], "shipping.StockReserved": [1]})
-    assert drain(None, saga, timeout_s=30, restarts=1, start=saga.start) == 5
+    assert drain(None, saga, timeout_s=30, restarts=1, start=saga.start) == 4
 
 
 def test_no_restarts_raises_the_first_failure():
@@ -103,7 +117,36 @@ def test_the_round_after_a_failure_runs_the_steps_side_by_side_again():
                   "shipping.StockReserved": [5]})
     drain(None, saga, timeout_s=30, start=saga.start)
     a, b = "stock.OrderPlaced", "shipping.StockReserved"
-    assert saga.events == [f"start {a}", f"start {b}", f"end {a}", f"end {b}"] * 3  # both start before either ends
+    assert saga.events == [f"start {a}", f"start {b}", f"end {a}", f"end {b}"] * 2  # both start before either ends
+
+
+def test_a_step_fed_by_another_reads_until_the_feeding_step_ended_and_its_file_goes_after_the_round():
+    """``shipping`` (a later layer) gets the round's file, written once ``stock`` has ended (the double asserts
+    it is there when ``shipping`` ends); the entry step gets none; the files are gone after the drain."""
+    saga = _Saga({"stock.OrderPlaced": [5], "shipping.StockReserved": [5]})
+    assert drain(None, saga, timeout_s=30, start=saga.start) == 1
+    assert saga.await_files["stock.OrderPlaced"] == [None]
+    [gate] = saga.await_files["shipping.StockReserved"]
+    assert gate is not None and gate.startswith(CONFIG.layout.root) and not os.path.exists(gate)
+    assert draining.layers(saga) == {"stock.OrderPlaced": 1, "shipping.StockReserved": 2}  # the shop is layer 0
+
+
+def test_a_drain_interrupted_while_it_waits_still_writes_its_files():
+    """Interrupted while it waits for ``stock`` (Ctrl-C in a notebook), the drain must not leave ``shipping``'s
+    query waiting for its file."""
+    saga = _Saga({"stock.OrderPlaced": [5], "shipping.StockReserved": [5]})
+
+    def start(spark, s, step, trigger, await_file=None):  # type: ignore[no-untyped-def]
+        query = saga.start(spark, s, step, trigger, await_file)
+        if step.label == "stock.OrderPlaced":
+            query.awaitTermination = lambda: (_ for _ in ()).throw(KeyboardInterrupt())
+        return query
+
+    with pytest.raises(KeyboardInterrupt):
+        drain(None, saga, timeout_s=30, start=start)
+    [gate] = saga.await_files["shipping.StockReserved"]
+    assert os.path.exists(gate)
+    os.remove(gate)
 
 
 _RACE = ("[STREAM_FAILED] Query [id = 1] terminated with exception: Job aborted due to stage failure: Task "
@@ -135,14 +178,14 @@ def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round()
     refused = RuntimeError("Python worker failed to connect back.")
     calls = {"n": 0}
 
-    def start(spark, s, step, trigger):  # type: ignore[no-untyped-def]
+    def start(spark, s, step, trigger, *await_file):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 1:
             raise refused
-        return saga.start(spark, s, step, trigger)
+        return saga.start(spark, s, step, trigger, *await_file)
 
-    assert drain(None, saga, timeout_s=30, start=start) == 3
-    assert saga.started.count("stock.OrderPlaced") == 2
+    assert drain(None, saga, timeout_s=30, start=start) == 2
+    assert saga.started.count("stock.OrderPlaced") == 1 and calls["n"] == 4  # refused, then started once
     with pytest.raises(RuntimeError) as err:
         drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=1,
               start=lambda *a: (_ for _ in ()).throw(RuntimeError("no route to the cluster")))
@@ -156,8 +199,8 @@ def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bou
     refused = RuntimeError("Python worker failed to connect back.")
     saga = _Saga({"stock.OrderPlaced": [refused, refused, refused, 5]})
     with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
-        assert drain(None, saga, timeout_s=30, restarts=0, start=saga.start) == 5
-    assert saga.started.count("stock.OrderPlaced") == 5
+        assert drain(None, saga, timeout_s=30, restarts=0, start=saga.start) == 4
+    assert saga.started.count("stock.OrderPlaced") == 4
     assert "did not connect back in time" in caplog.text and "(3 of 6)" in caplog.text
     calls = {"n": 0}
 

@@ -90,6 +90,12 @@ SOURCE_OPTIONS: tuple[OptionSpec, ...] = (
                doc="Classic and quorum queues: a circuit breaker's control file. While it holds a time in the "
                    "future (epoch seconds), the query takes nothing and returns its prefetched messages to the "
                    "queue; it resumes by itself. `safebunny.Saga.pause` writes it."),
+    OptionSpec("availableNowAwaitFile", parse_str, values="file path",
+               doc="Classic and quorum queues, under `trigger(availableNow=True)`: the run does not end while this "
+                   "file is absent; it reads what arrives meanwhile, and once the file is there it reads what the "
+                   "queue holds then and ends. A query can so start beside the one that feeds it and end after "
+                   "it. `safebunny.Saga.drain` writes it once the steps feeding a step have ended; the run stops "
+                   "waiting for it after an hour."),
     OptionSpec("maxMessagesPerTrigger", parse_int(1), values="integer >= 1",
                doc="At most this many messages per micro-batch (Spark's ReadMaxRows). Also bounds the "
                    "prefetch (twice this, at most 65,535), so the reader's memory in messages. Unset, a batch "
@@ -158,6 +164,7 @@ class SourceOptions:
     journal_location: str | None = None
     reconnect_timeout_ms: int = 60000
     pause_file: str | None = None
+    available_now_await_file: str | None = None
     max_messages_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
     starting_offsets: StartingOffsets = "earliest"

@@ -96,6 +96,11 @@ class SagaLayout:
         written there pauses the step's consumption until then, without stopping its query."""
         return self._under("control", f"{node}.{message_type}.pause")
 
+    def drain_gate(self, drain: str, layer: int) -> str:
+        """The file one round of a drain writes once every step before graph layer ``layer`` has ended, the
+        source's ``availableNowAwaitFile`` for that layer's steps (:mod:`safebunny.saga.drain`)."""
+        return os.path.join(self.own_root, "control", "drain", f"{drain}.layer-{layer}")
+
     def poison_ledger(self, label: str) -> str:
         """Step ``label``'s ledger of redriven and discarded messages (:mod:`safebunny.saga.poison_ledger`)."""
         return self._under("poison", f"{label}.json")

@@ -1,14 +1,17 @@
-"""Draining a saga, every step's query in availableNow rounds until nothing moves and nothing waits, a failed
-step started again from its checkpoint; and the progress it measures (what the steps received, what waits)."""
+"""Draining a saga, every step's query in availableNow rounds until no message waits, a step fed by other steps
+reading on until they have ended, a failed step started again from its checkpoint; and the progress it measures
+(what the steps received, what waits)."""
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 from safebunny.saga import topology
 from safebunny.saga.config import SagaRunner, SagaShape
+from safebunny.saga.graph import graph_of, layout
 from safebunny.saga.queries import (
     WORKER_START_TRIES,
     WORKER_START_WAIT_S,
@@ -19,43 +22,57 @@ from safebunny.saga.queries import (
     try_start,
 )
 from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
+from safebunny.storage.pause import clear_await_file, write_await_file
 
-__all__ = ["drain", "moved_so_far", "waiting"]
+__all__ = ["drain", "moved_so_far", "waiting", "idle", "layers"]
 
 log = logging.getLogger("safebunny.saga")
 
+#: how long :func:`idle` waits for the consumers of a round's ended queries to leave the step queues
+IDLE_WAIT_S = 5.0
+
 
 def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int = 2, start: Any = start_query) -> int:
-    """Run every step with ``availableNow`` in rounds until a round moves nothing and no message waits
-    in a step queue or a retry tier. Returns the number of rounds.
+    """Run every step with ``availableNow`` in rounds until no message waits in a step queue or a retry tier (or
+    a round moves nothing). Returns the number of rounds.
 
-    A failed step starts again from its checkpoint in the next round, and its error is raised after
-    ``restarts`` failures in a row (docs/sagas.md, "Running"). A query whose Python process Spark could not
-    start in time never ran: it is started again, up to :data:`WORKER_START_TRIES` times in a row. ``start``
-    starts one step's query (:func:`start_query`; a parameter for tests of this loop)."""
+    A round starts every step's query at once. A step in a later layer of the saga's graph (fed by other steps)
+    reads what arrives until every step in the layers before it has ended (the source's
+    ``availableNowAwaitFile``), so one round carries a backlog through a chain of steps and their query starts
+    overlap; a compensation flowing back to an earlier layer waits for the next round. A failed step starts again
+    from its checkpoint in the next round, and its error is raised after ``restarts`` failures in a row
+    (docs/sagas.md, "Running"). A query whose Python process Spark could not start in time never ran: it is
+    started again, up to :data:`WORKER_START_TRIES` times in a row. ``start`` starts one step's query
+    (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s
     rounds = 0
     failed: dict[str, int] = {}  # step label -> failures in a row
     unstarted: dict[str, int] = {}  # step label -> queries in a row whose Python process did not start in time
+    layer_of = layers(saga)
+    order = sorted(set(layer_of.values()))
+    name = uuid.uuid4().hex[:12]
     while True:
         rounds += 1
         before = moved_so_far(saga)
+        # a layer's gate opens when every layer before it has ended; the first layer has none
+        gates = {layer: saga.config.layout.drain_gate(f"{name}-{rounds}", layer) for layer in order[1:]}
+        units = saga.units()
         # side by side (a new driver's first one alone: start_query)
-        queries = [(s, try_start(start, spark, saga, s, None)) for s in saga.units()]
+        queries = [(s, try_start(start, spark, saga, s, None, *_gate(gates, layer_of[_label(s)]))) for s in units]
         errors: list[tuple[Any, BaseException]] = []
-        for step, query in queries:  # every query ends by itself (availableNow), failed or not
-            _wait(query)
-            error = query.exception()
-            label = step.unit_label
-            if error is None:
-                failed.pop(label, None)
-                unstarted.pop(label, None)
-                continue
-            errors.append((step, error))
-            counts = unstarted if is_worker_start_timeout(error) else failed
-            counts[label] = counts.get(label, 0) + 1
+        try:
+            for layer in order:  # every query ends by itself (availableNow), failed or not
+                errors += _ended([(s, q) for s, q in queries if layer_of[_label(s)] == layer], failed, unstarted)
+                following = [g for g in order if g > layer]
+                if following:
+                    write_await_file(gates[following[0]])
+        finally:
+            for gate in gates.values():  # nothing waits on a round that ended, however it ended
+                write_await_file(gate)
+        for gate in gates.values():
+            clear_await_file(gate)
         for step, error in errors:
             if (failed.get(step.unit_label, 0) > restarts or unstarted.get(step.unit_label, 0) > WORKER_START_TRIES
                     or not_worth_a_restart(error)):
@@ -74,6 +91,8 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
                         saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
             note_serialization_race(saga, step, error)
         time.sleep(pause)
+        if not errors and idle(saga):
+            return rounds
         moved = moved_so_far(saga) - before
         still = waiting(saga)
         if moved == 0 and still == 0 and not errors:
@@ -86,6 +105,40 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
 
 
+def _label(step: Any) -> str:
+    return f"{step.node}.{step.consumes}"
+
+
+def _gate(gates: dict[int, str], layer: int) -> tuple[str, ...]:
+    return (gates[layer],) if layer in gates else ()
+
+
+def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: dict[str, int]
+           ) -> list[tuple[Any, BaseException]]:
+    """Wait for ``queries`` to end; their errors, counted in a row per step (``failed``, or ``unstarted`` for a
+    query whose Python process did not start in time)."""
+    errors = []
+    for step, query in queries:
+        _wait(query)
+        error = query.exception()
+        label = step.unit_label
+        if error is None:
+            failed.pop(label, None)
+            unstarted.pop(label, None)
+            continue
+        errors.append((step, error))
+        counts = unstarted if is_worker_start_timeout(error) else failed
+        counts[label] = counts.get(label, 0) + 1
+    return errors
+
+
+def layers(saga: SagaShape) -> dict[str, int]:
+    """Each step's (``node.type``) layer in the saga's graph: longest path from the producers, a compensation
+    back to an earlier step not counted (:func:`safebunny.saga.graph.layout`)."""
+    placed = layout(graph_of(saga.config.name, saga.steps))
+    return {_label(s): placed[_label(s)][0] for s in saga.steps}
+
+
 def moved_so_far(saga: SagaShape) -> int:
     """Messages the steps received so far, in any process (drain's progress measure)."""
     return sum(saga.config.layout.reports(u.unit_label).counters().totals["received"] for u in saga.units())
@@ -95,6 +148,20 @@ def waiting(saga: SagaShape) -> int:
     """Messages ready in the step queues and retry tiers."""
     names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
     return sum(d[0] for d in topology.depths(saga, names).values() if d is not None)
+
+
+def idle(saga: SagaShape) -> bool:
+    """Whether no message waits in a step queue or retry tier and no consumer is left on one, after up to
+    :data:`IDLE_WAIT_S` for the consumers of ended queries to go: one still attached may hold prefetched messages
+    that a count of ready ones cannot see (a consumer of another driver's running saga, too: not idle then)."""
+    names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
+    until = time.monotonic() + IDLE_WAIT_S
+    while True:
+        found = [d for d in topology.depths(saga, names).values() if d is not None]
+        ready, consumers = sum(d[0] for d in found), sum(d[1] for d in found)
+        if ready > 0 or consumers == 0 or time.monotonic() >= until:
+            return ready == 0 and consumers == 0
+        time.sleep(0.1)
 
 
 def _wait(query: Any) -> None:

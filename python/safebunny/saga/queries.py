@@ -44,16 +44,19 @@ def is_available_now(trigger: str | None) -> bool:
     return trigger is not None and trigger.replace("-", "").replace("_", "").lower() == "availablenow"
 
 
-def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None) -> Any:
+def source_frame(spark: Any, saga: SagaShape, step: SagaStep, trigger: str | None = None,
+                 await_file: str | None = None) -> Any:
     """The streaming DataFrame of step ``step``'s queue."""
     activate(spark)
-    return read_stream(spark, **source_options(saga, step, trigger).spark_options())
+    return read_stream(spark, **source_options(saga, step, trigger, await_file).spark_options())
 
 
-def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) -> SourceOptions:
+def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None,
+                   await_file: str | None = None) -> SourceOptions:
     """The source options of step ``step``'s query. The password goes in the ``password`` option (``saga.uri``
     holds none), which Spark redacts in query plans; ``connectionName`` names the saga, driver, step or shard and
-    role, so the broker's connection list says whose consumer a connection is."""
+    role, so the broker's connection list says whose consumer a connection is. ``await_file``: an availableNow
+    run's ``availableNowAwaitFile`` (a drain's, for a step fed by other steps)."""
     config, layout = saga.config, saga.config.layout
     interval = None if trigger is None else interval_ms(trigger)
     # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
@@ -63,7 +66,7 @@ def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None) 
         queue=topology.consumer_queue(config, step.node, step.consumes, step.shard),
         queue_type="quorum" if config.settings.quorum else "classic", include_headers=True,
         journal_location=layout.journal(step.unit_label), max_messages_per_trigger=step.batch_size,
-        pause_file=layout.pause_file(step.node, step.consumes),
+        pause_file=layout.pause_file(step.node, step.consumes), available_now_await_file=await_file,
         min_batch_interval_ms=max(1, int(interval)) if paced and interval is not None else 0,
         # a shard's queue has a single active consumer: never cancel and re-consume
         single_active_consumer=step.shard is not None)
@@ -75,9 +78,11 @@ def is_entry(saga: SagaShape, step: SagaStep) -> bool:
     return not any(other.node == step.from_node for other in saga.steps)
 
 
-def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | None) -> Any:
-    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow)."""
-    writer = (source_frame(spark, saga, step, trigger).writeStream
+def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | None,
+                await_file: str | None = None) -> Any:
+    """Start step ``step``'s query (``trigger`` a processing-time interval, or ``None`` for availableNow, which
+    then ends no sooner than ``await_file`` is there)."""
+    writer = (source_frame(spark, saga, step, trigger, await_file).writeStream
               .foreachBatch(batch_function(saga, step))  # stores each report wherever it runs (Connect: the server)
               .option("checkpointLocation", saga.config.layout.checkpoint(step.unit_label))
               .queryName(f"{saga.config.name}.{step.unit_label}"))

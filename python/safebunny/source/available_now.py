@@ -1,4 +1,5 @@
-"""An ``availableNow`` run ends only when the messages counted at its start have been read.
+"""An ``availableNow`` run ends only when the messages counted at its start have been read, and, with option
+``availableNowAwaitFile``, not before that file is there (what arrives meanwhile is read too).
 
 A take that comes back empty before then does not end the run: a passive declare on the consumer's channel
 says whether a message is still ready at the broker or buffered, and only when none is may the run end;
@@ -13,8 +14,13 @@ import time
 
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.source.consumer import Delivery, QueueConsumer
+from safebunny.storage.pause import await_file_present
 
 __all__: list[str] = []
+
+#: how long an ``availableNow`` run waits at most for its ``availableNowAwaitFile``; then whoever was to write it
+#: is taken to be gone (a drain whose process died) and the run ends as a plain one does
+AWAIT_FILE_MAX_S = 3600.0
 
 log = logging.getLogger("safebunny.source")
 
@@ -40,3 +46,21 @@ def take_the_rest(consumer: QueueConsumer, count: int, max_bytes: int | None, wa
                 f"read and {ready} wait ready at the broker, but none reached this consumer in {timeout:g} s (is "
                 "another consumer active on a single-active-consumer queue?). The run fails rather than end as "
                 "complete; restart it (option 'reconnectTimeoutMs' sets the wait).")
+
+
+class AwaitedFile:
+    """The file an ``availableNow`` run awaits before it may end (option ``availableNowAwaitFile``)."""
+
+    def __init__(self, path: str, queue: str) -> None:
+        self.path, self.queue = path, queue
+        self.since = time.monotonic()
+
+    def arrived(self) -> bool:
+        """Whether the file is there, or was waited for :data:`AWAIT_FILE_MAX_S` (then with a warning)."""
+        if await_file_present(self.path):
+            return True
+        if time.monotonic() - self.since < AWAIT_FILE_MAX_S:
+            return False
+        log.warning("availableNow on queue %r: %s did not appear in %.0f s; the run ends once it has read what "
+                    "the queue holds now", self.queue, self.path, AWAIT_FILE_MAX_S)
+        return True

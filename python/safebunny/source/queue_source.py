@@ -17,7 +17,7 @@ from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.source.ack_budget import AckBudget
 from safebunny.source.admission import Admission
-from safebunny.source.available_now import take_the_rest
+from safebunny.source.available_now import AwaitedFile, take_the_rest
 from safebunny.source.consumer import QueueConsumer
 from safebunny.source.journal import Journal
 from safebunny.source.journal_owner import JournalOwner
@@ -72,6 +72,7 @@ class QueueSource:
         self._leftovers: list[tuple[str, int]] | None = None
         self._target_seq: int | None = None
         self._target_count: int | None = None
+        self._awaited: AwaitedFile | None = None  # an availableNow run's availableNowAwaitFile, until it is there
         self._last_seq = 0
         #: whether a poll takes a batch now, and how long it waits
         self.admission = Admission(options.poll_timeout_ms, options.min_batch_interval_ms)
@@ -136,7 +137,10 @@ class QueueSource:
         # count misses deliveries in flight between the broker and the buffer (documented).
         self._target_count = consumer.acks.backlog if fresh else consumer.acks.queue_depth() + consumer.buffered()
         self._target_seq = None
-        log.info("availableNow: reading the %d messages in queue %r now", self._target_count, self.queue)
+        awaited = self.options.available_now_await_file
+        self._awaited = AwaitedFile(awaited, self.queue) if awaited else None
+        log.info("availableNow: reading the %d messages in queue %r now%s", self._target_count, self.queue,
+                 f", and what arrives until {awaited} is there" if awaited else "")
 
     def latest(self, start: QueueOffset, count: int, max_bytes: int | None) -> QueueOffset:
         """The end of the next batch after ``start``: up to ``count`` messages (and about ``max_bytes``), taken
@@ -179,13 +183,23 @@ class QueueSource:
         if self._target_count is not None:
             if self._target_seq is None:
                 self._target_seq = seq + self._target_count
-            count = min(count, self._target_seq - seq)
+            self._count_once_awaited(consumer, seq)
+            if self._awaited is None:
+                count = min(count, self._target_seq - seq)
         # with a backlog at the broker, wait up to pollTimeoutMs for a full batch, not just the 50 ms linger
         deliveries = consumer.take(count, max_bytes, first_wait, fill_wait=first_wait) if count > 0 else []
         if not deliveries and count > 0 and not consumer.ready:
             # the connection dropped while we waited: nothing new is not the same as nothing left
             consumer.await_connection(reconnect_wait)
             deliveries = consumer.take(count, max_bytes, first_wait)
+        while not deliveries and self._awaited is not None and not self._pending:
+            # an availableNow run whose file is not there yet: no end, wait for what arrives (or for the file)
+            consumer.await_connection(reconnect_wait)
+            if self._count_once_awaited(consumer, seq):
+                count = min(count, self._target_seq - seq)  # type: ignore[operator]
+                deliveries = consumer.take(count, max_bytes, first_wait) if count > 0 else []
+                break
+            deliveries = consumer.take(count, max_bytes, max(first_wait, 0.2))
         if not deliveries and count > 0 and self._target_seq is not None and not self._pending:
             # an availableNow run short of its start count: end it only if the rest is gone
             deliveries = take_the_rest(consumer, count, max_bytes, first_wait, reconnect_wait,
@@ -209,6 +223,17 @@ class QueueSource:
         # (off the batch's path); make sure it has processed them before saying there is nothing to do.
         consumer.acks.confirm_acks()
         return start
+
+    def _count_once_awaited(self, consumer: QueueConsumer, seq: int) -> bool:
+        """When the file an availableNow run awaits has just appeared: the run's end becomes what the queue holds
+        now (the passive declare first: deliveries sent before its answer are buffered by then). True then."""
+        if self._awaited is None or not self._awaited.arrived():
+            return False
+        self._awaited = None
+        self._target_seq = seq + consumer.acks.queue_depth() + consumer.buffered()
+        log.info("availableNow: %s is there; reading the %d messages in queue %r now",
+                 self.options.available_now_await_file, self._target_seq - seq, self.queue)
+        return True
 
     def lag(self) -> QueueOffset | None:
         """Where the queue's end is, as an offset (the lag shows in Spark's progress as its seq minus the end
