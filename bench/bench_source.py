@@ -27,10 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from typing import Any
 from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
+from bench.session import bench_session
 from safebunny.spark.conf import CHECKPOINT_FILE_MANAGER_KEY, local_checkpoint_conf
 
 __all__ = ["main", "warm_up"]
@@ -152,15 +151,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings = list(SETTINGS) if args.checkpoints == "both" else [args.checkpoints]
-    workdir = Path(tempfile.mkdtemp(prefix="safebunny-bench-source-"))
-    book = QueueBook(_URI, os.urandom(3).hex())
-    session_started = time.time()
-    spark = conn.start_spark(workdir)
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
     rounds: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
-    started = time.time()
     warm: dict[str, Any] = {}
-    try:
+    with bench_session("safebunny-bench-source-") as session:
+        workdir = session.workdir
+        book = session.book(_URI, os.urandom(3).hex())
+        session_started = time.time()
+        spark = session.start_spark()
+        started = time.time()
         drained = warm_up(spark, book, args.warmup_n, args.batch, workdir, settings,
                            session_started + args.warmup_s)
         warm = {"messages": drained, "seconds": round(time.time() - session_started, 1)}
@@ -171,10 +170,6 @@ def main(argv: list[str] | None = None) -> int:
                 r = _round(spark, book, kind, args.n, args.batch, workdir, args.default_n, order)
                 rounds[kind].append(r)
                 print(_line(i + 1, kind, r, settings), flush=True)
-    finally:
-        spark.stop()
-        book.close()
-        shutil.rmtree(workdir, ignore_errors=True)
     summary = {kind: _summary(rs, settings) for kind, rs in rounds.items() if rs}
     for kind, s in summary.items():
         cases = ", ".join(

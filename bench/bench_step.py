@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -32,8 +30,8 @@ from typing import Any
 
 from bench import connector as conn
 from bench import raw
-from bench.broker import QueueBook
 from bench.report import ratio_line
+from bench.session import bench_session
 
 __all__ = ["main", "run_step", "TARGETS"]
 
@@ -108,12 +106,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="Delta Spark's jars (make delta-jars), with --by-name")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    workdir = Path(tempfile.mkdtemp(prefix="sb-bench-step-"))
-    book = QueueBook(_URI, uuid.uuid4().hex[:6])
-    spark = conn.start_spark(workdir, args.delta_jars if args.by_name else None)
     rounds = []
     cases: tuple[str, ...] = ("raw", "step") if args.by_name else ("raw", "step", "step-executors")
-    try:
+    with bench_session("sb-bench-step-") as session:
+        workdir = session.workdir
+        book = session.book(_URI)
+        spark = session.start_spark(args.delta_jars if args.by_name else None)
         for index in range(args.rounds):
             # rotate which case runs first, so a drift of the machine's load favours none
             order = cases[index % len(cases):] + cases[:index % len(cases)]
@@ -185,11 +183,6 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(__file__).parent / "results" / "step.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
-    finally:
-        for q in list(book.names):
-            book.delete(q)
-        spark.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

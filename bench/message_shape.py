@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
-import tempfile
 import time
-from pathlib import Path
 
 from bench import connector as conn
 from bench import raw
 from bench.bench_source import warm_up
-from bench.broker import QueueBook
+from bench.session import bench_session
 
 __all__ = ["main"]
 
@@ -41,21 +38,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warmup-s", type=float, default=60.0)
     args = ap.parse_args(argv)
     n, batch = args.n, args.batch
-    work = Path(tempfile.mkdtemp(prefix="safebunny-shape-"))
-    session_started = time.time()
-    spark = conn.start_spark(work)
-    book = QueueBook(_URI, f"shape{os.getpid()}")
+    with bench_session("safebunny-shape-") as session:
+        work = session.workdir
+        session_started = time.time()
+        spark = session.start_spark()
+        book = session.book(_URI, f"shape{os.getpid()}")
 
-    def fill(queue: str, kind: str, shape: str) -> None:
-        if shape == "plain":
-            raw.publish_window(_URI, queue, n, timeout_s=300)
-            return
-        plain = book.declare("plain", kind)
-        raw.publish_window(_URI, plain, n, timeout_s=300)
-        conn.run_stage(spark, _URI, plain, queue, kind, n, batch, work, timeout_s=600)
-        book.delete(plain)
+        def fill(queue: str, kind: str, shape: str) -> None:
+            if shape == "plain":
+                raw.publish_window(_URI, queue, n, timeout_s=300)
+                return
+            plain = book.declare("plain", kind)
+            raw.publish_window(_URI, plain, n, timeout_s=300)
+            conn.run_stage(spark, _URI, plain, queue, kind, n, batch, work, timeout_s=600)
+            book.delete(plain)
 
-    try:
         warm_up(spark, book, n, batch, work, ["local"], session_started + args.warmup_s)
         ratios: dict[tuple[str, str], list[float]] = {}
         for r in range(args.rounds):
@@ -76,10 +73,6 @@ def main(argv: list[str] | None = None) -> None:
         for (kind, shape), values in ratios.items():
             print(f"{kind} {shape}: median {statistics.median(values):.2f}x "
                   f"({' / '.join(f'{v:.2f}' for v in values)})")
-    finally:
-        book.close()
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +26,7 @@ from typing import Any
 
 from bench import connector as conn
 from bench import raw, raw_multi
-from bench.broker import QueueBook, StreamBroker, broker_version, stream_broker
+from bench.broker import StreamBroker, broker_version
 from bench.machine import describe_machine
 from bench.memory import MemorySampler
 from bench.plot import plot_throughput
@@ -40,6 +38,7 @@ from bench.report import (
     mark_unmeasured,
     results_to_json,
 )
+from bench.session import BenchSession, bench_session
 
 __all__ = ["MODES", "Mode", "main"]
 
@@ -81,9 +80,9 @@ def _k(n: int) -> str:
 class Bench:
     """Holds the run's state: queues, Spark, the memory sampler, and the results by case name."""
 
-    def __init__(self, uri: str, mode: Mode) -> None:
+    def __init__(self, uri: str, mode: Mode, session: BenchSession) -> None:
         self.uri, self.mode = uri, mode
-        self.book = QueueBook(uri, uuid.uuid4().hex[:6])
+        self.book = session.book(uri)
         self.streams: StreamBroker = StreamBroker(uri, 5552, "")  # where the stream cases run (set in main)
         self.stream_book = self.book
         self.results: dict[str, CaseResult] = {}
@@ -92,7 +91,7 @@ class Bench:
         self.spark: Any = None
         self.missing: dict[str, str] = {}
         self.sampler = MemorySampler(interval=0.25)
-        self.workdir = Path(tempfile.mkdtemp(prefix="safebunny-bench-"))
+        self.workdir = session.workdir
         self.errors = Path(tempfile.gettempdir()) / f"safebunny-bench-{self.book.prefix}-errors.log"
 
     # -- recording -------------------------------------------------------------------------
@@ -367,6 +366,7 @@ class Bench:
         return steps
 
     def close(self) -> None:
+        """Stop the sampler, the queries still running and the Flight Recording; the session then ends the rest."""
         self.sampler.stop()
         if self.spark is not None:
             try:
@@ -375,14 +375,8 @@ class Bench:
                 said = conn.dump_jfr()
                 if said:
                     print(f"Flight Recording: {said}", file=sys.stderr)
-                self.spark.stop()
             except Exception:  # noqa: BLE001 - best effort at exit
                 pass
-        self.book.close()
-        if self.stream_book is not self.book:
-            self.stream_book.close()
-        self.streams.stop()
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def _connector_availability(bench: Bench) -> None:
@@ -423,29 +417,30 @@ def main(argv: list[str] | None = None) -> int:
     tqdm = require("tqdm", "show the benchmark's progress").tqdm
 
     machine = describe_machine(broker_version(args.uri))
-    bench = Bench(args.uri, mode)
-    started = time.time()
-    try:
-        bench.streams = stream_broker(args.uri)
-        bench.notes.append(bench.streams.said + ".")
-        if bench.streams.uri != args.uri:
-            bench.stream_book = QueueBook(bench.streams.uri, bench.book.prefix.removeprefix("bench-"))
-        _connector_availability(bench)
-        bench.sampler.start()
-        if not all(r in bench.missing for r in ("source", "sink")):
-            bench.spark = conn.start_spark(bench.workdir)
-        wanted = None if args.only is None else [w.strip() for w in args.only.split(",") if w.strip()]
-        steps = [s for s in bench.plan() if wanted is None or any(w in s[0] for w in wanted)]
-        if not steps:
-            parser.error(f"--only {args.only!r} matches no step; steps are: "
-                         + ", ".join(label for label, _ in bench.plan()))
-        with tqdm(total=len(steps), unit="step", dynamic_ncols=True, file=sys.stderr) as bar:
-            for label, fn in steps:
-                bar.set_description(label)
-                fn()
-                bar.update(1)
-    finally:
-        bench.close()
+    with bench_session("safebunny-bench-") as session:
+        bench = Bench(args.uri, mode, session)
+        started = time.time()
+        try:
+            bench.streams = session.stream_broker(args.uri)
+            bench.notes.append(bench.streams.said + ".")
+            if bench.streams.uri != args.uri:
+                bench.stream_book = session.book(bench.streams.uri, bench.book.prefix.removeprefix("bench-"))
+            _connector_availability(bench)
+            bench.sampler.start()
+            if not all(r in bench.missing for r in ("source", "sink")):
+                bench.spark = session.start_spark()
+            wanted = None if args.only is None else [w.strip() for w in args.only.split(",") if w.strip()]
+            steps = [s for s in bench.plan() if wanted is None or any(w in s[0] for w in wanted)]
+            if not steps:
+                parser.error(f"--only {args.only!r} matches no step; steps are: "
+                             + ", ".join(label for label, _ in bench.plan()))
+            with tqdm(total=len(steps), unit="step", dynamic_ncols=True, file=sys.stderr) as bar:
+                for label, fn in steps:
+                    bar.set_description(label)
+                    fn()
+                    bar.update(1)
+        finally:
+            bench.close()
     elapsed = time.time() - started
     machine["load average at end (1/5/15 min)"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     machine["duration"] = f"{elapsed:.0f} s ({mode.name} mode: {mode.runs} run(s), {mode.n_amqp:,} messages per "\

@@ -20,7 +20,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -30,6 +29,7 @@ from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
 from bench.report import ratio_line
+from bench.session import bench_session
 
 __all__ = ["main", "drain_saga", "TARGETS"]
 
@@ -117,11 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sizes = [int(s) for s in args.orders.split(",") if s.strip()]
-    workdir = Path(tempfile.mkdtemp(prefix="sb-bench-drain-"))
-    book = QueueBook(_URI, uuid.uuid4().hex[:6])
-    spark = conn.start_spark(workdir)
     cases = []
-    try:
+    with bench_session("sb-bench-drain-") as session:
+        workdir = session.workdir
+        book = session.book(_URI)
+        spark = session.start_spark()
         for orders in sizes:
             rounds = []
             for index in range(args.rounds):
@@ -153,11 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         name = "saga_drain.json" if args.batch_size is None else f"saga_drain_batch{args.batch_size}.json"
         (out / name).write_text(json.dumps(result, indent=2) + "\n")
         return 0
-    finally:
-        for q in list(book.names):
-            book.delete(q)
-        spark.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

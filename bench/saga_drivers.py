@@ -270,11 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.driver:
         _run_driver(args.uri, args.name, args.workdir, args.shards, args.driver)
         return 0
-    spark = publisher_session()
-    one = drain_case(spark, args.uri, args.shards, args.messages, ["a"])
-    two = drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
-    takeover = _takeover_case(spark, args.uri, args.shards)
-    balance = _balance_case(spark, args.uri, args.shards)
+    from bench.session import bench_session
+
+    with bench_session() as session:  # SIGTERM runs the cases' cleanup (their drivers killed) and stops Spark
+        spark = session.keep_spark(publisher_session())
+        one = drain_case(spark, args.uri, args.shards, args.messages, ["a"])
+        two = drain_case(spark, args.uri, args.shards, args.messages, ["a", "b"])
+        takeover = _takeover_case(spark, args.uri, args.shards)
+        balance = _balance_case(spark, args.uri, args.shards)
     result = {"case": "sharded step · one driver vs two · takeover · balance", "shards": args.shards,
               "ratio": round(two["msg_per_s"] / one["msg_per_s"], 2) if one["msg_per_s"] and two["msg_per_s"] else None,
               "one_driver": one, "two_drivers": two, "takeover": takeover, "balance": balance,

@@ -32,7 +32,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -316,15 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     stem = "saga_latency_by_name" if args.by_name else "saga_latency"
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from bench import connector as conn
 
-    work = Path(tempfile.mkdtemp(prefix="safebunny-saga-latency-"))
-    spark = conn.start_spark(work, args.delta_jars if args.by_name else None)
-    try:
+    from bench.session import bench_session
+
+    with bench_session("safebunny-saga-latency-") as session:
+        work = session.workdir
+        spark = session.start_spark(args.delta_jars if args.by_name else None)
         result = measure(spark, args.uri, args.rate, args.seconds, args.trigger, args.warmup, work, args.rounds,
                          args.by_name)
-    finally:
-        spark.stop()
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.mkdir(parents=True, exist_ok=True)
     print(json.dumps({k: v for k, v in result.items() if k != "series"}, indent=2))

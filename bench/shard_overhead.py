@@ -19,14 +19,13 @@ import json
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from bench import raw
-from bench.broker import QueueBook
 from bench.saga_drivers import drain_case, publisher_session
 from bench.scale_model import fit_line
+from bench.session import bench_session
 
 __all__ = ["main", "summarise"]
 
@@ -57,22 +56,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = [int(s) for s in args.shards.split(",") if s.strip()]
     load_start = os.getloadavg()
-    book = QueueBook(args.uri, uuid.uuid4().hex[:6])
-    try:
+    cases = []
+    with bench_session() as session:
+        book = session.book(args.uri)
         q = book.declare("shards-raw", "quorum")
         raw.publish_window(args.uri, q, args.messages)
         raw_rate = raw.consume_multiple(args.uri, q, args.messages).rate
         book.delete(q)
-    finally:
-        book.close()
-    spark = publisher_session()
-    cases = []
-    for shards in counts:
-        case = drain_case(spark, args.uri, shards, args.messages, ["a"])
-        cases.append(case)
-        print(f"{shards} shard(s): {case['msg_per_s']} msg/s, driver CPU {case['driver_cpu_us_per_msg']} µs/msg",
-              flush=True)
-    spark.stop()
+        book.close()  # before the drains, as ever: no idle connection of the harness on the broker meanwhile
+        spark = session.keep_spark(publisher_session())
+        for shards in counts:
+            case = drain_case(spark, args.uri, shards, args.messages, ["a"])
+            cases.append(case)
+            print(f"{shards} shard(s): {case['msg_per_s']} msg/s, driver CPU {case['driver_cpu_us_per_msg']} µs/msg",
+                  flush=True)
     result = {"case": "one driver, 1..n shards of one step", **summarise(cases, raw_rate),
               "load_average_at_start": load_start, "load_average_at_end": os.getloadavg(),
               "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

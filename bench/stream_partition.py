@@ -17,19 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 from bench import connector as conn
 from bench import raw
-from bench.broker import QueueBook, stream_broker
 from bench.report import STREAM_ONE_PARTITION_TARGET, ratio_line
 from bench.run import STREAM_MMPT
+from bench.session import bench_session
 
 __all__ = ["main"]
 
@@ -49,12 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="source reads before the first round")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    workdir = Path(tempfile.mkdtemp(prefix="sb-bench-stream1-"))
-    broker = stream_broker(_URI)
-    book = QueueBook(broker.uri, uuid.uuid4().hex[:6])
-    spark = conn.start_spark(workdir)
     rounds = []
-    try:
+    with bench_session("sb-bench-stream1-") as session:
+        workdir = session.workdir
+        broker = session.stream_broker(_URI)
+        book = session.book(broker.uri)
+        spark = session.start_spark()
         stream = book.declare("stream-one", "stream")
         raw.rstream_publish(broker.uri, stream, args.n)
 
@@ -90,13 +87,6 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
         return 0
-    finally:
-        for q in list(book.names):
-            book.delete(q)
-        book.close()
-        spark.stop()
-        broker.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
