@@ -116,11 +116,9 @@ def lock_in_history(history: History, lock: str, table: str) -> int | None:
     none in a cut history may still hold a version Delta would compare against: unknown, so this raises."""
     found = [tag[3] for tag in map(_parsed, (entry[2] for entry in history))
              if tag is not None and tag[2] == lock and tag[3] is not None]
-    if found:
-        return max(found)
-    if not history or min(entry[0] for entry in history) == 0:
-        return None
-    oldest = min(history, key=lambda entry: entry[0])
+    oldest = min(history, key=lambda entry: entry[0], default=(0, None, None))
+    if found or oldest[0] == 0:
+        return max(found, default=None)
     raise SafeBunnyError(
         f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}) and holds no commit "
         f"of the step's lock {lock!r}: log cleanup (delta.logRetentionDuration) removed its last commit, so the "
