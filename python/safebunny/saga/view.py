@@ -12,7 +12,6 @@ import datetime as dt
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
-from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.saga.graph import graph_of
 from safebunny.saga.instance_state import STATES
@@ -67,12 +66,11 @@ def _out_rate(saga: Any, step: Any, now: dt.datetime) -> float | None:
 def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]]:
     """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
     messages of every step (all states), read once for the poison list and the instances."""
-    from safebunny.saga.parked import read_parked
+    from safebunny.saga.parked import read_all_parked
     from safebunny.saga.status import status_fields
 
     fields = status_fields(saga, poison=False)  # the poison queues are read once, below
-    poison_names = {s.label: topology.poison_queue_name(saga.config, s.node, s.consumes) for s in saga.steps}
-    declared = topology.depths(saga, list(poison_names.values()))
+    parked_of = read_all_parked(saga)
     shards: dict[str, list[dict[str, Any]]] = {}
     if any(s.shards is not None for s in saga.steps):
         for sh in saga.shards():
@@ -80,7 +78,7 @@ def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]
                 saga.config.layout.root, f"{sh.step}.shard.{sh.shard}").count()})
     rows, parked = [], []
     for s, (values, counters) in zip(saga.steps, fields, strict=True):
-        found = read_parked(saga.config, s.node, s.consumes, all=True) if declared.get(poison_names[s.label]) else []
+        found = parked_of[s.label]
         parked += found
         values = {**values, "poisoned": sum(1 for p in found if p.state not in HIDDEN_STATES)}
         restarts = sum(RestartLog(saga.config.layout.root, u.unit_label).count() for u in s.units())
