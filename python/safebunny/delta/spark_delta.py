@@ -135,9 +135,9 @@ def versions_in_history(history: History, table: str, apps: Mapping[str, int],
     the history was cut after ``since[app]`` and holds nothing of ``app`` (:func:`history_covers`)."""
     tags = [tag for _version, _at, tag in history]
     found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
+    oldest = min(history, key=lambda entry: entry[0], default=None)  # all history_covers looks at
     for app, when in (since or {}).items():
-        if found.get(app) is None and history and not history_covers(history, when):
-            oldest = min(history, key=lambda entry: entry[0])
+        if found.get(app) is None and oldest is not None and not history_covers([oldest], when):
             raise SafeBunnyError(
                 f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}), "
                 f"after the batch that claimed these messages ({_utc(when)}): log cleanup "
