@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from safebunny.amqp.outgoing import MessageBuilder, SinkPlan, plan_sink
 from safebunny.amqp.sending import confirmed, publish_batches
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options.sink import SinkOptions, parse_sink_options
+from safebunny.options.sink import parse_sink_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -70,10 +70,10 @@ def _describe(total: Mapping[str, int]) -> str:
 
 
 class _Publishing:
-    """The part shared by the batch and the streaming writer: options, plan and the task's work."""
+    """The part shared by the batch and the streaming writer: the plan (the options and columns) and the task's
+    work."""
 
-    def __init__(self, options: SinkOptions, plan: SinkPlan) -> None:
-        self.options = options
+    def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan
 
     def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
@@ -88,9 +88,8 @@ class _Publishing:
         else:
             scope = f"write/partition:{partition}"
         builder = MessageBuilder(self.plan, scope)
-        opts = self.options
         started = time.monotonic()
-        counts = confirmed(opts, lambda publisher: publish_batches(publisher, builder, batches))
+        counts = confirmed(self.plan.options, lambda publisher: publish_batches(publisher, builder, batches))
         stats = SafeBunnyWriteStats(partition, attempt, counts.published, counts.confirmed, counts.returned,
                                     counts.nacked, round(time.monotonic() - started, 3))
         LOG.info("safebunny sink task %s (partition %d, attempt %d): %d published, %d confirmed",
@@ -132,9 +131,8 @@ class SafeBunnyStreamWriter(_Publishing, DataSourceStreamArrowWriter):
                     _describe(summarize(messages)))
 
 
-def _prepare(options: Mapping[str, str], schema: StructType) -> tuple[SinkOptions, SinkPlan]:
-    parsed = parse_sink_options(options)
-    return parsed, plan_sink(parsed, {field.name: field.dataType.simpleString() for field in schema.fields})
+def _plan(options: Mapping[str, str], schema: StructType) -> SinkPlan:
+    return plan_sink(parse_sink_options(options), {f.name: f.dataType.simpleString() for f in schema.fields})
 
 
 def create_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SafeBunnyWriter:
@@ -143,8 +141,7 @@ def create_writer(options: Mapping[str, str], schema: StructType, overwrite: boo
         raise SafeBunnyOptionError(
             "The safebunny sink cannot overwrite: published messages cannot be taken back. "
             "Use mode('append').", "mode")
-    parsed, plan = _prepare(options, schema)
-    return SafeBunnyWriter(parsed, plan)
+    return SafeBunnyWriter(_plan(options, schema))
 
 
 def create_stream_writer(options: Mapping[str, str], schema: StructType, overwrite: bool) -> SafeBunnyStreamWriter:
@@ -152,5 +149,4 @@ def create_stream_writer(options: Mapping[str, str], schema: StructType, overwri
 
     ``overwrite`` (complete output mode) is accepted: each batch's rows are published as messages.
     """
-    parsed, plan = _prepare(options, schema)
-    return SafeBunnyStreamWriter(parsed, plan)
+    return SafeBunnyStreamWriter(_plan(options, schema))

@@ -69,7 +69,7 @@ def test_operator_session(spark, cli_env: Path, capsys: pytest.CaptureFixture[st
     rc, every = _json(capsys, "poison", "list", SAGA_FILE, "--all")
     assert [r["state"] for r in every] == ["resolved"]
 
-    from safebunny.demo.tables import read_table
+    from safebunny.demo.run import read_table
 
     shipped = [r["orderId"] for r in read_table(str(cli_env / "shipments"), ["orderId"])]
     assert sorted(shipped) == sorted(o["orderId"] for o in orders)   # each once, the bad one after the fix

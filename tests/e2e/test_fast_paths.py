@@ -5,7 +5,7 @@ SparkSession, real Delta tables):
   bodies: same columns, same values, dates, timestamps, decimals and maps included;
 - a handler's output read from a local relation without a job (``exactly_once.collect.local_collect``) against
   ``toArrow``: the same Arrow table, and no Spark job run;
-- an output that only selects columns of another output (``exactly_once.collect.derived_frames``) is read from that
+- an output that only selects columns of another output (``exactly_once.collect.local_collect`` too) is read from that
   one's rows: the same Arrow table as its own ``toArrow``, one job for both;
 - a Delta table handle kept between calls (``delta.delta_rs``) sees every commit, and a table
   deleted and created again at the same path.
@@ -24,8 +24,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.collect.derived_frames import column_selections
-from safebunny.exactly_once.collect.local_collect import collect_local
+from safebunny.exactly_once.collect.local_collect import collect_local, column_selections
 from safebunny.exactly_once.collect.materialize import _collect_all
 from safebunny.saga.definition import SagaStep
 

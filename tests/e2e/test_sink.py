@@ -285,7 +285,7 @@ def test_commit_and_abort_log_the_batch_totals(caplog):
     assert summarize([*stats, None]) == {"tasks": 3, "succeeded": 2, "published": 15, "confirmed": 15,
                                          "returned": 0, "nacked": 0}
     options = parse_sink_options({"uri": "amqp://guest:guest@127.0.0.1:5672/%2F", "routingKey": "q"})
-    w = SafeBunnyStreamWriter(options, plan_sink(options, {"value": "string"}))
+    w = SafeBunnyStreamWriter(plan_sink(options, {"value": "string"}))
     with caplog.at_level("INFO", logger="safebunny.sink"):
         w.commit(stats, 7)
         w.abort([stats[0], None], 8)

@@ -93,7 +93,7 @@ def test_read_table_reads_delta_and_missing_tables(tmp_path) -> None:  # type: i
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from safebunny.demo.tables import read_table
+    from safebunny.demo.run import read_table
 
     path = str(tmp_path / "payments")
     assert read_table(path, ["orderId"]) == []

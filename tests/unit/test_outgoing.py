@@ -67,7 +67,7 @@ def test_a_routing_key_is_needed_from_the_option_or_a_column():
     with pytest.raises(SafeBunnyOptionError, match="needs a routing key.*'routingKey'"):
         plan_sink(_sink({**OPTS, "routingKey": None}), {"value": "binary"})
     plan = plan_sink(_sink({**OPTS, "routingKey": None}), {"value": "binary", "routingKey": "string"})
-    assert plan.routing_key is None
+    assert plan.options.routing_key is None
 
 
 # -- ids -------------------------------------------------------------------------------

@@ -2,16 +2,17 @@
 
 from pathlib import Path
 
-from safebunny.options.source import source_options_table
+from safebunny.options import options_table
+from safebunny.options.source import SOURCE_OPTIONS
 
 DOCS = Path(__file__).parents[2] / "docs"
 
 
 def test_source_page_has_the_current_source_options_table():
-    assert source_options_table() in (DOCS / "source.md").read_text("utf-8")
+    assert options_table(SOURCE_OPTIONS) in (DOCS / "source.md").read_text("utf-8")
 
 
 def test_sink_page_has_the_current_sink_options_table():
-    from safebunny.options.sink import sink_options_table
+    from safebunny.options.sink import SINK_OPTIONS
 
-    assert sink_options_table() in (DOCS / "sink.md").read_text("utf-8")
+    assert options_table(SINK_OPTIONS) in (DOCS / "sink.md").read_text("utf-8")

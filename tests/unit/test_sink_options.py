@@ -1,9 +1,9 @@
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options import field_name
+from safebunny.options import field_name, options_table
 from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings
-from safebunny.options.sink import SINK_OPTIONS, SinkOptions, parse_sink_options, sink_options_table
+from safebunny.options.sink import SINK_OPTIONS, SinkOptions, parse_sink_options
 
 URI = "amqp://guest:guest@localhost:5672/%2F"
 
@@ -77,7 +77,7 @@ def test_password_never_in_errors():
 
 
 def test_table_lists_every_option():
-    table = sink_options_table()
+    table = options_table(SINK_OPTIONS)
     for spec in SINK_OPTIONS:
         assert f"| `{spec.name}` |" in table
     assert "(required)" in table

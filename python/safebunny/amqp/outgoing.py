@@ -81,15 +81,11 @@ def validate_columns(columns: Mapping[str, str]) -> None:
 
 @dataclass(frozen=True)
 class SinkPlan:
-    """What the sink needs to turn rows into messages: the input's columns and the options that matter."""
+    """What the sink needs to turn rows into messages: its options and the input's columns."""
 
+    options: SinkOptions
     columns: tuple[str, ...]
     value_is_text: bool
-    exchange: str
-    routing_key: str | None
-    node: str | None
-    message_type: str | None
-    content_type: str | None
 
 
 def plan_sink(options: SinkOptions, columns: Mapping[str, str]) -> SinkPlan:
@@ -99,15 +95,7 @@ def plan_sink(options: SinkOptions, columns: Mapping[str, str]) -> SinkPlan:
         raise SafeBunnyOptionError(
             "The safebunny sink needs a routing key: set the option 'routingKey' (for example "
             "'billing.InvoiceCreated') or add a string 'routingKey' column.", "routingKey")
-    return SinkPlan(
-        columns=tuple(columns),
-        value_is_text=columns["value"] == "string",
-        exchange=options.exchange,
-        routing_key=options.routing_key,
-        node=options.node,
-        message_type=options.type,
-        content_type=options.content_type,
-    )
+    return SinkPlan(options, tuple(columns), columns["value"] == "string")
 
 
 class OutgoingMessage(NamedTuple):
@@ -197,7 +185,7 @@ class MessageBuilder:
               exchange: str | None = None, routing_key: str | None = None,
               output_index: int | None = None) -> OutgoingMessage:
         """The message for one row; ``timestamp`` is the AMQP timestamp (epoch seconds)."""
-        plan = self.plan
+        plan, options = self.plan, self.plan.options
         row = self.rows
         self.rows += 1
         if value is None:
@@ -205,15 +193,15 @@ class MessageBuilder:
                 f"Row {row} of this task has a null 'value'; the safebunny sink publishes every row and "
                 "never drops one. Filter out or fill null values before writing.", "value")
         body = value.encode("utf-8") if isinstance(value, str) else bytes(value)
-        exchange = plan.exchange if exchange is None else exchange
-        routing_key = plan.routing_key if routing_key is None else routing_key
+        exchange = options.exchange if exchange is None else exchange
+        routing_key = options.routing_key if routing_key is None else routing_key
         if routing_key is None:
             raise SafeBunnyOptionError(
                 f"Row {row} of this task has a null 'routingKey' and the option 'routingKey' is not set. "
                 "Set the option as a default or fill the column.", "routingKey")
-        message_type = plan.message_type if message_type is None else message_type
+        message_type = options.type if message_type is None else message_type
         if content_type is None:
-            content_type = plan.content_type or (_TEXT if plan.value_is_text else _BINARY)
+            content_type = options.content_type or (_TEXT if plan.value_is_text else _BINARY)
         items = _header_items(headers)
         if message_id_ == "" or causation_id == "":
             name = "messageId" if message_id_ == "" else "causationId"
@@ -232,7 +220,7 @@ class MessageBuilder:
         if message_id_ is not None:
             mid = message_id_
         elif causation_id is not None:
-            node = plan.node or routing_key or exchange
+            node = options.node or routing_key or exchange
             if not node:
                 raise SafeBunnyOptionError(
                     f"Row {row} of this task has a causationId but no node for its derived id: the routing "

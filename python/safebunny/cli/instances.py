@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from safebunny.cli import access
 from safebunny.cli.render import print_rows
+from safebunny.cli.status import positive
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
@@ -34,23 +35,13 @@ def _instances(args: argparse.Namespace, saga: Saga) -> int:
     return 0
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {text!r}")
-    return value
-
-
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     """Add ``instances``."""
     cmd = sub.add_parser("instances", parents=[common],
                          help="saga instances: business key, state, current or last step (newest first)")
     cmd.add_argument("--state", choices=STATES, help="only instances in this state")
     shown = cmd.add_mutually_exclusive_group()
-    shown.add_argument("--limit", type=_limit, metavar="N",
+    shown.add_argument("--limit", type=positive(int, "a whole number", "a number >= 1"), metavar="N",
                        help=f"at most N instances, the newest (default {DEFAULT_LIMIT})")
     shown.add_argument("--all", action="store_true", help="every instance")
     cmd.set_defaults(run=_instances)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from safebunny.cli import access
@@ -55,15 +56,22 @@ def unrouted_line(queue: str, depth: int | None) -> str:
             f"stop sending them; read them with spark.read.format('safebunny').option('queue', '{queue}')")
 
 
-def positive_seconds(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds as a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
-    return value
+def positive(convert: Callable[[str], Any], what: str, bound: str) -> Callable[[str], Any]:
+    """argparse type: ``convert(text)``, which must be > 0; ``what`` and ``bound`` word the two errors."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"expected {bound}, got {text!r}")
+        return value
+
+    return parse
+
+
+#: argparse type: a number of seconds > 0
+positive_seconds = positive(float, "seconds as a number", "seconds > 0")
 
 
 def _status(args: argparse.Namespace, saga: Saga) -> int:

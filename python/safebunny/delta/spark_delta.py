@@ -116,11 +116,9 @@ def lock_in_history(history: History, lock: str, table: str) -> int | None:
     none in a cut history may still hold a version Delta would compare against: unknown, so this raises."""
     found = [tag[3] for tag in map(_parsed, (entry[2] for entry in history))
              if tag is not None and tag[2] == lock and tag[3] is not None]
-    if found:
-        return max(found)
-    if not history or min(entry[0] for entry in history) == 0:
-        return None
-    oldest = min(history, key=lambda entry: entry[0])
+    oldest = min(history, key=lambda entry: entry[0], default=(0, None, None))
+    if found or oldest[0] == 0:
+        return max(found, default=None)
     raise SafeBunnyError(
         f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}) and holds no commit "
         f"of the step's lock {lock!r}: log cleanup (delta.logRetentionDuration) removed its last commit, so the "
@@ -137,9 +135,9 @@ def versions_in_history(history: History, table: str, apps: Mapping[str, int],
     the history was cut after ``since[app]`` and holds nothing of ``app`` (:func:`history_covers`)."""
     tags = [tag for _version, _at, tag in history]
     found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
+    oldest = min(history, key=lambda entry: entry[0], default=None)  # all history_covers looks at
     for app, when in (since or {}).items():
-        if found.get(app) is None and history and not history_covers(history, when):
-            oldest = min(history, key=lambda entry: entry[0])
+        if found.get(app) is None and oldest is not None and not history_covers([oldest], when):
             raise SafeBunnyError(
                 f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}), "
                 f"after the batch that claimed these messages ({_utc(when)}): log cleanup "

@@ -1,5 +1,5 @@
 """The demo's self-checking summary: counts from the Delta tables and the poison queues, checked
-against what was published (pure functions; :mod:`safebunny.demo.main` gathers the inputs)."""
+against what was published (pure functions; :mod:`safebunny.demo.run` gathers the inputs)."""
 
 from __future__ import annotations
 

@@ -17,12 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from safebunny.uri import redact
+
 __all__ = ["main"]
+
+DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,6 +50,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def answers(uri: str) -> bool:
+    """True when a broker accepts a connection at ``uri``."""
+    import pika
+
+    try:
+        pika.BlockingConnection(pika.URLParameters(uri)).close()
+        return True
+    except Exception:
+        return False
+
+
+def ensure_broker(uri: str, explicit: bool) -> None:
+    """Start the machine's own ``rabbitmq-server`` when nothing answers on the default URI.
+
+    A URI the user gave (``explicit``) is never second-guessed: if it does not answer, say so.
+    """
+    if answers(uri):
+        return
+    if explicit or not shutil.which("rabbitmq-server"):
+        raise SystemExit(f"No RabbitMQ broker answers at {redact(uri)}: start one (rabbitmq-server -detached) "
+                         "or set SAFEBUNNY_DEMO_URI.")
+    print("no broker on 127.0.0.1:5672: starting rabbitmq-server -detached")
+    subprocess.run(["rabbitmq-server", "-detached"], check=False)
+    deadline = time.monotonic() + 90
+    while not answers(uri):
+        if time.monotonic() > deadline:
+            raise SystemExit("rabbitmq-server did not answer within 90 s; see its logs under /var/log/rabbitmq")
+        time.sleep(1)
+
+
 def _spark() -> Any:
     from pyspark.sql import SparkSession
 
@@ -62,9 +97,7 @@ def _spark() -> Any:
 def main(argv: list[str] | None = None, spark: Any = None) -> int:
     """Run the demo; returns 0 when every check passed. ``spark``: an existing session (tests)."""
     from safebunny.demo import run
-    from safebunny.demo.broker import DEFAULT_URI, ensure_broker
     from safebunny.optional import INSTALL
-    from safebunny.uri import redact
 
     args = parse_args(argv)
     uri = os.environ.get("SAFEBUNNY_DEMO_URI", DEFAULT_URI)

@@ -66,9 +66,6 @@ class Monitor:
                 p = event.progress
                 monitor._on_progress(p.name, int(p.numInputRows), int(p.durationMs.get("triggerExecution", 0)))
 
-            def onQueryIdle(self, event: Any) -> None:
-                pass
-
             def onQueryTerminated(self, event: Any) -> None:
                 pass
 

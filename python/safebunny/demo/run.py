@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.demo.checks import Summary, summarise
 from safebunny.demo.orders import Plan, plan_orders
-from safebunny.demo.tables import read_table
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
@@ -17,6 +16,14 @@ if TYPE_CHECKING:
 __all__: list[str] = []
 
 ORDER_COLUMNS = "orderId string, sku string, qty int, amount double, card string"
+
+
+def read_table(path: str, columns: list[str]) -> list[dict[str, Any]]:
+    """The rows of the Delta table at ``path`` (empty when it was never written)."""
+    from safebunny.delta.backend import delta_target
+
+    found = delta_target(path).read(columns=columns)
+    return [] if found is None else found.to_pylist()
 
 
 def _publish_malformed(saga: Saga, plan: Plan) -> None:

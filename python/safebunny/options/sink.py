@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from safebunny.options import OptionSpec, options_table, parse_int, parse_options, parse_str, spark_options, typed
+from safebunny.options import OptionSpec, parse_int, parse_options, parse_str, spark_options, typed
 from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings, connection_settings
 
-__all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options", "sink_options", "sink_options_table"]
+__all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options", "sink_options"]
 
 
 def _any_str(name: str, raw: str) -> str:
@@ -78,8 +78,3 @@ def sink_options(connection: ConnectionSettings, extra: Mapping[str, str]) -> Si
     table; the connection's own options are not among them."""
     specs = [spec for spec in SINK_OPTIONS if spec not in CONNECTION_OPTIONS]
     return typed(SinkOptions, parse_options(extra, specs, role="sink"), connection=connection)
-
-
-def sink_options_table() -> str:
-    """The table of sink options in docs/sink.md."""
-    return options_table(SINK_OPTIONS)

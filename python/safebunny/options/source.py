@@ -10,7 +10,6 @@ from typing import Literal
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options import (
     OptionSpec,
-    options_table,
     parse_bool,
     parse_choice,
     parse_int,
@@ -22,7 +21,7 @@ from safebunny.options import (
 from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings, connection_settings
 
 __all__ = ["SOURCE_OPTIONS", "SourceOptions", "QueueType", "StartingOffsets", "EndingOffsets",
-           "parse_source_options", "source_options_table", "parse_ending_offsets"]
+           "parse_source_options", "parse_ending_offsets"]
 
 QueueType = Literal["auto", "classic", "quorum", "stream"]
 #: an offset number, or the first offset at or after ``{"timestamp": <epoch ms>}``
@@ -195,8 +194,3 @@ def parse_source_options(raw: Mapping[str, str]) -> SourceOptions:
                     "run the query with trigger(processingTime=\"0 seconds\") and 'minBatchIntervalMs' set to the "
                     "interval.", DEPRECATED_TRIGGER_INTERVAL)
     return typed(SourceOptions, parsed, connection=connection_settings(parsed))
-
-
-def source_options_table() -> str:
-    """The table of source options in docs/source.md."""
-    return options_table(SOURCE_OPTIONS)

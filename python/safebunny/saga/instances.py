@@ -18,10 +18,9 @@ from safebunny.delta.backend import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.ids import correlation_id_for
-from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
-from safebunny.saga.parked import read_parked
+from safebunny.saga.parked import read_all_parked
 from safebunny.spark.session import session_or_raise
 
 __all__ = ["instances_table", "view_name"]
@@ -51,30 +50,19 @@ def record_started(config: SagaConfig, df: Any, business_key: str, node: str, me
     return len(keys)
 
 
-def _parked(saga: SagaShape) -> list[Parked]:
-    config = saga.config
-    names = {topology.poison_queue_name(config, s.node, s.consumes): s for s in saga.steps}
-    depth = topology.depths(saga, list(names))
-    out = []
-    for name, step in names.items():
-        if depth.get(name) is None:
-            continue  # not declared: nothing parked
-        for p in read_parked(config, step.node, step.consumes, all=True):  # discarded ones too: their own state
-            if p.state == "discarded":
-                out.append(Parked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded"))
-            elif p.state != "resolved":
-                out.append(Parked(p.step, p.messageId, p.correlationId, p.reason))
-    return out
-
-
-def instances_table(saga: SagaShape, state: str | None = None) -> pa.Table:
+def instances_table(saga: SagaShape, state: str | None = None, parked: list[Any] | None = None) -> pa.Table:
     """One row per instance of ``saga`` (:data:`~safebunny.saga.instance_state.INSTANCE_SCHEMA`), newest
-    update first; ``state`` keeps one state."""
+    update first; ``state`` keeps one state. ``parked``: every step's parked messages, all states
+    (``read_parked(..., all=True)``), when the caller read them already."""
     if state is not None and state not in STATES:
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
     inbox = Inbox(saga.config.layout.inbox, "instances").rows(all_nodes=True)
     started = delta_target(saga.config.layout.started).read()
-    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, _parked(saga),
+    stuck = [Parked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded") if p.state == "discarded"
+             else Parked(p.step, p.messageId, p.correlationId, p.reason)  # discarded ones have their own state
+             for p in (parked if parked is not None else [p for found in read_all_parked(saga).values() for p in found])
+             if p.state != "resolved"]
+    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, stuck,
                           started.to_pylist() if started is not None else ())
     if state is not None:
         import pyarrow.compute as pc

@@ -14,7 +14,7 @@ from safebunny.amqp.connection import open_blocking
 from safebunny.amqp.message_rows import as_text
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig
+from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
 from safebunny.saga.republish import Copy, publish_copies
@@ -123,6 +123,15 @@ def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = Fa
                              {str(k): as_text(v) or "" for k, v in h.items() if k != "x-stream-offset"},
                              entry.get("reason") if discarded else None, entry.get("by") if discarded else None))
     return parked
+
+
+def read_all_parked(saga: SagaShape) -> dict[str, list[Parked]]:
+    """Every step's parked messages, all states, by step label: one look at which poison queues are declared, then
+    a read of each declared one (a step whose poison queue is not declared has nothing parked)."""
+    names = {s.label: topology.poison_queue_name(saga.config, s.node, s.consumes) for s in saga.steps}
+    declared = topology.depths(saga, list(names.values()))
+    return {s.label: read_parked(saga.config, s.node, s.consumes, all=True) if declared.get(names[s.label]) else []
+            for s in saga.steps}
 
 
 def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, force: bool = False,

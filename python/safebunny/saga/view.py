@@ -12,11 +12,9 @@ import datetime as dt
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
-from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.saga.graph import graph_of
 from safebunny.saga.instance_state import STATES
-from safebunny.saga.instance_state import Parked as InstanceParked
 from safebunny.saga.poison_ledger import HIDDEN_STATES
 from safebunny.saga.reports import RATE_WINDOW_S
 from safebunny.saga.restarts import RestartLog
@@ -65,15 +63,14 @@ def _out_rate(saga: Any, step: Any, now: dt.datetime) -> float | None:
     return sum(r.emitted for r in reports if r.finished_at > since) / RATE_WINDOW_S
 
 
-def _steps(saga: Any, now: dt.datetime, errors: dict[str, str]) -> tuple[list[dict[str, Any]], list[Any]]:
+def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]]:
     """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
     messages of every step (all states), read once for the poison list and the instances."""
-    from safebunny.saga.parked import read_parked
+    from safebunny.saga.parked import read_all_parked
     from safebunny.saga.status import status_fields
 
     fields = status_fields(saga, poison=False)  # the poison queues are read once, below
-    poison_names = {s.label: topology.poison_queue_name(saga.config, s.node, s.consumes) for s in saga.steps}
-    declared = topology.depths(saga, list(poison_names.values()))
+    parked_of = read_all_parked(saga)
     shards: dict[str, list[dict[str, Any]]] = {}
     if any(s.shards is not None for s in saga.steps):
         for sh in saga.shards():
@@ -81,7 +78,7 @@ def _steps(saga: Any, now: dt.datetime, errors: dict[str, str]) -> tuple[list[di
                 saga.config.layout.root, f"{sh.step}.shard.{sh.shard}").count()})
     rows, parked = [], []
     for s, (values, counters) in zip(saga.steps, fields, strict=True):
-        found = read_parked(saga.config, s.node, s.consumes, all=True) if declared.get(poison_names[s.label]) else []
+        found = parked_of[s.label]
         parked += found
         values = {**values, "poisoned": sum(1 for p in found if p.state not in HIDDEN_STATES)}
         restarts = sum(RestartLog(saga.config.layout.root, u.unit_label).count() for u in s.units())
@@ -97,21 +94,11 @@ def _steps(saga: Any, now: dt.datetime, errors: dict[str, str]) -> tuple[list[di
     return rows, parked
 
 
-def _instances(saga: Any, parked: list[Any], instance: str | None) -> dict[str, Any]:
-    """Counts by state, the oldest stuck instances, and the found correlation id of ``instance``."""
-    from safebunny.delta.backend import delta_target
-    from safebunny.exactly_once import Inbox
-    from safebunny.saga.instance_state import instance_rows
-    from safebunny.saga.instances import _INBOX_COLUMNS
+def _instances(saga: Any, parked: list[Any]) -> dict[str, Any]:
+    """Counts by state and the oldest stuck instances."""
+    from safebunny.saga.instances import instances_table
 
-    stuck_parked = [InstanceParked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded")
-                    if p.state == "discarded" else InstanceParked(p.step, p.messageId, p.correlationId, p.reason)
-                    for p in parked if p.state != "resolved"]
-    inbox = Inbox(saga.config.layout.inbox, "view").rows(all_nodes=True)
-    started = delta_target(saga.config.layout.started).read()
-    table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, stuck_parked,
-                          started.to_pylist() if started is not None else ())
-    rows = table.to_pylist()
+    rows = instances_table(saga, parked=parked).to_pylist()
     counts = {state: 0 for state in STATES}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -151,7 +138,7 @@ def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None
     now = now or dt.datetime.now(dt.timezone.utc)
     errors: dict[str, str] = {}
     s: Any = saga
-    steps, parked = _section(errors, "steps", lambda: _steps(s, now, errors), ([], []))
+    steps, parked = _section(errors, "steps", lambda: _steps(s, now), ([], []))
     graph = graph_of(saga.config.name, saga.steps)
     data: dict[str, Any] = {
         "saga": saga.config.name, "broker": redact(saga.config.uri), "generated": now.isoformat(timespec="seconds"),
@@ -159,7 +146,7 @@ def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None
         "graph": {"nodes": [vars(n) for n in graph.nodes], "edges": [vars(e) for e in graph.edges]},
         "steps": steps, "poison": _poison(parked),
         "unrouted": _section(errors, "unrouted", lambda: unrouted_depth(saga), None),
-        "instances": _section(errors, "instances", lambda: _instances(s, parked, instance),
+        "instances": _section(errors, "instances", lambda: _instances(s, parked),
                               {"total": None, "counts": {}, "stuck": [], "stuck_total": None}),
         "instance": instance, "trace": None, "errors": errors}
     if instance:

@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
@@ -28,7 +28,6 @@ from safebunny.errors import (
 )
 from safebunny.source.consumer_acks import ConsumerAcks
 from safebunny.source.consumer_budget import ByteBudgetFlow
-from safebunny.source.delivery import Delivery
 from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
@@ -38,6 +37,21 @@ __all__ = ["Delivery", "QueueConsumer", "open_connection"]
 _FATAL_REFUSALS = 3
 
 log = logging.getLogger("safebunny.source")
+
+
+class Delivery(NamedTuple):
+    """One message taken off the queue, with the channel generation that delivered it.
+
+    A named tuple, not a dataclass: one is built per message on the I/O thread's hot path.
+    """
+
+    generation: int
+    delivery_tag: int
+    body: bytes
+    properties: Any
+    exchange: str
+    routing_key: str
+    redelivered: bool
 
 
 def open_connection(uri: str, heartbeat: int | None = None, name: str = "safebunny/consumer") -> Any:

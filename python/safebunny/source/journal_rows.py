@@ -3,11 +3,15 @@ in the query's current shape."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
 
 from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.source.delivery import Delivery
+
+if TYPE_CHECKING:
+    from safebunny.source.consumer import Delivery
 
 __all__ = ["fit_headers"]
 

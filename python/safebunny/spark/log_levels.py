@@ -158,9 +158,7 @@ def quiet_query_context() -> Iterator[None]:
 
 def _pyspark_logger(name: str) -> logging.Logger:
     """PySpark's own logger ``name`` (made as PySpark makes it, with its JSON handler, when it is new)."""
-    try:
-        from pyspark.logger import PySparkLogger
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return logging.getLogger(name)
+    from pyspark.logger import PySparkLogger  # PySpark 4.0 and later (safebunny.spark.version.MINIMUM)
+
     return PySparkLogger.getLogger(name)
 

@@ -14,8 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.collect.derived_frames import column_selections
-from safebunny.exactly_once.collect.local_collect import collect_local
+from safebunny.exactly_once.collect.local_collect import collect_local, column_selections
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
 from safebunny.spark.log_levels import quiet_task_failures
 

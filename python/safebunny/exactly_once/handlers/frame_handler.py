@@ -52,10 +52,6 @@ def run_frames(spark: Any, new: NewMessages, handler: Callable[[Any, StepContext
 
 def _is_plan_error(exc: BaseException) -> bool:
     """Errors in the handler's plan (a bad column, a wrong return) fail the query instead of the rows."""
-    if isinstance(exc, SafeBunnyOptionError):
-        return True
-    try:
-        from pyspark.errors import AnalysisException
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return False
-    return isinstance(exc, AnalysisException)
+    from pyspark.errors import AnalysisException  # a handler's job ran: PySpark is there
+
+    return isinstance(exc, (SafeBunnyOptionError, AnalysisException))

@@ -4,7 +4,7 @@ One table may serve many nodes; it is partitioned by ``(node, processedDate)`` s
 reads only its own partitions inside the dedupe window. Each batch appends its rows in one commit
 with the app transaction ``(safebunny.inbox.<node>.<epoch>, batchId)``: that commit is the marker
 "every effect of this batch is done" (docs/exactly-once.md). The columns:
-:data:`~safebunny.exactly_once.inbox.schema.INBOX_SCHEMA`. Only ``done`` rows count as processed: a failed
+:data:`INBOX_SCHEMA`. Only ``done`` rows count as processed: a failed
 message that comes back from a retry tier is processed again.
 """
 
@@ -23,7 +23,6 @@ from safebunny.delta.target import BACKENDS, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.decisions import DecisionTable
 from safebunny.exactly_once.inbox.reads import DeltaRsInboxStore, SparkInboxStore
-from safebunny.exactly_once.inbox.schema import INBOX_SCHEMA, PARTITIONS
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
@@ -31,6 +30,24 @@ __all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", 
 
 log = logging.getLogger("safebunny.inbox")
 DEFAULT_WINDOW = dt.timedelta(days=7)
+#: the columns, the same whichever backend writes the table
+INBOX_SCHEMA = pa.schema([
+    ("node", pa.string()),
+    ("messageId", pa.string()),
+    ("correlationId", pa.string()),
+    ("causationId", pa.string()),
+    ("type", pa.string()),
+    ("epoch", pa.string()),
+    ("batchId", pa.int64()),
+    ("status", pa.string()),
+    ("reason", pa.string()),
+    ("attempts", pa.int32()),
+    ("emitted", pa.list_(pa.string())),
+    ("processedAt", pa.timestamp("us", tz="UTC")),
+    ("processedDate", pa.string()),
+])
+#: A node's look-up reads only its own partitions inside the dedupe window.
+PARTITIONS = ("node", "processedDate")
 
 
 @dataclass(frozen=True)
