@@ -107,7 +107,11 @@ def start_spark(workdir: Path, delta_jars: str | None = None):  # type: ignore[n
 
         spark = (spark.config("spark.jars", ",".join(sorted(glob.glob(os.path.join(delta_jars, "*.jar")))))
                  .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-                 .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
+                 .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+                 # Delta rebuilds a table's state after each commit in this many tasks (50 by default): on local[2]
+                 # the first read after a commit took 4.7-10 s with 50 and 1.1-4.3 s with 2 (docs/performance.md),
+                 # as spark.sql.shuffle.partitions is 2 above
+                 .config("spark.databricks.delta.snapshotPartitions", "2"))
     spark = spark.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
