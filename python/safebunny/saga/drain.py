@@ -63,14 +63,14 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
         queries = [(s, try_start(start, spark, saga, s, None, *_gate(gates, layer_of[_label(s)]))) for s in units]
         errors: list[tuple[Any, BaseException]] = []
         try:
-            for layer in order:  # every query ends by itself (availableNow), failed or not
+            for i, layer in enumerate(order):  # every query ends by itself (availableNow), failed or not
                 errors += _ended([(s, q) for s, q in queries if layer_of[_label(s)] == layer], failed, unstarted)
-                following = [g for g in order if g > layer]
-                if following:
-                    write_await_file(gates[following[0]])
-        finally:
-            for gate in gates.values():  # nothing waits on a round that ended, however it ended
+                if i + 1 < len(order):
+                    write_await_file(gates[order[i + 1]])
+        except BaseException:
+            for gate in gates.values():  # no query waits on a drain that raised or was interrupted
                 write_await_file(gate)
+            raise
         for gate in gates.values():
             clear_await_file(gate)
         for step, error in errors:
@@ -146,15 +146,19 @@ def moved_so_far(saga: SagaShape) -> int:
 
 def waiting(saga: SagaShape) -> int:
     """Messages ready in the step queues and retry tiers."""
-    names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
-    return sum(d[0] for d in topology.depths(saga, names).values() if d is not None)
+    return sum(d[0] for d in topology.depths(saga, _counted(saga)).values() if d is not None)
+
+
+def _counted(saga: SagaShape) -> list[str]:
+    """The queues a drain watches: the step queues and their retry tiers."""
+    return [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
 
 
 def idle(saga: SagaShape) -> bool:
     """Whether no message waits in a step queue or retry tier and no consumer is left on one, after up to
     :data:`IDLE_WAIT_S` for the consumers of ended queries to go: one still attached may hold prefetched messages
     that a count of ready ones cannot see (a consumer of another driver's running saga, too: not idle then)."""
-    names = [q.name for q in topology.plan(saga).queues if q.role in ("consumer", "retry")]
+    names = _counted(saga)
     until = time.monotonic() + IDLE_WAIT_S
     while True:
         found = [d for d in topology.depths(saga, names).values() if d is not None]
