@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package browser install test-runtime test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
+.PHONY: venv broker-package broker browser install test-runtime test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ venv: $(PY)
 # broker from it, the demo starts the machine's own.
 broker-package:
 	tools/broker.sh install
+
+# the package, and the machine's broker started when nothing answers on 127.0.0.1:5672 (tests that list connections
+# with rabbitmqctl need it there; a throwaway broker is only the fixtures' fallback)
+broker:
+	tools/broker.sh start
 
 # Debian's headless Chromium and its driver, for the saga page's browser test (tests/e2e/test_view_browser.py).
 browser:
@@ -103,7 +108,7 @@ test-compat: install-delta broker-package
 test-delta: install-delta broker-package
 	$(DELTA_ENV) $(PYD) -m pytest $(DELTA_TESTS) -q -p no:cacheprovider --durations=15
 
-test: install broker-package browser
+test: install broker browser
 	$(PY) -m pytest tests -n 2 --dist loadgroup -q -p no:cacheprovider --durations=60
 
 test-unit: install
