@@ -6,7 +6,6 @@ Every queue the harness declares goes through :class:`QueueBook`, which deletes 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import sys
 import threading
@@ -109,63 +108,11 @@ def stream_broker(uri: str, port: int = 5552) -> StreamBroker:
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from brokers import ThrowawayBroker
 
-    tb = ThrowawayBroker(plugins=("rabbitmq_stream",))
-
-    def stop() -> None:
-        try:
-            tb.destroy()
-        finally:
-            _end_processes(_processes_with_env(f"RABBITMQ_PID_FILE={tb.pid_file}"))
-
-    try:
-        tb.start()
-    except BaseException:  # a failed or interrupted (SIGTERM, SIGINT) start: the node may be up already
-        stop()
-        raise
+    tb = ThrowawayBroker(plugins=("rabbitmq_stream",)).start()  # a start cut short (SIGTERM, SIGINT) ends its node
     os.environ[STREAM_PORT_ENV] = str(tb.stream_port)
     return StreamBroker(tb.uri, int(tb.stream_port or 0),
                         f"port {port} did not answer on {host}, so the stream cases ran on a throwaway "
-                        f"rabbitmq-server with the stream plugin (ports {tb.port}/{tb.stream_port})", stop)
-
-
-def _processes_with_env(entry: str, proc: Path = Path("/proc")) -> list[int]:
-    """PIDs of the processes (other than this one) whose environment holds ``entry`` (``NAME=value``) exactly: a
-    throwaway broker's node and its helpers (``beam.smp``, ``erl_child_setup``, ``epmd``) by its own pid file."""
-    wanted = entry.encode()
-    pids = []
-    for path in proc.iterdir():
-        if not path.name.isdigit() or int(path.name) == os.getpid():
-            continue
-        try:
-            if wanted in (path / "environ").read_bytes().split(b"\0"):
-                pids.append(int(path.name))
-        except OSError:
-            continue
-    return pids
-
-
-def _end_processes(pids: list[int], wait_s: float = 15.0) -> None:
-    """SIGTERM ``pids`` (a node left running when ``rabbitmqctl stop`` could not reach it: its start was cut
-    short), then SIGKILL what is still there after ``wait_s``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + wait_s
-        while pids and time.monotonic() < deadline:
-            pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
-            time.sleep(0.2)
-        if not pids:
-            return
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
+                        f"rabbitmq-server with the stream plugin (ports {tb.port}/{tb.stream_port})", tb.destroy)
 
 
 class QueueBook:

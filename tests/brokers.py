@@ -19,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Broker", "ThrowawayBroker", "acquire_broker", "free_port", "amqp_answers"]
+__all__ = ["Broker", "ThrowawayBroker", "acquire_broker", "free_port", "amqp_answers", "end_processes",
+           "processes_with_env"]
 
 RABBIT_BIN = Path(os.environ.get("SAFEBUNNY_RABBIT_BIN", "/usr/lib/rabbitmq/bin"))
 
@@ -113,11 +114,15 @@ class ThrowawayBroker:
         if not (RABBIT_BIN / "rabbitmq-server").exists():
             raise RuntimeError(f"no rabbitmq-server under {RABBIT_BIN}: apt-get install rabbitmq-server")
         self._write_config()
-        subprocess.run(
-            [str(RABBIT_BIN / "rabbitmq-server"), "-detached"], env=self.env(), check=True,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        self.wait_ready(timeout)
+        try:
+            subprocess.run(
+                [str(RABBIT_BIN / "rabbitmq-server"), "-detached"], env=self.env(), check=True,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            self.wait_ready(timeout)
+        except BaseException:  # failed, timed out or interrupted: the node may be up without its pid file yet
+            self.destroy()
+            raise
         return self
 
     def wait_ready(self, timeout: float = 90.0) -> None:
@@ -160,29 +165,62 @@ class ThrowawayBroker:
                 pass
             self.pid_file.unlink(missing_ok=True)
 
-    def _epmd_pids(self) -> list[int]:
+    def epmd_pids(self) -> list[int]:
         """PIDs of the epmd started for this broker: found by the port in its environment."""
-        marker = f"ERL_EPMD_PORT={self.epmd_port}".encode()
-        pids = []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                if (proc / "comm").read_text().strip() == "epmd" and marker in (proc / "environ").read_bytes():
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-        return pids
+        return [pid for pid in processes_with_env(f"ERL_EPMD_PORT={self.epmd_port}") if _comm(pid) == "epmd"]
 
     def destroy(self) -> None:
-        """Stop the node, kill its own epmd by PID, and remove its files."""
+        """Stop the node, end what is left of it (a start cut short leaves a node that ``rabbitmqctl stop``
+        cannot find by its pid file) and its own epmd, found by their environment, and remove its files."""
         self.stop()
-        for pid in self._epmd_pids():
+        end_processes(sorted(set(processes_with_env(f"RABBITMQ_PID_FILE={self.pid_file}") + self.epmd_pids())))
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+def processes_with_env(entry: str, proc: Path = Path("/proc")) -> list[int]:
+    """PIDs of the processes (other than this one) whose environment holds ``entry`` (``NAME=value``) exactly: a
+    throwaway broker's node and its helpers (``beam.smp``, ``erl_child_setup``, ``epmd``) by its own pid file."""
+    wanted = entry.encode()
+    pids = []
+    for path in proc.iterdir():
+        if not path.name.isdigit() or int(path.name) == os.getpid():
+            continue
+        try:
+            if wanted in (path / "environ").read_bytes().split(b"\0"):
+                pids.append(int(path.name))
+        except OSError:
+            continue
+    return pids
+
+
+def end_processes(pids: list[int], wait_s: float = 15.0) -> None:
+    """SIGTERM ``pids``, then SIGKILL what is still there after ``wait_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
             try:
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        shutil.rmtree(self.base, ignore_errors=True)
+        deadline = time.monotonic() + wait_s
+        while pids and time.monotonic() < deadline:
+            pids = [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+            time.sleep(0.2)
+        if not pids:
+            return
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _docker_answers() -> bool:

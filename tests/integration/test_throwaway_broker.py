@@ -2,7 +2,9 @@
 
 import os
 
-from brokers import ThrowawayBroker, amqp_answers
+import pytest
+
+from brokers import ThrowawayBroker, amqp_answers, processes_with_env
 from conftest import wait_until
 
 
@@ -10,10 +12,23 @@ def test_throwaway_broker_starts_answers_and_leaves_nothing_behind():
     broker = ThrowawayBroker(plugins=()).start()
     try:
         assert amqp_answers(broker.uri)
-        epmd = broker._epmd_pids()
+        epmd = broker.epmd_pids()
         assert len(epmd) == 1
     finally:
         broker.destroy()
     assert not amqp_answers(broker.uri, timeout=1)
     wait_until(lambda: not os.path.exists(f"/proc/{epmd[0]}"), timeout=10, what="epmd gone")
     assert not broker.base.exists()
+
+
+def test_a_start_cut_short_leaves_no_node_behind():
+    """A start that fails or is interrupted before the node wrote its pid file still ends the node (``stop``
+    alone finds nothing to stop then) and its epmd."""
+    broker = ThrowawayBroker(plugins=())
+    with pytest.raises(RuntimeError, match="did not open port"):
+        broker.start(timeout=0.5)
+    marker = f"RABBITMQ_PID_FILE={broker.pid_file}"
+    wait_until(lambda: not processes_with_env(marker) and not broker.epmd_pids(), timeout=20,
+               what="the cut-short node and its epmd gone")
+    assert not broker.base.exists()
+    assert not amqp_answers(broker.uri, timeout=1)

@@ -1,5 +1,5 @@
 """The benches' shared teardown (``bench.session``): its order, that every step runs, SIGTERM/SIGINT turned into
-exceptions that run it; and how a throwaway broker's leftover processes are found (``bench.broker``)."""
+exceptions that run it; and how a throwaway broker's leftover processes are found (``tests/brokers.py``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.broker import StreamBroker, _end_processes, _processes_with_env  # noqa: E402
+from bench.broker import StreamBroker  # noqa: E402
 from bench.session import BenchSession, bench_session  # noqa: E402
+from brokers import end_processes, processes_with_env  # noqa: E402
 
 
 class _Book:
@@ -144,7 +145,7 @@ def test_processes_are_found_by_an_exact_environment_entry(tmp_path: Path) -> No
         (tmp_path / pid / "environ").write_bytes(env)
     (tmp_path / "self").mkdir()
     (tmp_path / "104").mkdir()  # gone meanwhile: no environ
-    assert _processes_with_env("RABBITMQ_PID_FILE=/tmp/b1/rabbit.pid", tmp_path) == [101]
+    assert processes_with_env("RABBITMQ_PID_FILE=/tmp/b1/rabbit.pid", tmp_path) == [101]
 
 
 def test_a_process_left_running_is_found_and_ended() -> None:
@@ -152,8 +153,8 @@ def test_a_process_left_running_is_found_and_ended() -> None:
     name, value = marker.split("=")
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env={**os.environ, name: value})
     try:
-        assert _processes_with_env(marker) == [child.pid]
-        _end_processes([child.pid], wait_s=10)
+        assert processes_with_env(marker) == [child.pid]
+        end_processes([child.pid], wait_s=10)
         assert child.wait(timeout=5) == -signal.SIGTERM
     finally:
         if child.poll() is None:
