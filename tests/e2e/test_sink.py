@@ -310,12 +310,9 @@ def _descends_from_me(pid: int) -> bool:
     return False
 
 
-def _my_publisher_connections() -> list[int]:
+def _my_publisher_connections(broker) -> list[int]:
     """PIDs of this test run's Spark workers that hold a safebunny publisher connection (rabbitmqctl)."""
-    import subprocess
-
-    out = subprocess.run(["rabbitmqctl", "list_connections", "-q", "--no-table-headers", "client_properties"],
-                         capture_output=True, text=True, timeout=60, check=True).stdout
+    out = broker.ctl("list_connections", "-q", "--no-table-headers", "client_properties")
     marker = '{"process","pid '  # amqp/connection.client_properties
     pids = [int(line.split(marker)[1].split('"')[0]) for line in out.splitlines()
             if marker in line and '/publisher"}' in line]
@@ -323,20 +320,18 @@ def _my_publisher_connections() -> list[int]:
 
 
 def test_python_workers_reuse_their_connection_across_tasks(spark, amqp_uri, admin, make_queue, broker):
-    from urllib.parse import urlsplit
-
-    if urlsplit(broker.uri).port != 5672:
-        pytest.fail("this test lists connections with rabbitmqctl, so it needs the local broker on 5672")
+    if broker.ctl is None:
+        pytest.fail(f"this test lists connections with rabbitmqctl, which {broker.origin} does not offer")
     queue = make_queue()
     df = spark.range(0, 80, 1, 4).selectExpr("cast(id as string) as value")
     writer(df, amqp_uri, routingKey=queue, maxInFlight="7").save()
-    after_first = _my_publisher_connections()
+    after_first = _my_publisher_connections(broker)
     for _ in range(2):
         writer(df, amqp_uri, routingKey=queue, maxInFlight="7").save()
     assert admin.ready(queue) == 240
     assert after_first
     # 12 tasks, no new connection (a connection cached by an earlier test may have closed meanwhile)
-    assert not Counter(_my_publisher_connections()) - Counter(after_first)
+    assert not Counter(_my_publisher_connections(broker)) - Counter(after_first)
 
 
 def test_a_replayed_micro_batch_republishes_the_same_ids(spark, amqp_uri, admin, make_queue, make_exchange,
