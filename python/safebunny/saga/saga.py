@@ -137,15 +137,6 @@ class Saga:
         return topology.declare(self)
 
     # -- each step's exactly-once Step -----------------------------------------------------------
-    def checkpoint_of(self, step: SagaStep) -> str:
-        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
-        query has its own."""
-        return self.config.layout.checkpoint(step.unit_label)
-
-    def journal_of(self, step: SagaStep) -> str:
-        """Where step ``step``'s query journals its batches (a shard's query has its own)."""
-        return self.config.layout.journal(step.unit_label)
-
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step's query (one per step or shard, kept for status);
         the shards of a step share its inbox (one node's)."""
@@ -155,7 +146,8 @@ class Saga:
             self._runtimes[label] = Step(step.node, config.layout.inbox, StepSettings(
                 uri=config.uri, password=config.password, connection_name=config.connection_name("publisher", label),
                 on_failed=failures, router=topology.router(self, step.node),
-                checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
+                # the step reads its epoch in the checkpoint over Spark Connect; a shard's query has its own
+                checkpoint=config.layout.checkpoint(label), journal=config.layout.journal(label),
                 executor_publish_rows=config.settings.executor_publish_rows,
                 executor_partition_rows=config.settings.executor_partition_rows,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
