@@ -16,8 +16,7 @@ from safebunny.saga.config import SagaShape
 from safebunny.saga.graph import graph_of
 from safebunny.saga.instance_state import STATES
 from safebunny.saga.poison_ledger import HIDDEN_STATES
-from safebunny.saga.reports import RATE_WINDOW_S
-from safebunny.saga.restarts import RestartLog
+from safebunny.saga.reports import RATE_WINDOW_S, RestartLog
 from safebunny.uri import redact
 
 __all__ = ["SagaView", "gather", "view", "STUCK_STATES", "STUCK_LISTED"]
