@@ -109,8 +109,7 @@ class Parked:
     discardReason: str | None = None  # noqa: N815
     discardedBy: str | None = None  # noqa: N815
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
 
 
 def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:

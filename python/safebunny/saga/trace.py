@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for
@@ -38,8 +37,7 @@ class TraceEntry:
     #: counts the tries within one delivery (a row handler's in-place retries)
     delivery: int = 1
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
 
 
 def trace(saga: SagaShape, correlation_id: str) -> list[TraceEntry]:
