@@ -151,23 +151,17 @@ def _parked_at(props: Any) -> str | None:
     return dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
 
 
-def _done_ids(config: SagaConfig, node: str, ids: list[str]) -> set[str]:
-    """The ids among ``ids`` the step's inbox has ``done`` (a redriven message processed since)."""
-    if not ids:
-        return set()
-    from safebunny.exactly_once import Inbox
-
-    return Inbox(config.layout.inbox, node).seen(ids, "", -1)
-
-
 def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = False) -> list[Parked]:  # noqa: A002
     """The messages parked in the poison queue of step ``node.message_type``, one per message id (its
     latest copy), oldest first; resolved and discarded ones only with ``all``."""
+    from safebunny.exactly_once import Inbox
+
     entries = _entries(config, node, message_type)
     ledger = PoisonLedger(config.layout.poison_ledger(f"{node}.{message_type}")).read()
     redriven = [str(p.message_id) for p, _, _ in entries
                 if ledger.get(str(p.message_id), {}).get("state") == "redriven"]
-    done = _done_ids(config, node, redriven)
+    # the redriven ones the step's inbox has done (processed since the redrive)
+    done = Inbox(config.layout.inbox, node).seen(redriven, "", -1) if redriven else set()
     parked = []
     for props, body, offset in entries:
         h = props.headers or {}
