@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step, StepSettings
-from safebunny.saga import checks, instances, parked, starting, topology, trace
+from safebunny.saga import checks, instances, parked, topology, trace
 from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -171,12 +171,12 @@ class Saga:
         correlation id derived from the ``business_key`` column, so starting the same instance twice
         starts it once. The body is the row as a JSON object. Rows whose key is null or blank are refused
         (before anything is published): they would all become one instance."""
-        starting.check_keys(df, business_key)
+        instances.check_keys(df, business_key)
         self._started.add((node, type))
         checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.settings.strict,
                       self._warned)
         self.declare()
-        starting.publish_first(self, df, node, type, business_key)
+        instances.publish_first(self, df, node, type, business_key)
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
