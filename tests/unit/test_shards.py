@@ -129,7 +129,7 @@ def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> N
 
 
 def test_among_several_drivers_every_step_must_be_sharded() -> None:
-    from safebunny.saga.checks import require_shards
+    from safebunny.saga.definition import require_shards
 
     require_shards("fulfilment", "host-a", [_step(1), _step(4)])
     with pytest.raises(SafeBunnyOptionError, match=r"driver 'host-a'.*payment.StockReserved.*shards=N"):

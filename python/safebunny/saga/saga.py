@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step, StepSettings
-from safebunny.saga import checks, instances, parked, topology, trace
+from safebunny.saga import definition, instances, parked, topology, trace
 from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -121,14 +121,18 @@ class Saga:
     def check(self) -> list[str]:
         """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
         ``declare``, ``run`` and ``drain`` call it."""
-        problems = checks.unfed_routes(self.steps, self._started)
-        checks.report(self.name, problems, self.config.settings.strict, self._warned)
+        problems = definition.unfed_routes(self.steps, self._started)
+        self._report(problems)
         if self.config.layout.driver is not None:
-            checks.require_shards(self.name, self.config.layout.driver, self.steps)
+            definition.require_shards(self.name, self.config.layout.driver, self.steps)
         return problems
 
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
-        checks.report(self.name, checks.undeclared_emits(step, types), self.config.settings.strict, self._warned)
+        self._report(definition.undeclared_emits(step, types))
+
+    def _report(self, problems: list[str]) -> None:
+        """Warn about each of the definition's ``problems`` once, or raise them with ``strict``."""
+        definition.report_problems(self.name, problems, self.config.settings.strict, self._warned)
 
     def declare(self) -> topology.Topology:
         """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
@@ -173,8 +177,7 @@ class Saga:
         (before anything is published): they would all become one instance."""
         instances.check_keys(df, business_key)
         self._started.add((node, type))
-        checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.settings.strict,
-                      self._warned)
+        self._report(definition.unconsumed_start(self.steps, node, type))
         self.declare()
         instances.publish_first(self, df, node, type, business_key)
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
