@@ -8,10 +8,9 @@ import threading
 import time
 from typing import Any
 
-from safebunny.saga.balance import Balancer
 from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.leases import TTL_S
+from safebunny.saga.leases import TTL_S, Balancer
 from safebunny.saga.queries import (
     WORKER_START_WAIT_S,
     NotStarted,
