@@ -28,6 +28,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.definition import SagaStep
+from safebunny.saga.parked_ids import REDRIVEN
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 from safebunny.spark.session import session_or_raise
@@ -38,8 +39,6 @@ from safebunny.storage.writes import write_atomically
 __all__ = ["latest_per_id", "PoisonLedger", "state_of"]
 
 _IDLE_S = 0.5
-
-
 #: states a default listing leaves out (``all=True`` / ``--all`` shows them)
 HIDDEN_STATES = frozenset({"resolved", "discarded"})
 
@@ -214,7 +213,7 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
     for props, body in chosen:
         headers = {k: v for k, v in (props.headers or {}).items()
                    if not k.startswith("x-safebunny-") and k not in ("x-stream-offset", "x-death")}
-        headers["x-safebunny-redriven"] = stamp
+        headers[REDRIVEN] = stamp
         # back to the queue (of a sharded step: the shard) that the message's instance routes to
         shard = None if step.shards is None else topology.shard_of(props.correlation_id, step.shards)
         target = topology.consumer_queue(config, node, message_type, shard)
