@@ -285,7 +285,7 @@ def _saga_queries(spark: Any, saga: Any, args: argparse.Namespace) -> list[Any]:
     queries = []
     for step in saga.units():
         if args.replay:
-            _drop_last_commit(saga.checkpoint_of(step))
+            _drop_last_commit(saga.config.layout.checkpoint(step.unit_label))
         queries.append(start_query(spark, saga, step, None))
     return queries
 

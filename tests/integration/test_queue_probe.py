@@ -14,7 +14,7 @@ from safebunny.errors import (
     SafeBunnyBrokerError,
     VhostNotFoundError,
 )
-from safebunny.streams.probe import detect_queue_type, parse_inequivalent_arg
+from safebunny.streams.probe import detect_queue_type, parse_inequivalent
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()
@@ -111,6 +111,12 @@ def test_unreachable_host(amqp_uri):
     text = str(info.value)
     assert f"127.0.0.1:{port}" in text and "topsecret" not in text and "broker is running" in text
     assert isinstance(info.value, SafeBunnyBrokerError)
+
+
+def parse_inequivalent_arg(reply_text):
+    """(argument, current value, value_known) of a reply, as the probe reads it."""
+    found = parse_inequivalent(reply_text)
+    return None if found is None else (found["arg"], found["current"], found["known"])
 
 
 def test_parse_inequivalent_arg_forms():

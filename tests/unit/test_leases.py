@@ -11,9 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny.exactly_once.protocol.report import BatchReport
-from safebunny.saga.balance import HOLD_S, Balancer
 from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.leases import SETTLE_S, TTL_S, LeaseStore, assign, handovers, live, mine
+from safebunny.saga.leases import HOLD_S, SETTLE_S, TTL_S, Balancer, LeaseStore, assign, handovers, live, mine
 from safebunny.saga.reports import ReportStore
 from safebunny.storage.lease import Lease
 
@@ -205,7 +204,7 @@ def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(
 
     now = [1000.0]
     monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr("safebunny.saga.balance.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("safebunny.saga.leases.time.monotonic", lambda: now[0])
     clock = [NOW - dt.timedelta(seconds=30)]
     saga = _saga(tmp_path)
     balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # renewed by the test only

@@ -1,10 +1,10 @@
-"""The restart record a supervisor or drain keeps per step query under the saga's root (safebunny.saga.restarts)."""
+"""The restart record a supervisor or drain keeps per step query under the saga's root (saga.reports.RestartLog)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from safebunny.saga.restarts import RestartLog
+from safebunny.saga.reports import RestartLog
 
 
 def test_restarts_count_up_with_the_errors_first_line(tmp_path: Path) -> None:

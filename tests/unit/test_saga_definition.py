@@ -10,7 +10,7 @@ import pytest
 
 import safebunny
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import checks
+from safebunny.saga import definition as checks
 from safebunny.saga.definition import SagaStep
 from safebunny.saga.parked import latest_per_id
 from safebunny.saga.republish import copy_id

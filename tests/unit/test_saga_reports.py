@@ -102,7 +102,7 @@ def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_t
     failure router); drain's progress is the stored received total, the same in any process."""
     import safebunny
     from safebunny.saga.drain import moved_so_far
-    from safebunny.saga.recorder import StepRecorder
+    from safebunny.saga.queries import StepRecorder
 
     saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda df, ctx: None)

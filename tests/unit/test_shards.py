@@ -105,12 +105,15 @@ def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> No
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string", shards=2)(
         lambda df, ctx: None)
     unit = saga.units()[1]
-    assert saga.checkpoint_of(unit) == str(tmp_path / "drivers" / "host-a" / "checkpoints" /
-                                           "stock.OrderPlaced.shard.1")
-    assert saga.journal_of(unit) == str(tmp_path / "drivers" / "host-a" / "journal" / "stock.OrderPlaced.shard.1")
+    layout = saga.config.layout
+    assert layout.checkpoint(unit.unit_label) == str(tmp_path / "drivers" / "host-a" / "checkpoints" /
+                                                     "stock.OrderPlaced.shard.1")
+    assert layout.journal(unit.unit_label) == str(tmp_path / "drivers" / "host-a" / "journal" /
+                                                  "stock.OrderPlaced.shard.1")
     assert saga.inbox_path == str(tmp_path / "inbox")  # shared by every driver
     alone = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
-    assert alone.checkpoint_of(unit) == str(tmp_path / "checkpoints" / "stock.OrderPlaced.shard.1")
+    assert alone.config.layout.checkpoint(unit.unit_label) == str(tmp_path / "checkpoints" /
+                                                                  "stock.OrderPlaced.shard.1")
 
 
 def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -126,7 +129,7 @@ def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> N
 
 
 def test_among_several_drivers_every_step_must_be_sharded() -> None:
-    from safebunny.saga.checks import require_shards
+    from safebunny.saga.definition import require_shards
 
     require_shards("fulfilment", "host-a", [_step(1), _step(4)])
     with pytest.raises(SafeBunnyOptionError, match=r"driver 'host-a'.*payment.StockReserved.*shards=N"):

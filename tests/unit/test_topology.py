@@ -8,6 +8,7 @@ from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
+from safebunny.streams.probe import parse_inequivalent
 
 
 def _saga(quorum=True):
@@ -52,12 +53,14 @@ def test_plan_declares_consumer_retry_and_poison_queues_with_explicit_arguments(
 def test_inequivalent_argument_replies_are_parsed():
     text = ("PRECONDITION_FAILED - inequivalent arg 'x-message-ttl' for queue 'q.retry.0' in vhost '/': received the "
             "value '10000' of type 'signedint' but current is the value '5000' of type 'long'")
-    assert topology.parse_inequivalent(text) == {"arg": "x-message-ttl", "what": "queue", "name": "q.retry.0",
-                                                 "ours": "10000", "theirs": "5000"}
+    assert parse_inequivalent(text) == {"arg": "x-message-ttl", "what": "queue", "name": "q.retry.0",
+                                        "ours": "10000", "theirs": "5000", "current": 5000, "known": True}
     none = ("PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': received the value "
             "'quorum' of type 'longstr' but current is none")
-    assert topology.parse_inequivalent(none)["theirs"] == "none"
-    assert topology.parse_inequivalent("something else") is None
+    assert parse_inequivalent(none)["theirs"] == "none"
+    assert parse_inequivalent("something else") is None
+    quoted = none.replace("queue 'q'", "queue 'it's'")  # a name with a quote (the probe reads any queue's reply)
+    assert parse_inequivalent(quoted)["name"] == "it's"
 
 
 def test_an_existing_poison_stream_keeps_its_own_retention():

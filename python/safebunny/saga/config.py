@@ -102,7 +102,7 @@ class SagaLayout:
         return os.path.join(self.own_root, "control", "drain", f"{drain}.layer-{layer}")
 
     def poison_ledger(self, label: str) -> str:
-        """Step ``label``'s ledger of redriven and discarded messages (:mod:`safebunny.saga.poison_ledger`)."""
+        """Step ``label``'s ledger of redriven and discarded messages (:class:`~safebunny.saga.parked.PoisonLedger`)."""
         return self._under("poison", f"{label}.json")
 
     def parked_ids(self, unit_label: str) -> str:

@@ -58,13 +58,12 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
         before = moved_so_far(saga)
         # a layer's gate opens when every layer before it has ended; the first layer has none
         gates = {layer: saga.config.layout.drain_gate(f"{name}-{rounds}", layer) for layer in order[1:]}
-        units = saga.units()
         # side by side (a new driver's first one alone: start_query)
-        queries = [(s, try_start(start, spark, saga, s, None, *_gate(gates, layer_of[_label(s)]))) for s in units]
+        queries = [(s, try_start(start, spark, saga, s, None, gates.get(layer_of[s.label]))) for s in saga.units()]
         errors: list[tuple[Any, BaseException]] = []
         try:
             for i, layer in enumerate(order):  # every query ends by itself (availableNow), failed or not
-                errors += _ended([(s, q) for s, q in queries if layer_of[_label(s)] == layer], failed, unstarted)
+                errors += _ended([(s, q) for s, q in queries if layer_of[s.label] == layer], failed, unstarted)
                 if i + 1 < len(order):
                     write_await_file(gates[order[i + 1]])
         except BaseException:
@@ -105,14 +104,6 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
 
 
-def _label(step: Any) -> str:
-    return f"{step.node}.{step.consumes}"
-
-
-def _gate(gates: dict[int, str], layer: int) -> tuple[str, ...]:
-    return (gates[layer],) if layer in gates else ()
-
-
 def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: dict[str, int]
            ) -> list[tuple[Any, BaseException]]:
     """Wait for ``queries`` to end; their errors, counted in a row per step (``failed``, or ``unstarted`` for a
@@ -136,7 +127,7 @@ def layers(saga: SagaShape) -> dict[str, int]:
     """Each step's (``node.type``) layer in the saga's graph: longest path from the producers, a compensation
     back to an earlier step not counted (:func:`safebunny.saga.graph.layout`)."""
     placed = layout(graph_of(saga.config.name, saga.steps))
-    return {_label(s): placed[_label(s)][0] for s in saga.steps}
+    return {s.label: placed[s.label][0] for s in saga.steps}
 
 
 def moved_so_far(saga: SagaShape) -> int:

@@ -151,13 +151,12 @@ class SagaMetrics:
         """Without a listener: the labels of the session's active step queries; else None."""
         if self._spark is None or self.listener is not None:
             return None
-        prefix = f"{self.saga.name}."
         try:
             names = [q.name for q in self._spark.streams.active]
         except Exception as exc:  # noqa: BLE001 - a scrape without "active" beats a failed scrape
             log.debug("saga %s: active queries unknown: %s", self.saga.name, exc)
             return None
-        return {n[len(prefix):] for n in names if n and n.startswith(prefix)}
+        return {label for label in map(self._label_of, names) if label is not None}
 
     def text(self) -> str:
         return render(self.saga.name, self.samples())

@@ -1,14 +1,26 @@
 """Reading, redriving and discarding the messages parked in a step's poison queue (a stream queue).
 
 A message can be parked more than once (a replayed batch republishes its failed rows); the listing keeps one
-entry per message id, the latest copy (docs/sagas.md), with its state from :mod:`safebunny.saga.poison_ledger`.
+entry per message id, the latest copy (docs/sagas.md), with its state from the step's poison ledger.
+
+The poison ledger: what operators did with a step's parked messages, redriven or discarded, by whom, when and
+why. A small JSON file ``<root>/poison/<node>.<type>.json`` written whole
+(:func:`safebunny.storage.writes.write_atomically`) records per message id the last action taken;
+:func:`state_of` combines it with the entry itself and the inbox into ``parked``, ``redriven``, ``resolved``
+or ``discarded`` (docs/operations.md, "The poison ledger"). Two operators writing at the same instant may
+lose one record (the last write wins); the message itself is never lost.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import getpass
+import socket
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import orjson
 
 from safebunny.amqp.connection import open_blocking
 from safebunny.amqp.message_rows import as_text
@@ -16,14 +28,63 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology
 from safebunny.saga.config import SagaConfig, SagaShape
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.poison_ledger import HIDDEN_STATES, PoisonLedger, state_of
+from safebunny.saga.parked_ids import REDRIVEN
 from safebunny.saga.republish import Copy, publish_copies
 from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
 from safebunny.spark.session import session_or_raise
+from safebunny.storage.location import resolve_location
+from safebunny.storage.records import read_record
+from safebunny.storage.writes import write_atomically
 
-__all__ = ["latest_per_id"]
+__all__ = ["latest_per_id", "PoisonLedger", "state_of"]
 
 _IDLE_S = 0.5
+#: states a default listing leaves out (``all=True`` / ``--all`` shows them)
+HIDDEN_STATES = frozenset({"resolved", "discarded"})
+
+
+def _operator() -> str:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no user name in some containers
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class PoisonLedger:
+    """A step's ledger of its parked messages at ``location`` (``SagaLayout.poison_ledger``)."""
+
+    def __init__(self, location: str) -> None:
+        self.filesystem, self.path = resolve_location(location, "root")
+
+    def read(self) -> dict[str, dict[str, Any]]:
+        """Message id -> its last recorded action (``state``, ``at``, ``by``, ``reason``)."""
+        data = read_record(self.filesystem, self.path)
+        return orjson.loads(data) if data else {}
+
+    def record(self, ids: Iterable[str], state: str, reason: str | None = None, by: str | None = None,
+               now: dt.datetime | None = None) -> None:
+        """Record ``state`` (``redriven`` or ``discarded``) for ``ids``."""
+        if state not in ("redriven", "discarded"):
+            raise ValueError(f"a ledger records 'redriven' or 'discarded', not {state!r}")
+        entry = {"state": state, "at": (now or dt.datetime.now(dt.timezone.utc)).isoformat(),
+                 "by": by or _operator(), "reason": reason}
+        ledger = self.read()
+        for mid in ids:
+            ledger[mid] = entry
+        write_atomically(self.filesystem, self.path, orjson.dumps(ledger, option=orjson.OPT_INDENT_2))
+
+
+def state_of(entry: dict[str, Any] | None, parked_at: str | None, done: bool) -> str:
+    """The state of a parked message: its ledger ``entry`` (or None), when its latest copy was parked
+    (ISO time, or None when unknown) and whether the step's inbox has it ``done``."""
+    if entry is None:
+        return "parked"
+    if parked_at is not None and parked_at > entry["at"]:
+        return "parked"  # parked again after the action (a redrive that failed again)
+    if entry["state"] == "discarded":
+        return "discarded"
+    return "resolved" if done else "redriven"
 
 
 @dataclass(frozen=True)
@@ -41,14 +102,13 @@ class Parked:
     firstFailure: str | None  # noqa: N815
     parkedAt: str | None  # noqa: N815
     body: str
-    state: str = "parked"  # parked, redriven, resolved or discarded (see safebunny.saga.poison_ledger)
+    state: str = "parked"  # parked, redriven, resolved or discarded (see state_of)
     headers: dict[str, str] | None = None  # the message's headers as text
     #: for a discarded message: the reason given and who gave it (``saga.discard`` / ``poison discard``)
     discardReason: str | None = None  # noqa: N815
     discardedBy: str | None = None  # noqa: N815
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
 
 
 def _consume_all(uri: str, queue: str) -> list[tuple[Any, bytes, int]]:
@@ -90,23 +150,17 @@ def _parked_at(props: Any) -> str | None:
     return dt.datetime.fromtimestamp(props.timestamp, dt.timezone.utc).isoformat() if props.timestamp else None
 
 
-def _done_ids(config: SagaConfig, node: str, ids: list[str]) -> set[str]:
-    """The ids among ``ids`` the step's inbox has ``done`` (a redriven message processed since)."""
-    if not ids:
-        return set()
-    from safebunny.exactly_once import Inbox
-
-    return Inbox(config.layout.inbox, node).seen(ids, "", -1)
-
-
 def read_parked(config: SagaConfig, node: str, message_type: str, all: bool = False) -> list[Parked]:  # noqa: A002
     """The messages parked in the poison queue of step ``node.message_type``, one per message id (its
     latest copy), oldest first; resolved and discarded ones only with ``all``."""
+    from safebunny.exactly_once import Inbox
+
     entries = _entries(config, node, message_type)
     ledger = PoisonLedger(config.layout.poison_ledger(f"{node}.{message_type}")).read()
     redriven = [str(p.message_id) for p, _, _ in entries
                 if ledger.get(str(p.message_id), {}).get("state") == "redriven"]
-    done = _done_ids(config, node, redriven)
+    # the redriven ones the step's inbox has done (processed since the redrive)
+    done = Inbox(config.layout.inbox, node).seen(redriven, "", -1) if redriven else set()
     parked = []
     for props, body, offset in entries:
         h = props.headers or {}
@@ -159,7 +213,7 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
     for props, body in chosen:
         headers = {k: v for k, v in (props.headers or {}).items()
                    if not k.startswith("x-safebunny-") and k not in ("x-stream-offset", "x-death")}
-        headers["x-safebunny-redriven"] = stamp
+        headers[REDRIVEN] = stamp
         # back to the queue (of a sharded step: the shard) that the message's instance routes to
         shard = None if step.shards is None else topology.shard_of(props.correlation_id, step.shards)
         target = topology.consumer_queue(config, node, message_type, shard)

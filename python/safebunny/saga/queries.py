@@ -3,6 +3,12 @@ and how its failures are told apart (a plan error is not worth a restart; a quer
 could not start in time never ran). :mod:`~safebunny.saga.runner` and :mod:`~safebunny.saga.drain` start
 queries through here.
 
+Its ``foreachBatch`` function (:func:`batch_function`) runs the step's :class:`safebunny.Step` (whose
+``on_failed``, the saga's :class:`~safebunny.saga.failures.FailureRouter`, routes failed rows and says how many
+it retried and parked) and stores each batch's :class:`~safebunny.exactly_once.protocol.report.BatchReport` in
+the step's :class:`~safebunny.saga.reports.ReportStore`, once per (epoch, batch id), in whichever process runs
+the batch.
+
 Every step's query is named ``<saga>.<node>.<type>`` and keeps its checkpoint and journal under the
 saga's root (``checkpoints/<node>.<type>``, ``journal/<node>.<type>``), so a restart, or the next
 ``drain``, goes on where the last one stopped (the same epoch, the same inbox rows).
@@ -15,21 +21,20 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from safebunny.errors import SafeBunnyPlanError
+from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.source import SourceOptions
 from safebunny.saga import topology
 from safebunny.saga.config import SagaRunner, SagaShape
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.recorder import batch_function
 from safebunny.spark import first_stream
-from safebunny.spark.exceptions import error_of, is_plan_error, message_of
-from safebunny.spark.log_levels import note_streaming_started
+from safebunny.spark.exceptions import error_of, is_plan_error, message_of, raised_in_python
+from safebunny.spark.log_levels import note_streaming_started, quiet_query_context
 from safebunny.spark.session import activate, read_stream
 
 __all__ = ["source_frame", "source_options", "start_query", "interval_ms", "is_entry", "is_available_now",
            "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
-           "note_serialization_race", "note_restart"]
+           "note_serialization_race", "note_restart", "batch_function", "StepRecorder"]
 
 log = logging.getLogger("safebunny.saga")
 #: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
@@ -96,6 +101,55 @@ def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | Non
     return query
 
 
+class StepRecorder:
+    """Stores one saga step's batch reports; ``runtime`` is the step's exactly-once Step."""
+
+    def __init__(self, saga: SagaRunner, step: SagaStep, runtime: Any) -> None:
+        self.store = saga.config.layout.reports(step.unit_label)
+        self.driver = saga.config.layout.driver
+        self.runtime = runtime
+
+    def process(self, batch_df: Any, batch_id: int, handler: Callable[..., Any], rows: bool) -> Any:
+        """Run the batch through the step, then store its report (a batch without messages is not stored)."""
+        report = self.runtime.process(batch_df, batch_id, handler, rows=rows)
+        if report.received:
+            self.store.record(report, self.driver)
+        return report
+
+
+def batch_function(saga: SagaRunner, step: SagaStep) -> Callable[[Any, int], None]:
+    """The function for ``writeStream.foreachBatch`` of saga step ``step``."""
+    recorder = StepRecorder(saga, step, saga.runtime(step))
+    handler = saga.handler_of(step)
+
+    def run(batch_df: Any, batch_id: int) -> None:
+        try:
+            with quiet_query_context():  # a plan error is raised again as one line below
+                recorder.process(batch_df, batch_id, handler, step.rows)
+        except SafeBunnyError:
+            raise
+        except Exception as exc:
+            if not is_plan_error(exc):
+                raise
+            raise plan_error(saga.config.name, step, exc) from exc  # one line naming the cause, found by error_of
+
+    run.__name__ = f"safebunny_saga_step_{step.node}_{step.consumes}"
+    return run
+
+
+def plan_error(saga_name: str, step: SagaStep, exc: BaseException) -> SafeBunnyPlanError:
+    """Spark's plan error in step ``step``'s handler as one line: which handler, Spark's own first line (the
+    unknown column and its suggestions, the mismatched types) and what to do."""
+    raised = raised_in_python(exc)
+    cause = (f"{raised[0]}: {raised[1]}" if raised is not None
+             else f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    handler = getattr(step.handler, "__name__", "handler")
+    return SafeBunnyPlanError(
+        f"saga {saga_name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
+        f"handler's plan: {' '.join(cause.split())} This fails every batch, so the step is not restarted: fix the "
+        "handler (or the step's schema=) and run the saga again.")
+
+
 _INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
 _INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
                 "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
@@ -124,9 +178,9 @@ def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseExceptio
 
 
 def note_restart(saga: SagaShape, label: str, error: BaseException | None) -> None:
-    """Count a restart of query ``label`` under the saga's root (:mod:`safebunny.saga.restarts`), for views in any
-    process; a storage error here is logged, never raised (it only feeds a display)."""
-    from safebunny.saga.restarts import RestartLog
+    """Count a restart of query ``label`` under the saga's root (:class:`~safebunny.saga.reports.RestartLog`), for
+    views in any process; a storage error here is logged, never raised (it only feeds a display)."""
+    from safebunny.saga.reports import RestartLog
 
     try:
         RestartLog(saga.config.layout.root, label).record(None if error is None else message_of(error))

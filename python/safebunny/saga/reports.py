@@ -1,5 +1,6 @@
 """A saga step's batch reports, stored once per batch, the one record ``status``, ``drain``, metrics and the
-balancer read, in any process (over Spark Connect the batches run in a server process; they write here too).
+balancer read, in any process (over Spark Connect the batches run in a server process; they write here too);
+and its query's restarts (:class:`RestartLog`), kept beside them for the views.
 
 One small JSON file per query (a step, or one shard of it), ``<root>/status/<unit label>.json``, rewritten
 whole (write, then rename) after each batch that carried messages: the totals (:data:`COUNTERS`), the last
@@ -25,7 +26,7 @@ from safebunny.storage.location import resolve_under
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["COUNTERS", "KEEP", "ReportStore", "StepCounters", "add_report", "summary"]
+__all__ = ["COUNTERS", "KEEP", "ReportStore", "RestartLog", "StepCounters", "add_report", "summary"]
 
 #: the counters every step keeps since its root was created, and what each counts: ``StepStatus``'s counters,
 #: the metrics ``safebunny_step_<name>_total`` and ``safebunny status``'s columns. ``batches`` counts the
@@ -131,3 +132,33 @@ class ReportStore:
     def reports(self) -> list[BatchReport]:
         """The newest :data:`KEEP` reports, oldest first."""
         return [_report(r) for r in (self.read() or {}).get("reports") or []]
+
+
+class RestartLog:
+    """How often query ``label`` (a step, or a shard) of the saga under ``root`` was started again after it stopped,
+    ``<root>/status/<label>.restarts.json``, so any process (``saga.view()``, ``safebunny view``) can show it.
+
+    Written by whoever restarts a query (``saga.run``'s supervisor, ``saga.drain``) with the count, when and the
+    error's first line. A display record, not exactly-once state: two drivers restarting one shard at the same
+    instant may count one restart (the last write wins)."""
+
+    def __init__(self, root: str, label: str) -> None:
+        self.filesystem, self.path = resolve_under(root, "root", "status", f"{label}.restarts.json")
+
+    def read(self) -> dict[str, Any]:
+        """``{"count": n, "last": ISO time or None, "error": first line or None}``."""
+        data = read_record(self.filesystem, self.path)
+        record = orjson.loads(data) if data else {}
+        return {"count": int(record.get("count", 0)), "last": record.get("last"), "error": record.get("error")}
+
+    def record(self, error: str | None = None) -> int:
+        """Count one restart (``error``: why the query stopped); the new count."""
+        count = self.read()["count"] + 1
+        line = (error or "").strip().splitlines()[0][:300] if error and error.strip() else None
+        write_atomically(self.filesystem, self.path, orjson.dumps({
+            "count": count, "last": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "error": line}),
+            durable=False)
+        return count
+
+    def count(self) -> int:
+        return int(self.read()["count"])

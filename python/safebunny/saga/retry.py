@@ -74,17 +74,12 @@ class Decision:
     attempt: int
 
 
-def attempt_of(headers: Mapping[str, Any] | None) -> int:
-    """How many times the message failed before (0 for a fresh one)."""
-    try:
-        return int((headers or {}).get(ATTEMPT, 0))
-    except (TypeError, ValueError):
-        return 0
-
-
 def decide(retry: Retry, headers: Mapping[str, Any] | None, error_type: str | None) -> Decision:
-    """The next stop of a message that failed now."""
-    attempt = attempt_of(headers) + 1
+    """The next stop of a message that failed now (``headers``' attempt count: the failures before)."""
+    try:
+        attempt = int((headers or {}).get(ATTEMPT, 0)) + 1
+    except (TypeError, ValueError):  # not a count of ours: a fresh message
+        attempt = 1
     if error_type in ALWAYS_POISON or error_type in retry.poison_on:
         return Decision("poison", None, attempt)
     if attempt <= len(retry.delays_ms):

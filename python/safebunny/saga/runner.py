@@ -8,10 +8,9 @@ import threading
 import time
 from typing import Any
 
-from safebunny.saga.balance import Balancer
 from safebunny.saga.config import SagaRunner
 from safebunny.saga.definition import SagaStep
-from safebunny.saga.leases import TTL_S
+from safebunny.saga.leases import TTL_S, Balancer
 from safebunny.saga.queries import (
     WORKER_START_WAIT_S,
     NotStarted,
@@ -92,54 +91,48 @@ class RunningSaga:
         next_round: dict[str, float] = {}  # availableNow: a step whose round read nothing -> when it goes again
         while not self._stop.wait(1.0):
             for step in self.saga.units():
-                query = self.queries[step.unit_label]
+                label, name = step.unit_label, self.saga.config.name
+                query = self.queries[label]
                 now = time.monotonic()
-                if query.isActive:
-                    self._note_healthy(step.unit_label, now)
-                if query.isActive or self._stop.is_set() or step.unit_label in self.given_up:
+                # a restarted query still running HEALTHY_S after its restart ends its step's failure streak
+                if query.isActive and now - self._restarted_at.get(label, now) >= self.HEALTHY_S:
+                    self.failing[label] = 0
+                if query.isActive or self._stop.is_set() or label in self.given_up:
                     continue
-                if self.in_rounds and step.unit_label not in retry_at and self._round_ended(step, query, now,
-                                                                                            next_round):
+                if self.in_rounds and label not in retry_at and self._round_ended(step, query, now, next_round):
                     continue
-                if step.unit_label not in retry_at:
+                if label not in retry_at:
                     failure = query.exception()
                     if failure is not None:
-                        self.errors[step.unit_label] = error_of(failure) or failure
+                        self.errors[label] = error_of(failure) or failure
                     if failure is not None and not_worth_a_restart(failure):
-                        self.given_up.add(step.unit_label)
-                        log.error("saga %s: step %s stopped and is not restarted: %s", self.saga.config.name,
-                                  step.unit_label, message_of(failure))
+                        self.given_up.add(label)
+                        log.error("saga %s: step %s stopped and is not restarted: %s", name, label, message_of(failure))
                         continue
                     unstarted = is_worker_start_timeout(failure)  # a loaded machine: it never ran, back soon
-                    backoff = (WORKER_START_WAIT_S if unstarted
-                               else min(self.max_backoff_s, 2.0 ** self.failing[step.unit_label]))
+                    backoff = WORKER_START_WAIT_S if unstarted else min(self.max_backoff_s, 2.0 ** self.failing[label])
                     if unstarted:
-                        self._unstarted.add(step.unit_label)
-                    retry_at[step.unit_label] = now + backoff
+                        self._unstarted.add(label)
+                    retry_at[label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
-                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", self.saga.config.name,
-                              step.unit_label, message_of(failure) if failure is not None else "no error", backoff)
+                    log.error("saga %s: step %s stopped (%s); restarting in %.0f s", name, label,
+                              message_of(failure) if failure is not None else "no error", backoff)
                     note_serialization_race(self.saga, step, failure)
-                if now >= retry_at[step.unit_label]:
-                    del retry_at[step.unit_label]
-                    self.restarts[step.unit_label] += 1
-                    note_restart(self.saga, step.unit_label, self.errors.get(step.unit_label))
-                    if step.unit_label in self._unstarted:
-                        self._unstarted.discard(step.unit_label)
+                if now >= retry_at[label]:
+                    del retry_at[label]
+                    self.restarts[label] += 1
+                    note_restart(self.saga, label, self.errors.get(label))
+                    if label in self._unstarted:
+                        self._unstarted.discard(label)
                     else:
-                        self.failing[step.unit_label] += 1
-                    self._restarted_at[step.unit_label] = now
+                        self.failing[label] += 1
+                    self._restarted_at[label] = now
                     try:
-                        self.queries[step.unit_label] = self._start(step)
+                        self.queries[label] = self._start(step)
                     except Exception as exc:  # noqa: BLE001 - logged, retried with a longer backoff
-                        log.error("saga %s: restarting step %s failed: %s", self.saga.config.name, step.unit_label, exc)
+                        log.error("saga %s: restarting step %s failed: %s", name, label, exc)
             if self.balancer is not None and not self._stop.is_set():
                 self._balance()
-
-    def _note_healthy(self, label: str, now: float) -> None:
-        """A restarted query still running :attr:`HEALTHY_S` after its restart ends its step's failure streak."""
-        if self.failing[label] and now - self._restarted_at.get(label, now) >= self.HEALTHY_S:
-            self.failing[label] = 0
 
     def _round_ended(self, step: SagaStep, query: Any, now: float, next_round: dict[str, float]) -> bool:
         """availableNow: whether ``query`` is a round that ended without an error, handled here (its next round

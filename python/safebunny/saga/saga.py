@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step, StepSettings
-from safebunny.saga import checks, instances, parked, starting, topology, trace
+from safebunny.saga import definition, instances, parked, topology, trace
 from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.definition import SagaStep, wrap
 from safebunny.saga.failures import FailureRouter
@@ -121,14 +121,18 @@ class Saga:
     def check(self) -> list[str]:
         """The definition's problems (routes no step feeds); warned once each, or raised when ``strict``.
         ``declare``, ``run`` and ``drain`` call it."""
-        problems = checks.unfed_routes(self.steps, self._started)
-        checks.report(self.name, problems, self.config.settings.strict, self._warned)
+        problems = definition.unfed_routes(self.steps, self._started)
+        self._report(problems)
         if self.config.layout.driver is not None:
-            checks.require_shards(self.name, self.config.layout.driver, self.steps)
+            definition.require_shards(self.name, self.config.layout.driver, self.steps)
         return problems
 
     def _check_emits(self, step: SagaStep, types: list[str]) -> None:
-        checks.report(self.name, checks.undeclared_emits(step, types), self.config.settings.strict, self._warned)
+        self._report(definition.undeclared_emits(step, types))
+
+    def _report(self, problems: list[str]) -> None:
+        """Warn about each of the definition's ``problems`` once, or raise them with ``strict``."""
+        definition.report_problems(self.name, problems, self.config.settings.strict, self._warned)
 
     def declare(self) -> topology.Topology:
         """Check the definition (:meth:`check`) and declare the topology (idempotent; a queue with other
@@ -137,15 +141,6 @@ class Saga:
         return topology.declare(self)
 
     # -- each step's exactly-once Step -----------------------------------------------------------
-    def checkpoint_of(self, step: SagaStep) -> str:
-        """The checkpoint of step ``step``'s query (the step reads its epoch there over Spark Connect); a shard's
-        query has its own."""
-        return self.config.layout.checkpoint(step.unit_label)
-
-    def journal_of(self, step: SagaStep) -> str:
-        """Where step ``step``'s query journals its batches (a shard's query has its own)."""
-        return self.config.layout.journal(step.unit_label)
-
     def runtime(self, step: SagaStep) -> Step:
         """The exactly-once :class:`Step` behind a saga step's query (one per step or shard, kept for status);
         the shards of a step share its inbox (one node's)."""
@@ -155,7 +150,8 @@ class Saga:
             self._runtimes[label] = Step(step.node, config.layout.inbox, StepSettings(
                 uri=config.uri, password=config.password, connection_name=config.connection_name("publisher", label),
                 on_failed=failures, router=topology.router(self, step.node),
-                checkpoint=self.checkpoint_of(step), journal=self.journal_of(step),
+                # the step reads its epoch in the checkpoint over Spark Connect; a shard's query has its own
+                checkpoint=config.layout.checkpoint(label), journal=config.layout.journal(label),
                 executor_publish_rows=config.settings.executor_publish_rows,
                 executor_partition_rows=config.settings.executor_partition_rows,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
@@ -179,12 +175,11 @@ class Saga:
         correlation id derived from the ``business_key`` column, so starting the same instance twice
         starts it once. The body is the row as a JSON object. Rows whose key is null or blank are refused
         (before anything is published): they would all become one instance."""
-        starting.check_keys(df, business_key)
+        instances.check_keys(df, business_key)
         self._started.add((node, type))
-        checks.report(self.name, checks.unconsumed_start(self.steps, node, type), self.config.settings.strict,
-                      self._warned)
+        self._report(definition.unconsumed_start(self.steps, node, type))
         self.declare()
-        starting.publish_first(self, df, node, type, business_key)
+        instances.publish_first(self, df, node, type, business_key)
         instances.record_started(self.config, df, business_key, node, type)  # the business keys, for instances()
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:

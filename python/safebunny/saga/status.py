@@ -44,8 +44,7 @@ class StepStatus:
     unacked: int | None = None
     note: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
 
 
 def status_fields(saga: SagaShape, poison: bool = True) -> list[tuple[dict[str, Any], StepCounters]]:
@@ -112,8 +111,7 @@ class ShardStatus:
     holder: str | None = None
     lease_age_seconds: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
 
 
 def shard_status(saga: SagaShape, now: dt.datetime | None = None) -> list[ShardStatus]:

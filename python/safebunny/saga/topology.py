@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "routing_key", "queue_name",
            "retry_queue_name", "poison_queue_name", "bucket_of", "instance_routing_key", "routes_by_instance",
-           "message_routing_key", "consumer_queue", "shard_of", "plan", "declare", "delete", "depths", "unrouted_name",
-           "parse_inequivalent"]
+           "message_routing_key", "consumer_queue", "shard_of", "plan", "declare", "delete", "depths", "unrouted_name"]
 
 log = logging.getLogger("safebunny.saga")
 
@@ -156,22 +155,9 @@ def plan(saga: SagaShape) -> Topology:
     return Topology(exchange, unrouted, queues, bindings)
 
 
-_INEQUIVALENT = re.compile(
-    r"inequivalent arg '(?P<arg>[^']+)' for (?P<what>queue|exchange) '(?P<name>[^']+)'.*?received "
-    r"(?:(?:the value )?'(?P<ours>[^']*)'(?: of type '[^']+')?|none) but current is "
-    r"(?:(?:the value )?'(?P<theirs>[^']*)'(?: of type '[^']+')?|none)")  # streams' replies: "received '7D'"
-
-
-def parse_inequivalent(text: str) -> dict[str, str] | None:
-    """The argument, object and both values from a broker's 406 ``inequivalent arg`` reply."""
-    m = _INEQUIVALENT.search(text)
-    if not m:
-        return None
-    return {"arg": m["arg"], "what": m["what"], "name": m["name"], "ours": m["ours"] or "none",
-            "theirs": m["theirs"] or "none"}
-
-
 def _mismatch(text: str, name: str) -> SafeBunnyTopologyError:
+    from safebunny.streams.probe import parse_inequivalent  # on this path only: ``import safebunny`` stays light
+
     found = parse_inequivalent(text)
     if found is None:
         return SafeBunnyTopologyError(
@@ -217,6 +203,8 @@ def _kept_retention(queue: QueueSpec, reply: str) -> QueueSpec | None:
     """A poison or unrouted stream that exists with another ``x-max-age`` (or none, as before retention was
     declared) keeps it: a stream's arguments cannot change after it is created, and refusing would stop the
     saga for a setting. Warned, with what to do; None for any other mismatch."""
+    from safebunny.streams.probe import parse_inequivalent
+
     found = parse_inequivalent(reply)
     if queue.role not in ("poison", "unrouted") or found is None or found["arg"] != "x-max-age":
         return None

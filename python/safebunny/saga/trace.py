@@ -7,9 +7,9 @@ record counts its attempts (docs/operations.md, ``safebunny trace``).
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for
@@ -17,7 +17,7 @@ from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.saga.parked import read_parked
 
-__all__ = ["TraceEntry"]
+__all__ = ["TraceEntry", "candidates"]
 
 
 @dataclass(frozen=True)
@@ -37,20 +37,34 @@ class TraceEntry:
     #: the how-manieth time this step processed this message (1, then 2 after a retry tier, ...); ``attempts``
     #: counts the tries within one delivery (a row handler's in-place retries)
     delivery: int = 1
+    #: the instance's correlation id the entries were found by (a business key's derived one)
+    correlationId: str | None = None  # noqa: N815
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    to_dict = asdict
+
+
+def candidates(key: str) -> list[str]:
+    """Correlation ids to try for ``key``: itself when it is a UUID, then the id derived from it as a
+    business key (``safebunny correlation-id``), so both an id and an order number work."""
+    try:
+        given = [str(uuid.UUID(key))]
+    except ValueError:
+        given = []
+    return list(dict.fromkeys([*given, correlation_id_for(key)]))
 
 
 def trace(saga: SagaShape, correlation_id: str) -> list[TraceEntry]:
-    """The entries of instance ``correlation_id`` (or of a business key's derived one), in processing order;
-    the last failed entry of a parked message says ``parked`` (``discarded``, ``redriven``)."""
+    """The entries of instance ``correlation_id`` as given, else of the first of its :func:`candidates` the inboxes
+    have (a business key's derived one), in processing order; the last failed entry of a parked message says
+    ``parked`` (``discarded``, ``redriven``)."""
     from safebunny.exactly_once import Inbox
 
     inbox = Inbox(saga.config.layout.inbox, "trace")
-    rows = inbox.rows(correlation_id, all_nodes=True).to_pylist()
-    if not rows:
-        rows = inbox.rows(correlation_id_for(correlation_id), all_nodes=True).to_pylist()
+    rows = []
+    for correlation in dict.fromkeys([correlation_id, *candidates(correlation_id)]):
+        rows = inbox.rows(correlation, all_nodes=True).to_pylist()
+        if rows:
+            break
     rows.sort(key=lambda r: (r["processedAt"], r["node"]))
     deliveries: Counter[tuple[str, str]] = Counter()
     out = []
@@ -58,7 +72,8 @@ def trace(saga: SagaShape, correlation_id: str) -> list[TraceEntry]:
         deliveries[(r["node"], r["messageId"])] += 1
         out.append(TraceEntry(r["node"], r.get("type"), r["messageId"], r["causationId"], r["status"],
                               r["reason"], r["attempts"], list(r["emitted"] or []), r["batchId"],
-                              r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])]))
+                              r["processedAt"].isoformat(), deliveries[(r["node"], r["messageId"])],
+                              r["correlationId"]))
     return _mark_parked(saga, out)
 
 

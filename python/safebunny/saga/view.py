@@ -15,9 +15,8 @@ from safebunny.errors import SafeBunnyError
 from safebunny.saga.config import SagaShape
 from safebunny.saga.graph import graph_of
 from safebunny.saga.instance_state import STATES
-from safebunny.saga.poison_ledger import HIDDEN_STATES
-from safebunny.saga.reports import RATE_WINDOW_S
-from safebunny.saga.restarts import RestartLog
+from safebunny.saga.parked import HIDDEN_STATES, read_all_parked
+from safebunny.saga.reports import RATE_WINDOW_S, RestartLog
 from safebunny.uri import redact
 
 __all__ = ["SagaView", "gather", "view", "STUCK_STATES", "STUCK_LISTED"]
@@ -66,7 +65,6 @@ def _out_rate(saga: Any, step: Any, now: dt.datetime) -> float | None:
 def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]]:
     """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
     messages of every step (all states), read once for the poison list and the instances."""
-    from safebunny.saga.parked import read_all_parked
     from safebunny.saga.status import status_fields
 
     fields = status_fields(saga, poison=False)  # the poison queues are read once, below

@@ -10,6 +10,7 @@ parsed from the 406 text): docs/source.md ("Queue type"). Setting ``queueType`` 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from typing import Any
@@ -24,51 +25,59 @@ from safebunny.optional import available
 from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
 
-__all__ = ["detect_queue_type", "parse_inequivalent_arg"]
+__all__ = ["detect_queue_type", "parse_inequivalent"]
 
 log = logging.getLogger("safebunny.source")
 QUEUE_TYPES = ("classic", "quorum", "stream")
 _MAX_ROUNDS = 16
 
 _INEQUIVALENT = re.compile(
-    r"inequivalent arg '(?P<arg>[^']+)' for queue '.*' in vhost '.*': received (?P<received>.+?) but current is "
-    r"(?P<current>.+)$"
+    r"inequivalent arg '(?P<arg>[^']+)' for (?P<what>queue|exchange) '(?P<name>.*)' in vhost '.*': received "
+    r"(?P<ours>.+?) but current is (?P<theirs>.+)$"
 )
-_TYPED_VALUE = re.compile(r"^the value '(?P<value>.*)' of type '(?P<type>[a-z]+)'$")
+# a value as the broker writes it: "the value '5' of type 'long'", a stream's bare "'7D'", or "none"
+_VALUE = re.compile(r"the value '(?P<value>.*)' of type '(?P<type>[a-z]+)'|'(?P<quoted>.*)'")
+_INTEGER_TYPES = ("signedint", "long", "short", "byte", "unsignedbyte", "unsignedshort", "unsignedint")
 
 
-def parse_inequivalent_arg(reply_text: str) -> tuple[str, Any, bool] | None:
-    """Parse a 406 ``inequivalent arg`` reply: ``(argument, current value, value_known)``.
+def _value(text: str) -> tuple[str, str | None]:
+    """One value of a reply as its text and AMQP type (a bare quoted value is a string; None: ``none`` or text
+    the parser cannot read)."""
+    found = _VALUE.fullmatch(text.strip())
+    if found is None:
+        return text.strip(), None
+    return (found["quoted"], "longstr") if found["type"] is None else (found["value"], found["type"])
 
-    ``current value`` is ``None`` when the queue has no such argument. Returns None when the
-    text is not an ``inequivalent arg`` reply.
 
-    >>> parse_inequivalent_arg("PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in "
-    ...                        "vhost '/': received 'classic' but current is 'quorum'")
-    ('x-queue-type', 'quorum', True)
+def parse_inequivalent(reply_text: str) -> dict[str, Any] | None:
+    """The argument, object and both values from a broker's 406 ``inequivalent arg`` reply; None for another reply.
+
+    ``arg``, ``what`` (queue or exchange) and ``name`` (which may hold quotes); ``ours`` (what the declare sent)
+    and ``theirs`` (what exists) as the broker wrote them, without quotes (``none``: no such argument);
+    ``current``, ``theirs`` as a value to declare (None when there is none), and ``known``, whether it could
+    be read as one.
+
+    >>> found = parse_inequivalent("PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in "
+    ...                            "vhost '/': received 'classic' but current is 'quorum'")
+    >>> found["arg"], found["theirs"], found["current"], found["known"]
+    ('x-queue-type', 'quorum', 'quorum', True)
     """
     match = _INEQUIVALENT.search(reply_text.strip())
     if not match:
         return None
-    arg, current = match["arg"], match["current"].strip()
-    if current == "none":
-        return arg, None, True
-    typed = _TYPED_VALUE.match(current)
-    if typed:
-        value, kind = typed["value"], typed["type"]
-        if kind in ("signedint", "long", "short", "byte", "unsignedbyte", "unsignedshort", "unsignedint"):
-            try:
-                return arg, int(value), True
-            except ValueError:
-                return arg, value, False
-        if kind == "longstr":
-            return arg, value, True
-        if kind == "bool":
-            return arg, value == "true", True
-        return arg, value, False
-    if current.startswith("'") and current.endswith("'"):
-        return arg, current[1:-1], True
-    return arg, current, False
+    ours = _value(match["ours"])[0]
+    theirs, kind = _value(match["theirs"])
+    current: Any = theirs
+    known = kind in ("longstr", "bool")
+    if kind is None and theirs == "none":
+        current, known = None, True
+    elif kind == "bool":
+        current = theirs == "true"
+    elif kind in _INTEGER_TYPES:
+        with contextlib.suppress(ValueError):
+            current, known = int(theirs), True
+    return {"arg": match["arg"], "what": match["what"], "name": match["name"], "ours": ours, "theirs": theirs,
+            "current": current, "known": known}
 
 
 def _probe_stream_protocol(endpoint: StreamEndpoint, queue: str) -> bool | None:
@@ -117,11 +126,11 @@ def _probe_amqp(uri: str, endpoint: StreamEndpoint, queue: str) -> str:
                         f"Queue {queue!r} at {endpoint.where()} is exclusive to another connection "
                         f"({exc.reply_text}); it cannot be read by safebunny.", 405,
                     ) from None
-                parsed = parse_inequivalent_arg(exc.reply_text) if exc.reply_code == 406 else None
-                if parsed is None:
+                found = parse_inequivalent(exc.reply_text) if exc.reply_code == 406 else None
+                if found is None:
                     raise _unknown_type(endpoint, queue, f": the broker answered {exc.reply_code} {exc.reply_text!r}",
                                         exc.reply_code) from None
-                arg, current, known = parsed
+                arg, current, known = found["arg"], found["current"], found["known"]
                 if arg in ("durable", "auto_delete", "exclusive"):
                     return "classic"
                 if arg == "x-queue-type":
