@@ -1,5 +1,5 @@
-"""What a step's handler returns, an :class:`Outcome` made of effects (:func:`append`, :func:`merge`)
-and emits (:func:`emit`).
+"""What a step's handler is told, a :class:`StepContext`, and what it returns, an :class:`Outcome` made of
+effects (:func:`append`, :func:`merge`) and emits (:func:`emit`).
 
 The same three functions serve a DataFrame handler (Spark DataFrames) and a row handler (``rows=True``:
 plain dicts, or lists of dicts, for its message, whose ``messageId`` the step fills in when left out); every
@@ -14,7 +14,27 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
+__all__ = ["StepContext", "Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Where a handler call stands.
+
+    - ``node``: the step's node name;
+    - ``batch_id``: Spark's micro-batch id;
+    - ``epoch``: the checkpoint's identity (the streaming query id), stable across restarts;
+    - ``message_id``/``correlation_id``: the current message in a row handler (``None`` in a
+      DataFrame handler). Use ``message_id`` as the idempotency key of an external call.
+    - ``attempt``: 1 for the first try of a row, 2 for its first in-place retry, ...
+    """
+
+    node: str
+    batch_id: int
+    epoch: str
+    message_id: str | None = None
+    correlation_id: str | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.local_collect import LOCAL_ROWS
 from safebunny.exactly_once.collect.materialize import Materialized, from_frames, merge_all
-from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.handlers.isolate import bisect
-from safebunny.exactly_once.outcome import FailedRow
+from safebunny.exactly_once.outcome import FailedRow, StepContext
 
 __all__ = ["run_frames"]
 

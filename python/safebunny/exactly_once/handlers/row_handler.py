@@ -22,11 +22,10 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
-from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.handlers.isolate import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
 from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
-from safebunny.exactly_once.outcome import Effect, Outcome
+from safebunny.exactly_once.outcome import Effect, Outcome, StepContext
 
 __all__ = ["RowRun", "from_rows"]
 
@@ -54,7 +53,7 @@ class RowRun:
             for row in new.table.to_pylist():
                 mid = row["messageId"]
                 if mid not in decisions:
-                    decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
+                    decisions[mid] = self._decide(handler, row, ctx)
             crash_point("step.in_handler")
             decisions = type_decisions(decisions, _target_schema)
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
@@ -94,6 +93,7 @@ class RowRun:
     def _decide(self, handler: Callable[[dict[str, Any], StepContext], Any], row: dict[str, Any],
                 ctx: StepContext) -> dict[str, Any]:
         attempts = self.row_retries + 1
+        ctx = replace(ctx, message_id=row["messageId"], correlation_id=row.get("correlationId"))
         for attempt in range(1, attempts + 1):
             try:
                 return from_rows(row["messageId"], handler(row, replace(ctx, attempt=attempt)))

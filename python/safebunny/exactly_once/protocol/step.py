@@ -37,12 +37,12 @@ from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
 from safebunny.exactly_once.collect.materialize import Materialized
 from safebunny.exactly_once.collect.settle import settle_outcome
-from safebunny.exactly_once.context import StepContext
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
 from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
+from safebunny.exactly_once.outcome import StepContext
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
 from safebunny.exactly_once.protocol.settings import Handler, StepSettings
