@@ -40,7 +40,7 @@ from safebunny.exactly_once.claims.fence import (
     plan_target,
 )
 from safebunny.exactly_once.claims.log import Claim
-from safebunny.exactly_once.collect.settle import without_messages
+from safebunny.exactly_once.collect.materialize import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 __all__: list[str] = []

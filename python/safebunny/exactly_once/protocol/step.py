@@ -35,8 +35,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
-from safebunny.exactly_once.collect.materialize import Materialized
-from safebunny.exactly_once.collect.settle import settle_outcome
+from safebunny.exactly_once.collect.materialize import Materialized, settle_outcome
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
