@@ -24,7 +24,7 @@ from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
 from safebunny.exactly_once.handlers.isolate import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
-from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
+from safebunny.exactly_once.inbox.decisions import OutcomeLog
 from safebunny.exactly_once.outcome import Effect, Outcome, StepContext
 
 __all__ = ["RowRun", "from_rows"]
