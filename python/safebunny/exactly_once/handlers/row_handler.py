@@ -22,7 +22,7 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
-from safebunny.exactly_once.handlers.isolate import describe
+from safebunny.exactly_once.handlers.frame_handler import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
 from safebunny.exactly_once.inbox.decisions import OutcomeLog
 from safebunny.exactly_once.outcome import Effect, Outcome, StepContext
