@@ -92,7 +92,7 @@ class Step:
       executors through the sink, about ``executor_partition_rows`` (default 2,500) per task, instead of from
       the driver (0 or None: always from the driver). The default, ``"auto"``, is 5,000 where the executors
       are processes of their own (a cluster) and never on a ``local[...]`` session, where it only costs; see
-      :mod:`~safebunny.exactly_once.emits.executor_publish`;
+      :mod:`~safebunny.exactly_once.emits.retrying_publisher`;
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
       query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.protocol.epoch`);
     - ``journal``: the source's ``journalLocation`` (a classic or quorum queue); with ``checkpoint``, each batch
