@@ -209,7 +209,7 @@ class Step:
             handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
         else:
             handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
-        result = settle_outcome(handled, new.order(), new.rejected)
+        result = settle_outcome(handled, new.order, new.rejected)
         run.clock.lap("handler")
         return handled, result
 
