@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
@@ -111,9 +112,7 @@ def check_outcome(outcome: Any, kind: str) -> bool:
 def merge_all(parts: Iterable[Materialized]) -> Materialized:
     out = Materialized()
     for part in parts:
-        for key, (item, table) in part.effects.items():
-            _add(out, item, table, key)
-        for key, (item, table) in part.emits.items():
+        for key, (item, table) in chain(part.effects.items(), part.emits.items()):
             _add(out, item, table, key)
         out.failed.update(part.failed)
     return out
