@@ -77,13 +77,9 @@ def _collect_all(frames: list[Any], local: bool = False) -> list[pa.Table]:
     """Every frame as Arrow: a frame seen twice (one DataFrame as effect and emit) is collected once,
     local relations without a job when ``local``, the rest with ``toArrow``, the Spark jobs side by
     side (each is small; their fixed costs overlap)."""
-    done: dict[int, pa.Table] = {}
-    for frame in frames:
-        if local and id(frame) not in done:
-            table = collect_local(frame)
-            if table is not None:
-                done[id(frame)] = table
-    rest = list({id(frame): frame for frame in frames if id(frame) not in done}.values())
+    unique = {id(frame): frame for frame in frames}
+    done = {key: table for key, frame in unique.items() if local and (table := collect_local(frame)) is not None}
+    rest = [frame for key, frame in unique.items() if key not in done]
     derived = column_selections(rest)  # frames that select columns of another: read from its rows, no job of their own
     rest = [frame for frame in rest if id(frame) not in derived]
     if len(rest) < 2:
