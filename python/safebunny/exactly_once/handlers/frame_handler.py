@@ -20,8 +20,7 @@ from typing import Any, Generic, TypeVar
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.collect.batch import NewMessages
-from safebunny.exactly_once.collect.local_collect import LOCAL_ROWS
-from safebunny.exactly_once.collect.materialize import Materialized, from_frames, merge_all
+from safebunny.exactly_once.collect.materialize import LOCAL_ROWS, Materialized, from_frames, merge_all
 from safebunny.exactly_once.outcome import FailedRow, StepContext
 from safebunny.spark.exceptions import raised_in_python
 
