@@ -88,8 +88,7 @@ def from_frames(outcome: Outcome | None, local: bool = False) -> Materialized:
             tables = _collect_all([item.data for item in items], local)
         for item, table in zip(items, tables, strict=True):
             _add(out, item, table)
-    for failed in outcome.failed:
-        out.failed[failed.message_id] = failed
+    out.failed.update((failed.message_id, failed) for failed in outcome.failed)
     return out
 
 

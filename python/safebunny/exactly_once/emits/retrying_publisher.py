@@ -187,7 +187,6 @@ class EmitPublisher:
                    f"{error} The batch fails before its inbox marker, so a restart publishes them again with the "
                    "same ids.")
         try:
-            failed = type(error)(message, error.reply_code)
+            return type(error)(message, error.reply_code)
         except TypeError:  # a subclass with other arguments: the error itself
             return error
-        return failed

@@ -131,11 +131,9 @@ def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
 
 def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
     items = [data] if isinstance(data, dict) else list(data or [])
-    rows = []
     for item in items:
         if not isinstance(item, dict):
             raise SafeBunnyOptionError(
                 f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
                 "handler")
-        rows.append({"messageId": message_id, **item})
-    return rows
+    return [{"messageId": message_id, **item} for item in items]
