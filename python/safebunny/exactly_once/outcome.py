@@ -54,6 +54,8 @@ class Effect:
         from safebunny.delta.target import is_path
         from safebunny.storage.volumes import refuse_volume
 
+        if not isinstance(self.table, str) or not self.table:
+            raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {self.table!r}.", "table")
         if is_path(self.table):  # refused when the handler builds it, before any effect of its batch is applied
             refuse_volume(self.table, "The effect table", "table")
 
@@ -107,13 +109,11 @@ class Outcome:
 
 def append(data: Any, table: str) -> Effect:
     """Append ``data`` (a DataFrame, or dict rows in a row handler) to the Delta table ``table``."""
-    _check_table(table)
     return Effect("append", data, table)
 
 
 def merge(data: Any, table: str, on: str | Sequence[str]) -> Effect:
     """Upsert ``data`` into ``table``: rows matching on the ``on`` columns are updated, others inserted."""
-    _check_table(table)
     keys = (on,) if isinstance(on, str) else tuple(on)
     if not keys or not all(isinstance(k, str) and k for k in keys):
         raise SafeBunnyOptionError(f"merge(..., on=...) needs one or more column names; got {on!r}.", "on")
@@ -125,8 +125,3 @@ def emit(data: Any, type: str, exchange: str | None = None, routing_key: str | N
     if not isinstance(type, str) or not type:
         raise SafeBunnyOptionError(f"emit(..., type=...) needs a message type; got {type!r}.", "type")
     return Emit(data, type, exchange, routing_key)
-
-
-def _check_table(table: str) -> None:
-    if not isinstance(table, str) or not table:
-        raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {table!r}.", "table")
