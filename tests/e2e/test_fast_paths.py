@@ -3,9 +3,9 @@ SparkSession, real Delta tables):
 
 - a saga step's bodies parsed on the driver (``saga.bodies``) against Spark's ``from_json`` of the same
   bodies: same columns, same values, dates, timestamps, decimals and maps included;
-- a handler's output read from a local relation without a job (``exactly_once.collect.local_collect``) against
+- a handler's output read from a local relation without a job (``exactly_once.collect.materialize``) against
   ``toArrow``: the same Arrow table, and no Spark job run;
-- an output that only selects columns of another output (``exactly_once.collect.local_collect`` too) is read from that
+- an output that only selects columns of another output (``exactly_once.collect.materialize`` too) is read from that
   one's rows: the same Arrow table as its own ``toArrow``, one job for both;
 - a Delta table handle kept between calls (``delta.delta_rs``) sees every commit, and a table
   deleted and created again at the same path.
@@ -24,8 +24,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.exactly_once.collect.local_collect import collect_local, column_selections
-from safebunny.exactly_once.collect.materialize import _collect_all
+from safebunny.exactly_once.collect.materialize import _collect_all, collect_local, column_selections
 from safebunny.saga.definition import SagaStep
 
 SOURCE = T.StructType([T.StructField("messageId", T.StringType()), T.StructField("correlationId", T.StringType()),

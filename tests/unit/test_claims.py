@@ -5,7 +5,7 @@ import orjson
 import pyarrow as pa
 
 from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids
-from safebunny.exactly_once.collect.settle import without_messages
+from safebunny.exactly_once.collect.materialize import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 APPEND = ("append", "/t/effects", ())

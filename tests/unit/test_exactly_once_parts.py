@@ -14,7 +14,7 @@ from safebunny.delta.delta_rs import sweep_staging_files
 from safebunny.delta.spark_delta import applied_in_history, commit_tag, lock_in_history, merge_sql, quote_name
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
-from safebunny.exactly_once.handlers.isolate import bisect
+from safebunny.exactly_once.handlers.frame_handler import bisect
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 
 

@@ -90,7 +90,7 @@ def test_plan_errors_are_told_from_others_and_message_of_names_the_cause():
 
 
 def test_an_isolated_udf_failure_is_typed_by_the_class_the_udf_raised():
-    from safebunny.exactly_once.handlers.isolate import describe
+    from safebunny.exactly_once.handlers.frame_handler import describe
 
     class PythonException(Exception):  # noqa: N818 - Spark's name, as a UDF's failure reaches the driver
         pass

@@ -59,7 +59,7 @@ def test_a_message_without_an_id_is_rejected_with_a_stand_in_id_not_the_batch():
     assert new.rejected[new.ids[1]].correlation_id == "c" and "no message_id" in new.rejected[new.ids[1]].reason
     assert new.for_handler().ids == ["m1"] and new.for_handler().table.num_rows == 1
     assert new.row_of(new.ids[3])["value"] == b"same"
-    assert new.order() == {mid: p for p, mid in enumerate(new.ids)}
+    assert new.order == {mid: p for p, mid in enumerate(new.ids)}
 
 
 def test_row_of_returns_the_whole_input_row():

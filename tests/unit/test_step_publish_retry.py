@@ -16,13 +16,14 @@ from safebunny.errors import (
     SafeBunnyPublishError,
     VhostNotFoundError,
 )
-from safebunny.exactly_once.emits.executor_publish import (
+from safebunny.exactly_once.emits.retrying_publisher import (
     DEFAULT_THRESHOLD,
+    EmitPublisher,
+    PublishSettings,
     has_remote_executors,
     partitions_for,
     threshold_for,
 )
-from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, PublishSettings
 from safebunny.exactly_once.protocol.settings import StepSettings
 from safebunny.exactly_once.protocol.step import Step
 from safebunny.options.connection import ConnectionSettings

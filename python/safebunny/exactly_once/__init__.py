@@ -1,7 +1,7 @@
 """Exactly-once steps (the Delta inbox, idempotent Delta effects, step outcomes).
 
 The sub-packages by concern (protocol, collect, handlers, claims, emits, inbox) and the handler's
-:mod:`.outcome` and :mod:`.context`: docs/design.md ("Layout").
+:mod:`.outcome` (what it returns and is told): docs/design.md ("Layout").
 """
 
 from typing import TYPE_CHECKING
@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 from safebunny import _lazy
 
 _LAZY = {
-    "StepContext": "safebunny.exactly_once.context",
     "DEFAULT_WINDOW": "safebunny.exactly_once.inbox.table", "Inbox": "safebunny.exactly_once.inbox.table",
     "InboxRow": "safebunny.exactly_once.inbox.table",
     "Effect": "safebunny.exactly_once.outcome", "Emit": "safebunny.exactly_once.outcome",
     "FailedRow": "safebunny.exactly_once.outcome", "Outcome": "safebunny.exactly_once.outcome",
     "append": "safebunny.exactly_once.outcome", "emit": "safebunny.exactly_once.outcome",
-    "merge": "safebunny.exactly_once.outcome",
+    "merge": "safebunny.exactly_once.outcome", "StepContext": "safebunny.exactly_once.outcome",
     "BatchReport": "safebunny.exactly_once.protocol.report", "Step": "safebunny.exactly_once.protocol.step",
     "StepSettings": "safebunny.exactly_once.protocol.settings",
     "Prepared": "safebunny.exactly_once.collect.batch",
@@ -24,9 +23,8 @@ __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: the inbox
 
 if TYPE_CHECKING:
     from safebunny.exactly_once.collect.batch import Prepared
-    from safebunny.exactly_once.context import StepContext
     from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW, Inbox, InboxRow
-    from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome, append, emit, merge
+    from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome, StepContext, append, emit, merge
     from safebunny.exactly_once.protocol.report import BatchReport
     from safebunny.exactly_once.protocol.settings import StepSettings
     from safebunny.exactly_once.protocol.step import Step

@@ -1,5 +1,5 @@
-"""What a step's handler returns, an :class:`Outcome` made of effects (:func:`append`, :func:`merge`)
-and emits (:func:`emit`).
+"""What a step's handler is told, a :class:`StepContext`, and what it returns, an :class:`Outcome` made of
+effects (:func:`append`, :func:`merge`) and emits (:func:`emit`).
 
 The same three functions serve a DataFrame handler (Spark DataFrames) and a row handler (``rows=True``:
 plain dicts, or lists of dicts, for its message, whose ``messageId`` the step fills in when left out); every
@@ -14,7 +14,27 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 
-__all__ = ["Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
+__all__ = ["StepContext", "Outcome", "Effect", "Emit", "FailedRow", "append", "merge", "emit"]
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Where a handler call stands.
+
+    - ``node``: the step's node name;
+    - ``batch_id``: Spark's micro-batch id;
+    - ``epoch``: the checkpoint's identity (the streaming query id), stable across restarts;
+    - ``message_id``/``correlation_id``: the current message in a row handler (``None`` in a
+      DataFrame handler). Use ``message_id`` as the idempotency key of an external call.
+    - ``attempt``: 1 for the first try of a row, 2 for its first in-place retry, ...
+    """
+
+    node: str
+    batch_id: int
+    epoch: str
+    message_id: str | None = None
+    correlation_id: str | None = None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
@@ -34,6 +54,8 @@ class Effect:
         from safebunny.delta.target import is_path
         from safebunny.storage.volumes import refuse_volume
 
+        if not isinstance(self.table, str) or not self.table:
+            raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {self.table!r}.", "table")
         if is_path(self.table):  # refused when the handler builds it, before any effect of its batch is applied
             refuse_volume(self.table, "The effect table", "table")
 
@@ -87,13 +109,11 @@ class Outcome:
 
 def append(data: Any, table: str) -> Effect:
     """Append ``data`` (a DataFrame, or dict rows in a row handler) to the Delta table ``table``."""
-    _check_table(table)
     return Effect("append", data, table)
 
 
 def merge(data: Any, table: str, on: str | Sequence[str]) -> Effect:
     """Upsert ``data`` into ``table``: rows matching on the ``on`` columns are updated, others inserted."""
-    _check_table(table)
     keys = (on,) if isinstance(on, str) else tuple(on)
     if not keys or not all(isinstance(k, str) and k for k in keys):
         raise SafeBunnyOptionError(f"merge(..., on=...) needs one or more column names; got {on!r}.", "on")
@@ -105,8 +125,3 @@ def emit(data: Any, type: str, exchange: str | None = None, routing_key: str | N
     if not isinstance(type, str) or not type:
         raise SafeBunnyOptionError(f"emit(..., type=...) needs a message type; got {type!r}.", "type")
     return Emit(data, type, exchange, routing_key)
-
-
-def _check_table(table: str) -> None:
-    if not isinstance(table, str) or not table:
-        raise SafeBunnyOptionError(f"An effect needs a Delta table path or name; got {table!r}.", "table")

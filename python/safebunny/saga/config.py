@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
+from safebunny.exactly_once.emits.retrying_publisher import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.names import check_name
 from safebunny.saga.retry import Retry

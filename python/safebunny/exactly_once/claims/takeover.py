@@ -40,7 +40,7 @@ from safebunny.exactly_once.claims.fence import (
     plan_target,
 )
 from safebunny.exactly_once.claims.log import Claim
-from safebunny.exactly_once.collect.settle import without_messages
+from safebunny.exactly_once.collect.materialize import without_messages
 from safebunny.exactly_once.outcome import Effect
 
 __all__: list[str] = []
@@ -68,8 +68,8 @@ class Takeover:
         return out
 
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
-              late_done: Callable[[], set[str]], pins: dict[tuple, int | None] | None = None,
-              histories: Mapping[tuple, Any] | None = None) -> bool:
+              late_done: Callable[[], set[str]], pins: dict[tuple, int | None],
+              histories: Mapping[tuple, Any]) -> bool:
         """Apply ``effects`` (settled, keyed by target) exactly once beside ``orphans`` (listed after this
         batch's claim was written); ``late_done()`` gives the batch's ids done in the inbox by now: a batch that
         finished and removed its claim since this one's dedupe is in no listing, but its marker is in. True when
@@ -81,14 +81,12 @@ class Takeover:
 
         ``histories``: per target given by name, its history read before ``orphans`` were listed
         (:meth:`histories`); such a target is planned from it and its commit carries the lock."""
-        pins = {} if pins is None else pins
-        histories = {} if histories is None else histories
         late: set[str] | None = None
         met = stale = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
             target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
-            history = histories.get(key) if not target.fenceable else None
+            history = histories.get(key)  # only tables by name have one
             plan = self._plan(effect, target, table, orphans, pins.get(key), history)
             met = met or plan.done or bool(plan.leave_out)
             if plan.stale:  # fenced after this batch listed the claims: the fencer may be in no listing yet

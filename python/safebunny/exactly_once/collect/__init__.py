@@ -1,4 +1,4 @@
-"""Collecting to the driver: :mod:`.batch` (the micro-batch, once, deduplicated), :mod:`.materialize` (a
-handler's outputs as Arrow, with :mod:`.local_collect`, outputs read without a job of their own) and :mod:`.settle`."""
+"""Collecting to the driver: :mod:`.batch` (the micro-batch, once, deduplicated) and :mod:`.materialize` (a
+handler's outputs as Arrow, small ones and column selections without a job of their own; settled)."""
 
 __all__: list[str] = []

@@ -56,17 +56,8 @@ def _column(table: pa.Table, name: str) -> list[Any]:
 
 
 def _causations(table: pa.Table) -> list[str | None]:
-    if "headers" not in table.column_names:
-        return [None] * table.num_rows
-    out: list[str | None] = []
-    for headers in table.column("headers").to_pylist():
-        value = None
-        for key, item in headers or ():
-            if key == CAUSATION_HEADER:
-                value = item
-                break
-        out.append(value)
-    return out
+    return [next((item for key, item in headers or () if key == CAUSATION_HEADER), None)
+            for headers in _column(table, "headers")]
 
 
 @dataclass(frozen=True)
@@ -128,10 +119,6 @@ class NewMessages:
                            [self.correlations[p] for p in positions], [self.causations[p] for p in positions],
                            [self.types[p] for p in positions], prepared=prepared)
 
-    def order(self) -> dict[str, int]:
-        """Message id -> position in the source's order (what "last wins" of a merge goes by)."""
-        return dict(self._positions)
-
     def correlation_of(self) -> dict[str, str | None]:
         return dict(zip(self.ids, self.correlations, strict=True))
 
@@ -146,12 +133,13 @@ class NewMessages:
 
     def row_of(self, message_id: str) -> dict[str, Any] | None:
         """The whole input row of one new message (handed to ``on_failed``), or None if unknown."""
-        position = self._positions.get(message_id)
+        position = self.order.get(message_id)
         return None if position is None else self.table.slice(position, 1).to_pylist()[0]
 
     @cached_property
-    def _positions(self) -> dict[str, int]:
-        """Id -> position, built on first use (a batch whose every row failed asks once per row)."""
+    def order(self) -> dict[str, int]:
+        """Message id -> position in the source's order (what "last wins" of a merge goes by), built on first use
+        (a batch whose every row failed asks once per row)."""
         return {mid: position for position, mid in enumerate(self.ids)}
 
 
@@ -197,8 +185,7 @@ class Batch:
             table = table.filter(keep)
             ids = [mid for mid, kept in zip(ids, keep.to_pylist(), strict=True) if kept]
         for position, mid in enumerate(ids):
-            if mid not in first:
-                first[mid] = position
+            first.setdefault(mid, position)
         return cls(table, schema, first, stand_ins, skipped)
 
     @property

@@ -1,19 +1,27 @@
 """Where a step's emits are published, and how a failed publish is retried before the batch fails.
 
 Small batches publish from the driver (:func:`~safebunny.amqp.sending.publish_table`: no Spark job), one with
-more rows than ``executor_publish_rows`` from the executors (:mod:`~safebunny.exactly_once.emits.executor_publish`); the
-ids are derived on the driver, so a publish may be repeated. Either way the call returns only when every
-message is confirmed and routed. A broker failure is retried with the same rows until ``retry_seconds``
-are spent, then fails the batch in safebunny's own error class (:func:`~safebunny.spark.exceptions.error_of`); a
-refused login or a missing vhost fails at once (docs/exactly-once.md).
+more rows than ``executor_publish_rows`` from the executors (:func:`publish_from_executors`); the ids are derived on
+the driver, so a publish may be repeated. Either way the call returns only when every message is confirmed and
+routed. A broker failure is retried with the same rows until ``retry_seconds`` are spent, then fails the batch in
+safebunny's own error class (:func:`~safebunny.spark.exceptions.error_of`); a refused login or a missing vhost fails
+at once (docs/exactly-once.md).
+
+From the executors, the batch's publish rows (built on the driver either way) become a small DataFrame,
+coalesced to about one partition per ``partition_rows`` rows (no shuffle), written with
+``df.write.format("safebunny")``, which returns only once every message is confirmed (docs/exactly-once.md,
+"Where the emits are published"). The options keep the password out of the URI
+(:meth:`~safebunny.options.sink.SinkOptions.spark_options`): Spark redacts an option named ``password`` in plans
+and logs, not a password inside ``uri``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, Literal
 
 import pyarrow as pa
 
@@ -25,19 +33,73 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     VhostNotFoundError,
 )
-from safebunny.exactly_once.emits.executor_publish import (
-    AUTO,
-    DEFAULT_PARTITION_ROWS,
-    ExecutorPublishRows,
-    publish_from_executors,
-    threshold_for,
-)
 from safebunny.options.sink import SinkOptions
 from safebunny.spark.exceptions import error_of
+from safebunny.spark.session import is_connect, publish
 
-__all__ = ["EmitPublisher", "PublishSettings", "Published"]
+__all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "EmitPublisher", "ExecutorPublishRows",
+           "PublishSettings", "Published", "has_remote_executors", "partitions_for", "threshold_for"]
 
 log = logging.getLogger("safebunny.step")
+#: StepSettings(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes,
+#: else never
+AUTO: Final = "auto"
+#: a step's ``executor_publish_rows``: rows, :data:`AUTO`, or 0/None for never
+ExecutorPublishRows = int | Literal["auto"] | None
+#: batches with more publish rows than this publish them from the executors (StepSettings(executor_publish_rows=))
+DEFAULT_THRESHOLD = 5000
+#: about this many rows per publishing task (StepSettings(executor_partition_rows=))
+DEFAULT_PARTITION_ROWS = 2500
+
+
+def partitions_for(rows: int, partition_rows: int, parallelism: int | None) -> int:
+    """About one partition per ``partition_rows`` rows, at least one, at most ``parallelism`` (when known)."""
+    wanted = max(1, math.ceil(rows / max(1, partition_rows)))
+    return min(wanted, parallelism) if parallelism else wanted
+
+
+def has_remote_executors(spark: Any) -> bool:
+    """Whether the session's executors are processes of their own (a cluster, ``local-cluster``), not threads of
+    the driver's JVM (``local[...]``), where a publish through Spark only adds a job and the rows' trip through
+    the JVM to the same cores (slower than the driver's own publish: docs/performance.md). A master that
+    cannot be read counts as a cluster."""
+    try:
+        master = spark.conf.get("spark.master", None) if is_connect(spark) else spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - a server that refuses to tell: a cluster
+        return True
+    master = str(master or "")
+    return not (master == "local" or master.startswith("local["))
+
+
+def threshold_for(setting: ExecutorPublishRows, spark: Any) -> int | None:
+    """The rows above which a batch publishes from the executors, for ``executor_publish_rows=setting``:
+    :data:`AUTO` gives :data:`DEFAULT_THRESHOLD` on a cluster and None (never) on a local session."""
+    if setting == AUTO:
+        return DEFAULT_THRESHOLD if spark is not None and has_remote_executors(spark) else None
+    return setting or None
+
+
+def parallelism_of(spark: Any) -> int | None:
+    """The session's default parallelism: the most partitions a local relation is split into, so the most a
+    ``coalesce`` can give. A Spark Connect session has no ``sparkContext``: its conf, when it sets
+    ``spark.default.parallelism``, else unknown."""
+    if is_connect(spark):
+        try:
+            value = spark.conf.get("spark.default.parallelism", None)
+        except Exception:  # noqa: BLE001 - a server that refuses to tell: unknown
+            return None
+        return int(value) if value and str(value).isdigit() else None
+    return int(spark.sparkContext.defaultParallelism)
+
+
+def publish_from_executors(spark: Any, rows: pa.Table, options: SinkOptions, partition_rows: int) -> int:
+    """Publish ``rows`` (the step's publish rows) through ``df.write.format("safebunny")``; returns the
+    number of partitions asked for. Raises whatever the write raises (a Spark exception carrying the sink's
+    :class:`~safebunny.errors.SafeBunnyError` in its text); the caller maps and retries it."""
+    partitions = partitions_for(rows.num_rows, partition_rows, parallelism_of(spark))
+    frame = spark.createDataFrame(rows).coalesce(partitions)
+    publish(frame, **options.spark_options())
+    return partitions
 
 
 @dataclass(frozen=True)
@@ -68,17 +130,15 @@ class EmitPublisher:
     def __init__(self, node: str, settings: PublishSettings) -> None:
         self.node = node
         self.settings = settings
-        self._auto: tuple[int | None] | None = None  # the session's threshold for "auto", read once
+        self._threshold: tuple[int | None] | None = None  # once a session is given ("auto" reads it once)
 
     def from_executors(self, rows: int, spark: Any = None) -> bool:
         """Whether a batch of ``rows`` publish rows goes out from the executors (of ``spark``'s session, which
-        decides the threshold ``"auto"``: :func:`~safebunny.exactly_once.emits.executor_publish.threshold_for`)."""
-        if self.settings.executor_publish_rows == AUTO:
-            if self._auto is None and spark is not None:
-                self._auto = (threshold_for(AUTO, spark),)
-            threshold = self._auto[0] if self._auto else None
-        else:
-            threshold = self.settings.executor_publish_rows or None
+        decides the threshold ``"auto"``: :func:`threshold_for`)."""
+        setting = self.settings.executor_publish_rows
+        if self._threshold is None and spark is not None:
+            self._threshold = (threshold_for(setting, spark),)
+        threshold = self._threshold[0] if self._threshold else threshold_for(setting, None)
         return threshold is not None and rows > threshold
 
     def publish(self, spark: Any, rows: pa.Table, scope: str) -> Published:
@@ -127,7 +187,6 @@ class EmitPublisher:
                    f"{error} The batch fails before its inbox marker, so a restart publishes them again with the "
                    "same ids.")
         try:
-            failed = type(error)(message, error.reply_code)
+            return type(error)(message, error.reply_code)
         except TypeError:  # a subclass with other arguments: the error itself
             return error
-        return failed

@@ -37,17 +37,6 @@ PUBLISH_SCHEMA = pa.schema([
 Router = Callable[[Emit], "tuple[str, str | Callable[[str], str]]"]
 
 
-def body_of(row: Mapping[str, Any]) -> tuple[bytes, str]:
-    """(body, content type): the ``value`` column as is, else the other columns as a JSON object."""
-    if "value" in row and row["value"] is not None:
-        value = row["value"]
-        if isinstance(value, str):
-            return value.encode("utf-8"), "text/plain; charset=utf-8"
-        return bytes(value), "application/octet-stream"
-    fields = {k: v for k, v in row.items() if k not in RESERVED}
-    return orjson.dumps(fields, default=str, option=orjson.OPT_SORT_KEYS), "application/json"
-
-
 def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchange: str,
                        routing_key: str | Callable[[str], str], correlation_of: Mapping[str, str | None],
                        what: str) -> tuple[pa.Table, dict[str, list[str]]]:
@@ -92,18 +81,19 @@ def build_publish_rows(table: pa.Table, *, node: str, message_type: str, exchang
 
 
 def _bodies(table: pa.Table) -> tuple[list[bytes], list[str]]:
-    """Each row's (body, content type) as :func:`body_of` makes them, reading only the columns it needs."""
+    """Each row's (body, content type): the ``value`` column as is, else the other columns as a JSON object (read
+    only when a row has no ``value``)."""
+    values = table.column("value").to_pylist() if "value" in table.column_names else [None] * table.num_rows
     fields = [name for name in table.column_names if name not in RESERVED]
-    values = table.column("value").to_pylist() if "value" in table.column_names else None
-    if values is not None and None not in values:
-        pairs = [body_of({"value": value}) for value in values]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-    records = table.select(fields).to_pylist() if fields else [{} for _ in range(table.num_rows)]
-    bodies = [orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS) for record in records]
-    types = ["application/json"] * len(bodies)
-    for i, value in enumerate(values or ()):
-        if value is not None:
-            bodies[i], types[i] = body_of({"value": value})
+    records = table.select(fields).to_pylist() if fields and None in values else [{}] * table.num_rows
+    bodies, types = [], []
+    for value, record in zip(values, records, strict=True):
+        if value is None:
+            bodies.append(orjson.dumps(record, default=str, option=orjson.OPT_SORT_KEYS))
+            types.append("application/json")
+        else:
+            bodies.append(value.encode("utf-8") if isinstance(value, str) else bytes(value))
+            types.append("text/plain; charset=utf-8" if isinstance(value, str) else "application/octet-stream")
     return bodies, types
 
 

@@ -1,4 +1,4 @@
 """Running a step's handler on a batch: :mod:`.frame_handler` (a DataFrame handler, failing rows isolated by
-:mod:`.isolate`), :mod:`.row_handler` (a row handler, its decisions recorded and committed) and :mod:`.row_types`."""
+bisecting), :mod:`.row_handler` (a row handler, its decisions recorded and committed) and :mod:`.row_types`."""
 
 __all__: list[str] = []

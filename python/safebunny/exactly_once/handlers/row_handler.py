@@ -22,11 +22,10 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
-from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.handlers.isolate import describe
+from safebunny.exactly_once.handlers.frame_handler import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
-from safebunny.exactly_once.inbox.outcome_log import OutcomeLog
-from safebunny.exactly_once.outcome import Effect, Outcome
+from safebunny.exactly_once.inbox.decisions import OutcomeLog
+from safebunny.exactly_once.outcome import Effect, Outcome, StepContext
 
 __all__ = ["RowRun", "from_rows"]
 
@@ -54,7 +53,7 @@ class RowRun:
             for row in new.table.to_pylist():
                 mid = row["messageId"]
                 if mid not in decisions:
-                    decisions[mid] = self._decide(handler, row, ctx.for_message(mid, row.get("correlationId")))
+                    decisions[mid] = self._decide(handler, row, ctx)
             crash_point("step.in_handler")
             decisions = type_decisions(decisions, _target_schema)
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
@@ -94,6 +93,7 @@ class RowRun:
     def _decide(self, handler: Callable[[dict[str, Any], StepContext], Any], row: dict[str, Any],
                 ctx: StepContext) -> dict[str, Any]:
         attempts = self.row_retries + 1
+        ctx = replace(ctx, message_id=row["messageId"], correlation_id=row.get("correlationId"))
         for attempt in range(1, attempts + 1):
             try:
                 return from_rows(row["messageId"], handler(row, replace(ctx, attempt=attempt)))
@@ -131,11 +131,9 @@ def from_rows(message_id: str, outcome: Outcome | None) -> dict[str, Any]:
 
 def _rows(data: Any, message_id: str) -> list[dict[str, Any]]:
     items = [data] if isinstance(data, dict) else list(data or [])
-    rows = []
     for item in items:
         if not isinstance(item, dict):
             raise SafeBunnyOptionError(
                 f"In a row handler, effects and emits take dicts (or lists of dicts); got {type(item).__name__}.",
                 "handler")
-        rows.append({"messageId": message_id, **item})
-    return rows
+    return [{"messageId": message_id, **item} for item in items]

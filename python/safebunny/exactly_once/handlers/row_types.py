@@ -23,7 +23,7 @@ __all__ = ["ROW_TYPE_ERROR", "infer_schema", "type_decisions", "build_tables"]
 #: The error type of a message whose output rows do not fit the types of the batch or the table.
 ROW_TYPE_ERROR = "RowTypeError"
 SchemaOf = Callable[[str], "pa.Schema | None"]
-Rows = dict[tuple, list[dict[str, Any]]]  # effect target -> its rows
+Rows = dict[tuple, tuple[Effect, list[dict[str, Any]]]]  # effect target -> its effect and rows
 
 
 def infer_schema(rows: list[dict[str, Any]]) -> pa.Schema:
@@ -86,9 +86,10 @@ def _schemas(decisions: Mapping[str, dict[str, Any]],
     for decision in decisions.values():
         if decision["ok"]:
             for e in decision["effects"]:
-                rows.setdefault(_effect(e).key, []).extend(e["rows"])
+                effect = _effect(e)
+                rows.setdefault(effect.key, (effect, []))[1].extend(e["rows"])
     out = {}
-    for key, key_rows in rows.items():
+    for key, (_, key_rows) in rows.items():
         target = schema_of(key[1])
         out[key] = (target, True) if target is not None else (infer_schema(key_rows), False)
     return rows, out
@@ -118,7 +119,7 @@ def type_decisions(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf)
 def _fitting(rows: Rows, schemas: Mapping[tuple, tuple[pa.Schema, bool]]) -> set[tuple]:
     """The effect targets whose rows all fit at once (the usual case: no check value by value)."""
     out = set()
-    for key, key_rows in rows.items():
+    for key, (_, key_rows) in rows.items():
         schema = schemas[key][0]
         names = set(schema.names)
         if any(not names.issuperset(row) for row in key_rows):
@@ -139,17 +140,13 @@ def build_tables(decisions: Mapping[str, dict[str, Any]], schema_of: SchemaOf,
     in one table per type (or one per message where their values' types cannot share one); each failed
     message with its correlation id from ``correlation_of`` (message id -> correlation id)."""
     out = Materialized()
-    _, schemas = _schemas(decisions, schema_of)
-    effects: dict[tuple, tuple[Effect, list[dict[str, Any]]]] = {}
+    effects, schemas = _schemas(decisions, schema_of)
     emits: dict[tuple, tuple[Emit, list[tuple[str, list[dict[str, Any]]]]]] = {}
     for mid, decision in decisions.items():
         if not decision["ok"]:
             out.failed[mid] = FailedRow(mid, decision["reason"], decision.get("attempts", 1),
                                         (correlation_of or {}).get(mid), decision.get("error_type"))
             continue
-        for e in decision["effects"]:
-            effect = _effect(e)
-            effects.setdefault(effect.key, (effect, []))[1].extend(e["rows"])
         for m in decision["emits"]:
             item = Emit(None, m["type"], m["exchange"], m["routing_key"])
             emits.setdefault(item.key, (item, []))[1].append((mid, m["rows"]))

@@ -1,4 +1,4 @@
-"""A step's durable records: :mod:`.table` (the inbox, with :mod:`.reads`, :mod:`.index` and :mod:`.schema`),
-:mod:`.decisions` (committed row decisions) and :mod:`.outcome_log` (a batch's recorded row decisions)."""
+"""A step's durable records: :mod:`.table` (the inbox, with :mod:`.index`) and :mod:`.decisions` (a batch's
+recorded row decisions, and the committed ones)."""
 
 __all__: list[str] = []

@@ -1,6 +1,9 @@
-"""The Delta table of what a row handler decided for each message, committed before anything is sent.
+"""What a row handler decided for each message: the batch's outcome record, and the Delta table of committed decisions.
 
-A batch's successful decisions are committed to this Delta table as one more fenced target
+:class:`OutcomeLog`: a row handler calls services whose answers can change; a replay must apply and publish what
+the first attempt decided, so the decisions are written (durably, atomically) before anything is applied.
+
+:class:`DecisionTable`: a batch's successful decisions are committed to this Delta table as one more fenced target
 (:mod:`~safebunny.exactly_once.claims.fence`); a batch that loses the race adopts the decisions that landed
 (:meth:`DecisionTable.read`), so an instance never takes two branches (docs/exactly-once.md, "The fence",
 item 5). A failed decision is never committed: the message is decided again when it comes back.
@@ -18,15 +21,51 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+from pyarrow import fs as pafs
 
 from safebunny.delta.backend import delta_target
-from safebunny.exactly_once.inbox.outcome_log import jsonable
 from safebunny.exactly_once.outcome import Effect
+from safebunny.storage.location import absolute_location, resolve_under
+from safebunny.storage.records import list_records, read_record, remove_record
+from safebunny.storage.writes import write_atomically
 
-__all__ = ["DecisionTable"]
+__all__ = ["DecisionTable", "OutcomeLog"]
 
 DECISIONS_SCHEMA = pa.schema([("node", pa.string()), ("messageId", pa.string()), ("epoch", pa.string()),
                               ("batchId", pa.int64()), ("decision", pa.string()), ("decidedDate", pa.string())])
+
+
+class OutcomeLog:
+    """Files ``<state>/_outcomes/<node>/<epoch>/<batch>.json`` in a step's state location (beside the claims)."""
+
+    def __init__(self, root: str, node: str) -> None:
+        self.root = absolute_location(root)
+        self.node = node
+
+    def _path(self, epoch: str, batch_id: int) -> tuple[pafs.FileSystem, str]:
+        return resolve_under(self.root, "state", "_outcomes", self.node, epoch, f"{batch_id}.json")
+
+    def read(self, epoch: str, batch_id: int) -> Any | None:
+        data = read_record(*self._path(epoch, batch_id))
+        return None if data is None else orjson.loads(data)
+
+    def write(self, epoch: str, batch_id: int, record: Any) -> None:
+        filesystem, path = self._path(epoch, batch_id)
+        write_atomically(filesystem, path, orjson.dumps(record, default=jsonable))
+
+    def forget_before(self, epoch: str, batch_id: int) -> None:
+        """Remove the records of this epoch's batches before ``batch_id`` (they are committed)."""
+        filesystem, path = self._path(epoch, batch_id)
+        folder = path.rsplit("/", 1)[0]
+        for info in list_records(filesystem, folder):
+            stem = info.base_name.split(".", 1)[0]
+            if stem.isdigit() and int(stem) < batch_id - 1:
+                remove_record(filesystem, info.path)
+
+
+def jsonable(value: Any) -> Any:
+    """A decision's value that JSON has no type for (``orjson``'s ``default``): bytes as text, else ``str``."""
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
 class DecisionTable:

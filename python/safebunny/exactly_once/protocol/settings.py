@@ -11,12 +11,15 @@ import pyarrow as pa
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.collect.batch import Prepared, Skip
-from safebunny.exactly_once.context import StepContext
-from safebunny.exactly_once.emits.executor_publish import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
-from safebunny.exactly_once.emits.retrying_publisher import PublishSettings
+from safebunny.exactly_once.emits.retrying_publisher import (
+    AUTO,
+    DEFAULT_PARTITION_ROWS,
+    ExecutorPublishRows,
+    PublishSettings,
+)
 from safebunny.exactly_once.emits.routed_rows import Router
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW
-from safebunny.exactly_once.outcome import FailedRow, Outcome
+from safebunny.exactly_once.outcome import FailedRow, Outcome, StepContext
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import sink_options
 from safebunny.uri import split_password, validate_uri

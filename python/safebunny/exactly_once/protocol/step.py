@@ -35,14 +35,13 @@ from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
-from safebunny.exactly_once.collect.materialize import Materialized
-from safebunny.exactly_once.collect.settle import settle_outcome
-from safebunny.exactly_once.context import StepContext
+from safebunny.exactly_once.collect.materialize import Materialized, settle_outcome
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
 from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
+from safebunny.exactly_once.outcome import StepContext
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
 from safebunny.exactly_once.protocol.settings import Handler, StepSettings
@@ -93,7 +92,7 @@ class Step:
       executors through the sink, about ``executor_partition_rows`` (default 2,500) per task, instead of from
       the driver (0 or None: always from the driver). The default, ``"auto"``, is 5,000 where the executors
       are processes of their own (a cluster) and never on a ``local[...]`` session, where it only costs; see
-      :mod:`~safebunny.exactly_once.emits.executor_publish`;
+      :mod:`~safebunny.exactly_once.emits.retrying_publisher`;
     - ``checkpoint``: the query's ``checkpointLocation``; over Spark Connect the step reads its epoch (the
       query id) there; without it, from the batch (:mod:`~safebunny.exactly_once.protocol.epoch`);
     - ``journal``: the source's ``journalLocation`` (a classic or quorum queue); with ``checkpoint``, each batch
@@ -210,7 +209,7 @@ class Step:
             handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
         else:
             handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
-        result = settle_outcome(handled, new.order(), new.rejected)
+        result = settle_outcome(handled, new.order, new.rejected)
         run.clock.lap("handler")
         return handled, result
 
