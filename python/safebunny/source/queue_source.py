@@ -19,9 +19,8 @@ from safebunny.source.ack_budget import AckBudget
 from safebunny.source.admission import Admission
 from safebunny.source.available_now import AwaitedFile, take_the_rest
 from safebunny.source.consumer import QueueConsumer
-from safebunny.source.journal import Journal
+from safebunny.source.journal import Journal, deliveries_to_table
 from safebunny.source.journal_owner import JournalOwner
-from safebunny.source.journal_rows import deliveries_to_table
 from safebunny.source.offset import QueueOffset
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import paused_until
