@@ -3,13 +3,16 @@
 Nothing counts as written until the broker has confirmed it and has not returned it. ``publish`` sends
 without waiting (up to ``max_in_flight`` unconfirmed), :meth:`ConfirmingPublisher.flush` waits for the rest;
 a nack, a return, a broker's close or a confirm timeout raises :class:`~safebunny.errors.SafeBunnyPublishError`
-and leaves the publisher closed (docs/sink.md, with an example). :mod:`safebunny.amqp.publisher_pool` keeps
-one open publisher per URI and settings in the process, so the tasks of a reused Python worker share it.
+and leaves the publisher closed (docs/sink.md, with an example). The pool (:func:`acquire`, :func:`release`) keeps
+one open publisher per URI and settings in the process, so the tasks of a reused Python worker share it; all are
+closed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import re
+import threading
 import time
 from dataclasses import dataclass
 from itertools import takewhile
@@ -19,7 +22,7 @@ from safebunny.amqp.connection import StreamEndpoint, broker_error, client_prope
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 from safebunny.uri import connection_parameters, describe
 
-__all__ = ["ConfirmingPublisher", "PublishCounts"]
+__all__ = ["ConfirmingPublisher", "PublishCounts", "acquire", "release", "close_all"]
 
 # Send buffered frames to the socket after this many publishes even if the window has room.
 _PUMP_EVERY = 128
@@ -347,3 +350,62 @@ def _coalesce(conn: Any) -> None:
         joined = b"".join(buffers)
         buffers.clear()
         buffers.append(joined)
+
+
+_POOL: dict[tuple[Any, ...], list[ConfirmingPublisher]] = {}
+_LOCK = threading.Lock()
+
+
+def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
+            connect_timeout: float = 10.0, name: str = "safebunny/publisher") -> ConfirmingPublisher:
+    """An open publisher for these settings: a cached one that is still healthy, or a new one.
+
+    A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
+    (nobody serviced its heartbeats meanwhile). Give it back with :func:`release`.
+    """
+    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout, name)
+    while True:
+        with _LOCK:
+            cached = _POOL.get(key)
+            publisher = cached.pop() if cached else None
+        if publisher is None:
+            break
+        idle = time.monotonic() - publisher.last_used
+        if heartbeat and idle > heartbeat:
+            publisher.close()
+            continue
+        try:
+            publisher.service()
+        except Exception:  # noqa: BLE001 - a dead cached connection is replaced
+            publisher.close()
+            continue
+        if publisher.is_open:
+            publisher.counts = PublishCounts()  # this use's counts only
+            return publisher
+        publisher.close()
+    return ConfirmingPublisher(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
+                               connect_timeout=connect_timeout, name=name).open()
+
+
+def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
+    """Return ``publisher`` to the cache, or close it when ``healthy`` is false or it failed."""
+    if not healthy or not publisher.is_open or publisher._pending:
+        publisher.close()
+        return
+    publisher.last_used = time.monotonic()
+    key = (publisher.uri, publisher.max_in_flight, publisher.confirm_timeout, publisher.heartbeat,
+           publisher.connect_timeout, publisher.name)
+    with _LOCK:
+        _POOL.setdefault(key, []).append(publisher)
+
+
+def close_all() -> None:
+    """Close every cached publisher (runs at interpreter exit)."""
+    with _LOCK:
+        publishers = [p for ps in _POOL.values() for p in ps]
+        _POOL.clear()
+    for publisher in publishers:
+        publisher.close()
+
+
+atexit.register(close_all)

@@ -15,9 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts, acquire, release
 from safebunny.amqp.outgoing import MessageBuilder, plan_sink
-from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
 from safebunny.options.sink import SinkOptions
 
