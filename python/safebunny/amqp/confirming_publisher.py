@@ -196,8 +196,7 @@ class ConfirmingPublisher:
 
     def service(self) -> None:
         """Process pending I/O (heartbeats, a close by the broker) without blocking."""
-        if self._conn is not None:
-            self._pump(0)
+        self._pump(0)
 
     # -- internals ---------------------------------------------------------------------
     def _pump(self, timeout: float) -> None:
@@ -207,7 +206,7 @@ class ConfirmingPublisher:
             return
         _coalesce(conn)
         ioloop = conn.ioloop
-        handle = ioloop.call_later(max(timeout, 0.0), _noop)
+        handle = ioloop.call_later(max(timeout, 0.0), lambda: None)
         try:
             ioloop.poll()
             ioloop.process_timeouts()
@@ -331,10 +330,6 @@ class ConfirmingPublisher:
 
     def _on_unblocked(self, _conn: Any, _frame: Any) -> None:
         self._blocked = None
-
-
-def _noop() -> None:
-    return None
 
 
 def _coalesce(conn: Any) -> None:

@@ -212,7 +212,10 @@ class QueueConsumer:
                     self._stopping.wait(0.2)
                     continue
                 if self._connection is None or self._connection.is_closed:
-                    self._reconnect_after_loss()
+                    self._clear_buffer()
+                    self._connect()
+                    log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
+                                describe(self.uri), self.queue, self.generation)
                 self._connection.process_data_events(time_limit=0.2)
                 if self.paused:
                     self.maybe_resume()
@@ -266,12 +269,6 @@ class QueueConsumer:
         self.last_error = message
         log.warning(message)
         self._drop_connection()
-
-    def _reconnect_after_loss(self) -> None:
-        self._clear_buffer()
-        self._connect()
-        log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
-                    describe(self.uri), self.queue, self.generation)
 
     def _clear_buffer(self) -> None:
         with self._cond:
