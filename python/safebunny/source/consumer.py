@@ -339,7 +339,9 @@ class QueueConsumer:
         with self._cond:
             while True:
                 now = time.monotonic()
-                until = waits.until(self._view(), now)
+                view = BufferView(len(self._buffer), self.paused, self.can_grow(), self.restarted, self.acks.backlog,
+                                  self._fatal is not None)
+                until = waits.until(view, now)
                 if until is None:
                     break
                 self._want = waits.want  # the I/O thread wakes us when the buffer reaches it
@@ -364,11 +366,6 @@ class QueueConsumer:
             self.acks.wake(self.maybe_resume)
         self._check()
         return taken
-
-    def _view(self) -> BufferView:
-        """(under ``_cond``) What :class:`~safebunny.source.take_policy.TakeWaits` decides from."""
-        return BufferView(len(self._buffer), self.paused, self.can_grow(), self.restarted, self.acks.backlog,
-                          self._fatal is not None)
 
     def buffered(self) -> int:
         with self._cond:

@@ -45,11 +45,6 @@ class OwnerRecord:
 
     lease: Lease
 
-    @classmethod
-    def new(cls, instance: str, journal_id: str, queue: str, logged: bool) -> OwnerRecord:
-        now = time.time()
-        return cls(Lease.mine(instance, {"id": journal_id, "queue": queue, "claimed": now, "logged": logged}, now))
-
     id = property(lambda self: str(self.lease.payload["id"]))
     instance = property(lambda self: self.lease.holder)
     queue = property(lambda self: str(self.lease.payload.get("queue", "?")))
@@ -97,7 +92,10 @@ class JournalOwner:
         return None
 
     def _record(self, journal_id: str, logged: bool) -> OwnerRecord:
-        return OwnerRecord.new(self.instance, journal_id, self.queue, logged)
+        """A new claim of this reader, now."""
+        now = time.time()
+        payload = {"id": journal_id, "queue": self.queue, "claimed": now, "logged": logged}
+        return OwnerRecord(Lease.mine(self.instance, payload, now))
 
     def _create(self, record: OwnerRecord) -> bool:
         """Write the owner file unless one exists; True when this call created it."""
