@@ -11,6 +11,7 @@ closed at exit.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import re
 import threading
 import time
@@ -125,24 +126,20 @@ class ConfirmingPublisher:
         """Close the connection (waits briefly for the close handshake)."""
         if self._conn is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # closing is best effort
             if self._conn.is_open:
                 self._conn.close()
             deadline = time.monotonic() + 2.0
             while not self._conn.is_closed and time.monotonic() < deadline:
                 self._pump(0.2)
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
         self._teardown()
 
     def _teardown(self) -> None:
         conn, self._conn, self._channel = self._conn, None, None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 conn.ioloop.deactivate_poller()
                 conn.ioloop.close()
-            except Exception:  # noqa: BLE001
-                pass
 
     def __enter__(self) -> ConfirmingPublisher:
         return self if self._conn is not None else self.open()

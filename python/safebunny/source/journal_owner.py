@@ -9,6 +9,7 @@ and owners are refused and when a stale owner's location is taken over: docs/sou
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -123,10 +124,8 @@ class JournalOwner:
                 moved = OwnerRecord(Lease.from_json(f.read(), HOLDER))
             if moved.instance != stale.instance or moved.id != stale.id:
                 # another query claimed the location after we judged it: put its file back and look again
-                try:
+                with contextlib.suppress(OSError):
                     os.link(aside, self._path)
-                except OSError:
-                    pass
                 os.unlink(aside)
                 return False
             os.unlink(aside)

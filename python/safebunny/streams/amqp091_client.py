@@ -4,6 +4,7 @@ header; nack/reject would close the connection, so it only acks."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections.abc import Callable, Iterator
@@ -100,15 +101,13 @@ class AmqpStreamClient(StreamQueueClient):
 
     def _release(self, channel: Any, state: _Consumption, prefetch: int, budget_s: float = 2.0) -> None:
         """Close ``channel`` once no delivery can still be in flight (window full, or idle)."""
-        try:
+        with contextlib.suppress(Exception):
             stop = time.monotonic() + budget_s
             while state.delivered - state.acked < prefetch and time.monotonic() < stop:
                 before = state.delivered
                 self._conn.process_data_events(time_limit=0.05)
                 if state.delivered == before:
                     break
-        except Exception:
-            pass
         close_quietly(channel)
 
     def _sample(self, stream: str, spec: Any, wait_s: float) -> list[tuple[int, bytes]]:
