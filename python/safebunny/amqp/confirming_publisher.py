@@ -214,7 +214,13 @@ class ConfirmingPublisher:
         oldest = next(iter(self._pending.values()))
         remaining = oldest[3] + self.confirm_timeout - time.monotonic()
         if remaining <= 0:
-            self._fail_timeout(oldest)
+            blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
+            self._error = SafeBunnyPublishError(
+                f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
+                f"{oldest[1]!r} within {self.confirm_timeout:g} s ({len(self._pending)} messages unconfirmed)."
+                f"{blocked} The task fails so that Spark retries it with the same ids; check the broker's health or "
+                "raise 'confirmTimeoutMs'.")
+            self._check()
         self._since_pump = 0
         self._pump(min(remaining, 1.0))
         self._check()
@@ -226,15 +232,6 @@ class ConfirmingPublisher:
             error = self._error
             self._teardown()
             raise error
-
-    def _fail_timeout(self, oldest: tuple[str, str, str | None, float]) -> None:
-        blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
-        self._error = SafeBunnyPublishError(
-            f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
-            f"{oldest[1]!r} within {self.confirm_timeout:g} s ({len(self._pending)} messages unconfirmed).{blocked} "
-            "The task fails so that Spark retries it with the same ids; check the broker's health or raise "
-            "'confirmTimeoutMs'.")
-        self._check()
 
     def _on_confirm(self, frame: Any) -> None:
         method = frame.method

@@ -135,13 +135,6 @@ class QueueSource:
         # room for one uncommitted batch plus the next, so batches need not wait for commits
         return min(65535, 2 * self.batch_cap())
 
-    def _max_buffered_bytes(self) -> int | None:
-        # room for one uncommitted batch plus the next, as the prefetch has in messages; none on a queue with a
-        # single active consumer, where the byte budget's cancel and re-consume would hand the queue away
-        if self.options.single_active_consumer:
-            return None
-        return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
-
     @property
     def available_now(self) -> bool:
         """Whether an availableNow run was prepared (:meth:`prepare_available_now`)."""
@@ -161,9 +154,13 @@ class QueueSource:
 
     def _consumer_(self) -> QueueConsumer:
         if self._consumer is None:
+            # a byte budget with room for one uncommitted batch plus the next, as the prefetch has in messages; none
+            # on a queue with a single active consumer, where its cancel and re-consume would hand the queue away
+            budget = 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
             self._consumer = QueueConsumer(
                 self.options.connection.login_uri, self.queue, prefetch=self.prefetch(),
-                heartbeat=self.options.heartbeat_seconds, max_buffered_bytes=self._max_buffered_bytes(),
+                heartbeat=self.options.heartbeat_seconds,
+                max_buffered_bytes=None if self.options.single_active_consumer else budget,
                 name=self.options.connection.connection_name,
             ).start()
         return self._consumer

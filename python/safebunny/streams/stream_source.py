@@ -212,11 +212,6 @@ class StreamSource:
     def prepare_available_now(self) -> None:
         self._target_end = stream_bounds(self.options, self.driver()).tail
 
-    def _waits_for(self, begin: int) -> bool:
-        """True when ``begin`` is the ``startingOffsets`` number (beyond the tail it waits, as documented)."""
-        spec = self.options.starting_offsets
-        return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
-
     def _first_message_from(self, offset: int) -> tuple[int, bytes | None] | None:
         wait = min(1.0, _empty_wait_s(self.options))
         return self.driver().call(lambda client: client.first_message_from(self.options.queue, offset, wait))
@@ -228,7 +223,9 @@ class StreamSource:
 
     def replaced(self, start: dict, begin: int, bounds: StreamBounds) -> str | None:
         """Why the stream behind this checkpoint offset is not the one the query read, or None."""
-        if bounds.tail < begin and not self._waits_for(begin):
+        spec = self.options.starting_offsets  # the startingOffsets number: beyond the tail it waits, as documented
+        waits = isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
+        if bounds.tail < begin and not waits:
             return reset_message(self.options.queue, begin, bounds)  # offsets never go backwards
         anchor = start.get(ANCHOR_KEY) if isinstance(start, dict) else None
         at = anchor_offset(anchor)
