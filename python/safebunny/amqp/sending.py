@@ -63,15 +63,9 @@ def publish_batches(publisher: ConfirmingPublisher, builder: MessageBuilder, bat
         cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
         none: list[Any] = [None] * rows
         value = cols["value"]
-        mids = cols.get("messageId", none)
-        corrs = cols.get("correlationId", none)
-        causes = cols.get("causationId", none)
-        headers = cols.get("headers", none)
-        ctypes = cols.get("contentType", none)
-        types = cols.get("type", none)
-        exchanges = cols.get("exchange", none)
-        keys = cols.get("routingKey", none)
-        indexes = cols.get("outputIndex", none)
+        mids, corrs, causes, headers, ctypes, types, exchanges, keys, indexes = (cols.get(name, none) for name in (
+            "messageId", "correlationId", "causationId", "headers", "contentType", "type", "exchange", "routingKey",
+            "outputIndex"))
         stamp = int(time.time())
         for i in range(rows):
             msg = build(value[i], timestamp=stamp, message_id_=mids[i], correlation_id=corrs[i],
