@@ -224,7 +224,7 @@ def stream_port(broker: Broker) -> int:
     fails when the stream plugin does not answer there."""
     from urllib.parse import urlsplit
 
-    from safebunny.streams.protocol import stream_protocol_answers
+    from safebunny.streams.stream_source import stream_protocol_answers
 
     port = broker.stream_port or 5552
     host = urlsplit(broker.uri).hostname

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import use_stream_broker
 from safebunny.amqp.connection import StreamEndpoint
-from safebunny.streams.protocol import open_stream_client
+from safebunny.streams.stream_source import open_stream_client
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import safebunny
 from brokers import ThrowawayBroker
 from conftest import wait_until
-from safebunny.amqp.publisher_pool import close_all
+from safebunny.amqp.confirming_publisher import close_all
 from safebunny.exactly_once import FailedRow
 from safebunny.options.source import parse_source_options
 from safebunny.saga.failures import FailureRouter

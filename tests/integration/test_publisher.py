@@ -3,9 +3,8 @@
 import pika
 import pytest
 
-from safebunny.amqp import publisher_pool as pubmod
-from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
-from safebunny.amqp.publisher_pool import acquire, release
+from safebunny.amqp import confirming_publisher as pubmod
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts, acquire, release
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 
 

@@ -80,9 +80,9 @@ def test_max_bytes_per_trigger_bounds_the_bytes_the_reader_buffers(amqp_uri, mak
         buffered = []
         for _ in range(10):  # over a second, while the batch waits for Spark
             time.sleep(0.1)
-            buffered.append(consumer.budget.buffered_bytes())
+            buffered.append(consumer.buffered_bytes())
         assert max(buffered) <= 2 * 256 * KIB + body + 4
-        assert consumer.budget.effective_prefetch <= 8
+        assert consumer.effective_prefetch <= 8
         rest = _drain(reader)
     finally:
         reader.stop()

@@ -28,6 +28,6 @@ def test_a_single_active_consumer_queue_is_read_in_full_batches(amqp_uri, make_q
             offset = end
         assert offset["seq"] == N, sizes
         assert len(sizes) <= 12 and max(sizes) == 500, sizes  # full batches, not one message at a time
-        assert reader.source._consumer.budget.effective_prefetch == 1000  # twice the batch, from the first delivery
+        assert reader.source._consumer.effective_prefetch == 1000  # twice the batch, from the first delivery
     finally:
         reader.stop()

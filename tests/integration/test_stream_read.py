@@ -14,8 +14,8 @@ from safebunny.amqp.connection import StreamEndpoint
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.streams.amqp091_client import AmqpStreamClient
 from safebunny.streams.offsets import split_range
-from safebunny.streams.protocol import open_stream_client
 from safebunny.streams.rstream_client import RStreamClient
+from safebunny.streams.stream_source import open_stream_client
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

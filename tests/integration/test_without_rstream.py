@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from conftest import use_stream_broker
-from safebunny.streams.protocol import stream_protocol_answers
+from safebunny.streams.stream_source import stream_protocol_answers
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()
@@ -61,7 +61,7 @@ def test_probe_of_a_classic_queue_with_the_stream_port_answering(broker, amqp_ur
     classic, stream = make_queue("classic"), make_queue("stream")
     got = _without_rstream("""
         from safebunny.streams.probe import detect_queue_type
-        from safebunny.streams.protocol import open_stream_client
+        from safebunny.streams.stream_source import open_stream_client
         with open_stream_client(V["uri"], V["port"]) as client:
             protocol = client.protocol
         print(json.dumps({"classic": detect_queue_type(V["uri"], V["classic"], V["port"]),

@@ -1,5 +1,5 @@
 """A stream partition's chunk decoded column by column (``append_amqp10_many``) gives exactly the rows of
-``append_amqp10`` per message: AMQP 1.0 messages with and without properties, annotations and application
+decoding one message at a time: AMQP 1.0 messages with and without properties, annotations and application
 properties, and raw stream-protocol publishes that are not AMQP 1.0."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from rstream import AMQPMessage  # noqa: E402
 from rstream._pyamqp.message import Properties  # noqa: E402
 
 from safebunny.amqp.message_rows import AmqpColumns  # noqa: E402
-from safebunny.streams.amqp10 import append_amqp10, append_amqp10_many  # noqa: E402
+from safebunny.streams.amqp10 import append_amqp10_many  # noqa: E402
 
 CHUNK_MS = 1_700_000_000_123
 
@@ -47,7 +47,7 @@ def test_a_chunk_column_by_column_equals_one_message_at_a_time(include_headers: 
     offset = 1_000
     for chunk in _chunks():
         for k, raw in enumerate(chunk):
-            append_amqp10(one, raw, offset + k, CHUNK_MS)
+            append_amqp10_many(one, (raw,), offset + k, CHUNK_MS)
         append_amqp10_many(many, chunk, offset, CHUNK_MS)
         offset += len(chunk) + 7  # a gap between chunks, as the broker's tracking records leave
     assert len(one) == len(many) == 50 + 20 + 6 + 2

@@ -33,9 +33,9 @@ def _deliver(consumer: QueueConsumer, tags: range, body: bytes = b"x" * 200) -> 
         for tag in tags:
             consumer._buffer.append(Delivery(consumer.generation, tag, body, None, "", consumer.queue, False))
             consumer._last_tag = tag
-            consumer.budget.in_count += 1
-            consumer.budget.in_bytes += len(body)
-        consumer.budget.restarted = False
+            consumer.in_count += 1
+            consumer.in_bytes += len(body)
+        consumer.restarted = False
         consumer._cond.notify_all()
 
 
@@ -83,7 +83,7 @@ def test_an_ack_of_an_older_channel_does_not_count():
     assert consumer.acks.ack_through(1, 10)
     consumer.generation = 2  # the channel was replaced: its acks are lost, the broker redelivers
     consumer._last_tag, consumer.acks.acked_tag = 20, 0
-    assert not consumer.budget.can_grow(consumer._last_tag, consumer.generation)
+    assert not consumer.can_grow()
 
 
 def test_a_consumer_restarting_after_calibration_is_waited_for():
@@ -99,7 +99,7 @@ def test_a_consumer_restarting_after_calibration_is_waited_for():
 
     consumer._channel = _Channel()
     _deliver(consumer, range(1, 2))  # the calibration delivery
-    consumer.budget.paused = True
+    consumer.paused = True
     registered = threading.Event()
     consume_called = threading.Event()
 
@@ -107,8 +107,8 @@ def test_a_consumer_restarting_after_calibration_is_waited_for():
         consume_called.set()
         registered.wait(10)
 
-    consumer.budget.consume = consume
-    io_thread = threading.Thread(target=consumer.budget.maybe_resume)
+    consumer._consume = consume
+    io_thread = threading.Thread(target=consumer.maybe_resume)
     io_thread.start()
     assert consume_called.wait(5)
 

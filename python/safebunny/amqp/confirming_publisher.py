@@ -3,13 +3,17 @@
 Nothing counts as written until the broker has confirmed it and has not returned it. ``publish`` sends
 without waiting (up to ``max_in_flight`` unconfirmed), :meth:`ConfirmingPublisher.flush` waits for the rest;
 a nack, a return, a broker's close or a confirm timeout raises :class:`~safebunny.errors.SafeBunnyPublishError`
-and leaves the publisher closed (docs/sink.md, with an example). :mod:`safebunny.amqp.publisher_pool` keeps
-one open publisher per URI and settings in the process, so the tasks of a reused Python worker share it.
+and leaves the publisher closed (docs/sink.md, with an example). The pool (:func:`acquire`, :func:`release`) keeps
+one open publisher per URI and settings in the process, so the tasks of a reused Python worker share it; all are
+closed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import re
+import threading
 import time
 from dataclasses import dataclass
 from itertools import takewhile
@@ -19,7 +23,7 @@ from safebunny.amqp.connection import StreamEndpoint, broker_error, client_prope
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyPublishError
 from safebunny.uri import connection_parameters, describe
 
-__all__ = ["ConfirmingPublisher", "PublishCounts"]
+__all__ = ["ConfirmingPublisher", "PublishCounts", "acquire", "release", "close_all"]
 
 # Send buffered frames to the socket after this many publishes even if the window has room.
 _PUMP_EVERY = 128
@@ -122,24 +126,20 @@ class ConfirmingPublisher:
         """Close the connection (waits briefly for the close handshake)."""
         if self._conn is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # closing is best effort
             if self._conn.is_open:
                 self._conn.close()
             deadline = time.monotonic() + 2.0
             while not self._conn.is_closed and time.monotonic() < deadline:
                 self._pump(0.2)
-        except Exception:  # noqa: BLE001 - closing is best effort
-            pass
         self._teardown()
 
     def _teardown(self) -> None:
         conn, self._conn, self._channel = self._conn, None, None
         if conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 conn.ioloop.deactivate_poller()
                 conn.ioloop.close()
-            except Exception:  # noqa: BLE001
-                pass
 
     def __enter__(self) -> ConfirmingPublisher:
         return self if self._conn is not None else self.open()
@@ -193,8 +193,7 @@ class ConfirmingPublisher:
 
     def service(self) -> None:
         """Process pending I/O (heartbeats, a close by the broker) without blocking."""
-        if self._conn is not None:
-            self._pump(0)
+        self._pump(0)
 
     # -- internals ---------------------------------------------------------------------
     def _pump(self, timeout: float) -> None:
@@ -204,7 +203,7 @@ class ConfirmingPublisher:
             return
         _coalesce(conn)
         ioloop = conn.ioloop
-        handle = ioloop.call_later(max(timeout, 0.0), _noop)
+        handle = ioloop.call_later(max(timeout, 0.0), lambda: None)
         try:
             ioloop.poll()
             ioloop.process_timeouts()
@@ -215,7 +214,13 @@ class ConfirmingPublisher:
         oldest = next(iter(self._pending.values()))
         remaining = oldest[3] + self.confirm_timeout - time.monotonic()
         if remaining <= 0:
-            self._fail_timeout(oldest)
+            blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
+            self._error = SafeBunnyPublishError(
+                f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
+                f"{oldest[1]!r} within {self.confirm_timeout:g} s ({len(self._pending)} messages unconfirmed)."
+                f"{blocked} The task fails so that Spark retries it with the same ids; check the broker's health or "
+                "raise 'confirmTimeoutMs'.")
+            self._check()
         self._since_pump = 0
         self._pump(min(remaining, 1.0))
         self._check()
@@ -227,15 +232,6 @@ class ConfirmingPublisher:
             error = self._error
             self._teardown()
             raise error
-
-    def _fail_timeout(self, oldest: tuple[str, str, str | None, float]) -> None:
-        blocked = f" The broker blocked this connection ({self._blocked})." if self._blocked else ""
-        self._error = SafeBunnyPublishError(
-            f"The broker did not confirm message {oldest[2]!r} to exchange {oldest[0]!r} with routing key "
-            f"{oldest[1]!r} within {self.confirm_timeout:g} s ({len(self._pending)} messages unconfirmed).{blocked} "
-            "The task fails so that Spark retries it with the same ids; check the broker's health or raise "
-            "'confirmTimeoutMs'.")
-        self._check()
 
     def _on_confirm(self, frame: Any) -> None:
         method = frame.method
@@ -330,10 +326,6 @@ class ConfirmingPublisher:
         self._blocked = None
 
 
-def _noop() -> None:
-    return None
-
-
 def _coalesce(conn: Any) -> None:
     """Join pika's queued output frames into one chunk, so one ``send`` carries many messages.
 
@@ -347,3 +339,62 @@ def _coalesce(conn: Any) -> None:
         joined = b"".join(buffers)
         buffers.clear()
         buffers.append(joined)
+
+
+_POOL: dict[tuple[Any, ...], list[ConfirmingPublisher]] = {}
+_LOCK = threading.Lock()
+
+
+def acquire(uri: str, *, max_in_flight: int = 1000, confirm_timeout: float = 30.0, heartbeat: int = 30,
+            connect_timeout: float = 10.0, name: str = "safebunny/publisher") -> ConfirmingPublisher:
+    """An open publisher for these settings: a cached one that is still healthy, or a new one.
+
+    A cached publisher idle for longer than ``heartbeat`` seconds is closed and replaced
+    (nobody serviced its heartbeats meanwhile). Give it back with :func:`release`.
+    """
+    key = (uri, max_in_flight, confirm_timeout, heartbeat, connect_timeout, name)
+    while True:
+        with _LOCK:
+            cached = _POOL.get(key)
+            publisher = cached.pop() if cached else None
+        if publisher is None:
+            break
+        idle = time.monotonic() - publisher.last_used
+        if heartbeat and idle > heartbeat:
+            publisher.close()
+            continue
+        try:
+            publisher.service()
+        except Exception:  # noqa: BLE001 - a dead cached connection is replaced
+            publisher.close()
+            continue
+        if publisher.is_open:
+            publisher.counts = PublishCounts()  # this use's counts only
+            return publisher
+        publisher.close()
+    return ConfirmingPublisher(uri, max_in_flight=max_in_flight, confirm_timeout=confirm_timeout, heartbeat=heartbeat,
+                               connect_timeout=connect_timeout, name=name).open()
+
+
+def release(publisher: ConfirmingPublisher, healthy: bool = True) -> None:
+    """Return ``publisher`` to the cache, or close it when ``healthy`` is false or it failed."""
+    if not healthy or not publisher.is_open or publisher._pending:
+        publisher.close()
+        return
+    publisher.last_used = time.monotonic()
+    key = (publisher.uri, publisher.max_in_flight, publisher.confirm_timeout, publisher.heartbeat,
+           publisher.connect_timeout, publisher.name)
+    with _LOCK:
+        _POOL.setdefault(key, []).append(publisher)
+
+
+def close_all() -> None:
+    """Close every cached publisher (runs at interpreter exit)."""
+    with _LOCK:
+        publishers = [p for ps in _POOL.values() for p in ps]
+        _POOL.clear()
+    for publisher in publishers:
+        publisher.close()
+
+
+atexit.register(close_all)

@@ -11,6 +11,7 @@ operator can tell which saga, driver, step or shard and role a connection serves
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 from dataclasses import dataclass, field
@@ -157,7 +158,5 @@ def open_blocking(uri: str, heartbeat: int | None = None, action: str = "connect
 
 def close_quietly(closeable: Any) -> None:
     """Close a connection, channel or client that may already be gone, ignoring any error."""
-    try:
+    with contextlib.suppress(Exception):
         closeable.close()
-    except Exception:
-        pass

@@ -242,13 +242,8 @@ def _timestamp_array(values: Sequence[Any]) -> pa.Array:
 
 
 def _headers_array(values: Sequence[Any]) -> pa.Array:
-    items: list[list[tuple[str, str | None]] | None] = []
-    for v in values:
-        if v is None:
-            items.append(None)
-        else:
-            items.append([(str(k), None if x is None else str(x)) for k, x in v.items()])
-    return pa.array(items, type=_HEADERS_FIELD.type)
+    return pa.array([None if v is None else [(str(k), None if x is None else str(x)) for k, x in v.items()]
+                     for v in values], type=_HEADERS_FIELD.type)
 
 
 def rows_to_record_batch(columns: Mapping[str, Sequence[Any]], include_headers: bool) -> pa.RecordBatch:

@@ -117,14 +117,6 @@ def _feed(parts: list[bytes], value: str | bytes | None) -> None:
     parts.append(data)
 
 
-def _header_items(headers: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> list[tuple[str, Any]]:
-    if headers is None:
-        return []
-    if isinstance(headers, Mapping):
-        return list(headers.items())
-    return list(headers)
-
-
 def content_id(scope: str, body: bytes, correlation_id: str | None, headers: list[tuple[str, Any]],
                content_type: str | None, message_type: str | None, exchange: str, routing_key: str,
                occurrence: int) -> str:
@@ -202,7 +194,7 @@ class MessageBuilder:
         message_type = options.type if message_type is None else message_type
         if content_type is None:
             content_type = options.content_type or (_TEXT if plan.value_is_text else _BINARY)
-        items = _header_items(headers)
+        items = [] if headers is None else list(headers.items() if isinstance(headers, Mapping) else headers)
         if message_id_ == "" or causation_id == "":
             name = "messageId" if message_id_ == "" else "causationId"
             raise SafeBunnyOptionError(

@@ -15,9 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts
+from safebunny.amqp.confirming_publisher import ConfirmingPublisher, PublishCounts, acquire, release
 from safebunny.amqp.outgoing import MessageBuilder, plan_sink
-from safebunny.amqp.publisher_pool import acquire, release
 from safebunny.crashpoints import crash_point
 from safebunny.options.sink import SinkOptions
 
@@ -64,15 +63,9 @@ def publish_batches(publisher: ConfirmingPublisher, builder: MessageBuilder, bat
         cols = {name: batch.column(i).to_pylist() for i, name in enumerate(batch.schema.names)}
         none: list[Any] = [None] * rows
         value = cols["value"]
-        mids = cols.get("messageId", none)
-        corrs = cols.get("correlationId", none)
-        causes = cols.get("causationId", none)
-        headers = cols.get("headers", none)
-        ctypes = cols.get("contentType", none)
-        types = cols.get("type", none)
-        exchanges = cols.get("exchange", none)
-        keys = cols.get("routingKey", none)
-        indexes = cols.get("outputIndex", none)
+        mids, corrs, causes, headers, ctypes, types, exchanges, keys, indexes = (cols.get(name, none) for name in (
+            "messageId", "correlationId", "causationId", "headers", "contentType", "type", "exchange", "routingKey",
+            "outputIndex"))
         stamp = int(time.time())
         for i in range(rows):
             msg = build(value[i], timestamp=stamp, message_id_=mids[i], correlation_id=corrs[i],

@@ -4,8 +4,14 @@ One thread owns the connection and keeps calling ``process_data_events`` (so hea
 Spark's calls, docs/source.md); the Spark-facing thread only takes deliveries from a buffer and asks for
 acks through ``add_callback_threadsafe``. Every delivery carries the *generation* of the channel that
 delivered it, and an ack for an older generation is dropped (the broker has already requeued those
-messages; they come back flagged ``redelivered``). Memory is bounded by the prefetch and by a byte budget:
-:mod:`safebunny.source.consumer_budget`.
+messages; they come back flagged ``redelivered``). Memory is bounded by the prefetch and by a byte budget.
+
+With a byte budget the consumer starts with a prefetch of 1, learns the body size from the first delivery and
+is restarted (basic.cancel, then basic.consume on the same channel) with the prefetch the budget holds: at
+most ``prefetch`` and at most ``max_buffered_bytes / average size``; should the buffer still reach the budget,
+it is cancelled the same way until the take has drained the buffer to half the budget (docs/source.md).
+Deliveries that arrive between a cancel and its cancel-ok are kept: nothing is rejected or requeued, so no
+delivery attempt is counted on a quorum queue.
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from pika import spec
+
 from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
@@ -27,7 +35,6 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.source.consumer_acks import ConsumerAcks
-from safebunny.source.consumer_budget import ByteBudgetFlow
 from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
@@ -97,9 +104,16 @@ class QueueConsumer:
         self.last_error: str | None = None
         #: acks on commit and the queue's depth, sent onto the I/O thread
         self.acks = ConsumerAcks(uri, queue, self._ready, lambda: (self._connection, self._channel, self.generation))
-        #: pausing and resuming the consumer by ``max_buffered_bytes``
-        self.budget = ByteBudgetFlow(queue, prefetch, max_buffered_bytes, self.acks, self._cond,
-                                     lambda: self._channel, self._consume)
+        self.max_buffered_bytes = max_buffered_bytes
+        #: the prefetch of the current consumer: ``prefetch``, or what ``max_buffered_bytes`` holds
+        self.effective_prefetch = prefetch
+        self._consumer_tag: str | None = None  # the consumer a pause cancels
+        # body bytes: in_* written only by the I/O thread, out_bytes only under _cond (take, clears)
+        self.in_bytes = self.in_count = self.out_bytes = 0
+        self.paused = False  # consumer cancelled because the buffer reached the byte budget
+        self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
+        self._calibrating = False  # consuming with prefetch 1 to learn the body size
+        self.restarted = False  # the consumer was restarted and has not delivered since
         self.first_arrived_at: float | None = None  #: when the last take's first message arrived (monotonic)
         self._head_arrived = 0.0  # when the buffer's head arrived (the I/O thread sets it when the buffer was empty)
         #: channels the broker closed because a delivery outlived its consumer_timeout
@@ -126,8 +140,8 @@ class QueueConsumer:
         self.generation += 1
         generation = self.generation
 
-        buffer, flow, new = self._buffer, self.budget, tuple.__new__  # a Delivery without its Python __new__
-        budget = flow.limit
+        buffer, new = self._buffer, tuple.__new__  # a Delivery without its Python __new__
+        budget = self.max_buffered_bytes
 
         def accept(tag: int, redelivered: bool, exchange: Any, routing_key: Any, properties: Any,
                    body: bytes) -> None:
@@ -138,13 +152,13 @@ class QueueConsumer:
                 self._head_arrived = time.monotonic()
             buffer.append(new(Delivery, (generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
-            flow.restarted = False
-            flow.in_count += 1
-            flow.in_bytes += len(body)
-            # inline, not flow.buffered_bytes(): this runs once per message
-            if budget is not None and not flow.paused and (
-                    flow.calibrating or flow.in_bytes - flow.out_bytes >= budget):
-                flow.pause()
+            self.restarted = False
+            self.in_count += 1
+            self.in_bytes += len(body)
+            # inline, not self.buffered_bytes(): this runs once per message
+            if budget is not None and not self.paused and (
+                    self._calibrating or self.in_bytes - self.out_bytes >= budget):
+                self._pause()
             # wake the Spark thread only when it waits for this many (not once per message)
             want = self._want
             if want and len(buffer) >= want:
@@ -161,14 +175,17 @@ class QueueConsumer:
         self._connection, self._channel = connection, channel
         self._last_tag = 0
         self.acks.new_channel(declared.method.message_count)
-        flow.new_channel()
+        # a new channel: not paused; the prefetch for its consumer, 1 to learn the body size
+        self.paused = self._cancelling = self.restarted = False
+        self.effective_prefetch = self._desired_prefetch()
+        self._calibrating = budget is not None and not self.in_count
         self._consume()
         self._ready.set()
 
     def _consume(self) -> None:
         """(I/O thread) Start the consumer with the current effective prefetch."""
         channel = self._channel
-        channel.basic_qos(prefetch_count=self.budget.effective_prefetch)
+        channel.basic_qos(prefetch_count=self.effective_prefetch)
         tag = channel.basic_consume(self.queue, self._on_message, auto_ack=False)
         # Deliveries go straight from pika's frame decoder to on_message, not through BlockingChannel's event
         # queue (pika calls channel._consumers[tag]): about 15% less CPU per message on this path. Deliveries
@@ -176,7 +193,7 @@ class QueueConsumer:
         # arrives directly, so that the buffer stays in delivery-tag order (acks are multiple=True).
         channel._impl._consumers[tag] = self._on_message  # noqa: SLF001
         channel._dispatch_events()  # noqa: SLF001
-        self.budget.consumer_tag = tag
+        self._consumer_tag = tag
         if self._tap is None or self._tap.impl is not channel.connection._impl:  # noqa: SLF001
             # from now on deliveries are decoded from the socket's bytes (frame_tap), in arrival order
             # after those handed over above; other frames still go through pika
@@ -191,17 +208,17 @@ class QueueConsumer:
             try:
                 if self._suspended.is_set():
                     if self._connection is not None:
-                        self._close_quietly()
-                        self._connection = None
-                        self._ready.clear()
-                        self._clear_buffer()
+                        self._drop_connection()
                     self._stopping.wait(0.2)
                     continue
                 if self._connection is None or self._connection.is_closed:
-                    self._reconnect_after_loss()
+                    self._clear_buffer()
+                    self._connect()
+                    log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
+                                describe(self.uri), self.queue, self.generation)
                 self._connection.process_data_events(time_limit=0.2)
-                if self.budget.paused:
-                    self.budget.maybe_resume()
+                if self.paused:
+                    self.maybe_resume()
                 channel = self._channel
                 if channel is not None and channel.is_closed:
                     # the broker closed the channel but not the connection (consumer_timeout, a
@@ -228,7 +245,7 @@ class QueueConsumer:
             except BaseException as exc:  # a bug: surface it to the Spark thread
                 self._fail(exc)
                 return
-        self._close_quietly()
+        self._drop_connection()
 
     def _fail(self, exc: BaseException) -> None:
         """Stop consuming for good: the Spark thread's next ``take`` raises ``exc`` (woken if it waits)."""
@@ -251,25 +268,19 @@ class QueueConsumer:
                        "reconnecting.")
         self.last_error = message
         log.warning(message)
-        self._clear_buffer()  # deliveries of a dead channel can never be acked: never journal them
-        self._ready.clear()
-        self._close_quietly()
-        self._connection = None
-
-    def _reconnect_after_loss(self) -> None:
-        self._clear_buffer()
-        self._connect()
-        log.warning("Reconnected to %s; consuming %r again (channel generation %d).",
-                    describe(self.uri), self.queue, self.generation)
+        self._drop_connection()
 
     def _clear_buffer(self) -> None:
         with self._cond:
             self._buffer.clear()
-            self.budget.out_bytes = self.budget.in_bytes
+            self.out_bytes = self.in_bytes
 
-    def _close_quietly(self) -> None:
+    def _drop_connection(self) -> None:
+        self._clear_buffer()  # deliveries of a dead channel can never be acked: never journal them
+        self._ready.clear()
         if self._connection is not None and self._connection.is_open:
             close_quietly(self._connection)
+        self._connection = None
 
     def suspend(self) -> None:
         """Stop consuming and drop the buffer (the broker requeues it); only when no taken delivery awaits its ack."""
@@ -328,7 +339,9 @@ class QueueConsumer:
         with self._cond:
             while True:
                 now = time.monotonic()
-                until = waits.until(self._view(), now)
+                view = BufferView(len(self._buffer), self.paused, self.can_grow(), self.restarted, self.acks.backlog,
+                                  self._fatal is not None)
+                until = waits.until(view, now)
                 if until is None:
                     break
                 self._want = waits.want  # the I/O thread wakes us when the buffer reaches it
@@ -348,18 +361,84 @@ class QueueConsumer:
                 size += len(head.body)
             if self._buffer:  # the rest waits for the next take: count it from now
                 self._head_arrived = time.monotonic()
-            self.budget.out_bytes += size + dropped
-        if self.budget.paused:
-            self.acks.wake(self.budget.maybe_resume)
+            self.out_bytes += size + dropped
+        if self.paused:
+            self.acks.wake(self.maybe_resume)
         self._check()
         return taken
-
-    def _view(self) -> BufferView:
-        """(under ``_cond``) What :class:`~safebunny.source.take_policy.TakeWaits` decides from."""
-        flow = self.budget
-        return BufferView(len(self._buffer), flow.paused, flow.can_grow(self._last_tag, self.generation),
-                          flow.restarted, self.acks.backlog, self._fatal is not None)
 
     def buffered(self) -> int:
         with self._cond:
             return len(self._buffer)
+
+    # ----------------------------------------------------------------- the byte budget
+    def _desired_prefetch(self) -> int:
+        """The next consumer's prefetch: ``prefetch``, or what the byte budget holds at the average body size."""
+        if self.max_buffered_bytes is None:
+            return self.prefetch
+        if not self.in_count:
+            return 1  # to learn the body size
+        average = max(1.0, self.in_bytes / self.in_count)
+        return max(1, min(self.prefetch or 65535, int(self.max_buffered_bytes // average)))
+
+    def buffered_bytes(self) -> int:
+        """Body bytes delivered and not yet taken."""
+        return self.in_bytes - self.out_bytes
+
+    def _pause(self) -> None:
+        """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told the body
+        size. Deliveries before the cancel-ok still reach the buffer (pika would reject them: requeued, and on a
+        quorum queue a delivery attempt counted)."""
+        self.paused = True
+        self._calibrating = False
+        tag, channel = self._consumer_tag, self._channel
+        if tag is None or channel is None or not channel.is_open:
+            return
+        impl = channel._impl  # noqa: SLF001
+        self._cancelling = True
+
+        def on_cancel_ok(_frame: Any) -> None:
+            impl._cleanup_consumer_ref(tag)  # noqa: SLF001 - pika's own clean-up after a cancel-ok
+            channel._consumer_infos.pop(tag, None)  # noqa: SLF001 - and BlockingChannel's
+            self._cancelling = False
+            self._consumer_tag = None
+            self.acks.wake(self.maybe_resume)  # outside pika's frame processing
+
+        impl._rpc(spec.Basic.Cancel(consumer_tag=tag), on_cancel_ok,  # noqa: SLF001
+                  [(spec.Basic.CancelOk, {"consumer_tag": tag})])
+        log.debug("queue %r: consumer paused, %d body bytes buffered (budget %d)", self.queue,
+                  self.buffered_bytes(), self.max_buffered_bytes)
+
+    def maybe_resume(self) -> None:
+        """(I/O thread) Consume again once the buffer is down to half its byte budget, with the prefetch lowered
+        to what the budget holds at the average body size seen."""
+        if not self.paused or self._cancelling or self.max_buffered_bytes is None:
+            return
+        channel = self._channel
+        if channel is None or not channel.is_open or not self._may_resume():
+            return
+        self.effective_prefetch = self._desired_prefetch()
+        # before paused goes False: take() must never see the consumer neither paused nor restarting while consume()
+        # waits for the broker (a quorum queue's log), or it hands out one linger's worth (a first batch of 1)
+        self.restarted = True  # until the restarted consumer's first delivery
+        self.paused = False
+        self._consume()
+        with self._cond:  # take() may wait for this
+            self._cond.notify_all()
+        log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
+
+    def _may_resume(self) -> bool:
+        """A cancelled consumer consumes again once its buffer is down to half the byte budget."""
+        return self.buffered_bytes() <= (self.max_buffered_bytes or 0) // 2
+
+    def can_grow(self) -> bool:
+        """Whether the broker may send more soon, after the current channel's last delivery: the prefetch is not
+        used up by deliveries buffered or taken and not yet acked, and a paused consumer is about to consume
+        again (when it cannot, waiting for more is pointless). An ack ``acks.ack_through`` has asked for counts
+        as sent: the I/O thread writes it in a moment, and what it frees arrives after (a commit followed at
+        once by the next batch's take must not end that batch at what is buffered)."""
+        if self.paused:
+            return self._may_resume()
+        if not self.effective_prefetch:
+            return True
+        return self._last_tag - self.acks.acked(self.generation) < self.effective_prefetch

@@ -6,6 +6,7 @@ state (what was acked, asked for, confirmed) and the queue's last known depth ar
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -50,11 +51,9 @@ class ConsumerAcks:
     def wake(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the I/O thread soon, without waiting for it."""
         connection = self._link()[0]
-        try:
+        with contextlib.suppress(Exception):  # the connection is going away; the I/O loop starts over anyway
             if connection is not None and connection.is_open:
                 connection.add_callback_threadsafe(fn)
-        except Exception:  # the connection is going away; the I/O loop starts over anyway
-            pass
 
     def call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
         """Run ``fn`` on the I/O thread and wait for its result."""
@@ -159,10 +158,8 @@ class ConsumerAcks:
     def queue_depth(self) -> int:
         """Messages ready in the queue (not counting those delivered to us); 0 if unknown."""
         channel = self._link()[1]
-        try:
+        with contextlib.suppress(Exception):
             self.call(lambda: self._count_ready(channel), timeout=10)
-        except Exception:
-            pass
         return self.backlog
 
     def _count_ready(self, channel: Any) -> int:

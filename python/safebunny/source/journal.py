@@ -5,26 +5,31 @@ back by the executors; a replay after a crash therefore returns exactly the logg
 Files are Arrow IPC streams named by the batch's sequence range, written to a temporary
 name and renamed, so a reader never sees half a file. Any filesystem pyarrow knows works
 (local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``; on Databricks the cloud URI behind a
-volume: a ``/Volumes/`` path is refused, :mod:`safebunny.storage.volumes`).
+volume: a ``/Volumes/`` path is refused, :mod:`safebunny.storage.volumes`). Deliveries become the source's
+Arrow rows here (:func:`deliveries_to_table`), and journaled rows come back in the query's current shape
+(:func:`fit_headers`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
-from safebunny.source.journal_rows import fit_headers
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import list_records, remove_record
 from safebunny.storage.volumes import refuse_volume
 from safebunny.storage.writes import write_atomically
 
-__all__ = ["Journal", "batch_file_name", "parse_batch_file_name"]
+if TYPE_CHECKING:
+    from safebunny.source.consumer import Delivery
+
+__all__ = ["Journal", "batch_file_name", "parse_batch_file_name", "deliveries_to_table", "fit_headers"]
 
 _NAME = re.compile(r"^batch-(\d{20})-(\d{20})\.arrow$")
 
@@ -37,6 +42,33 @@ def batch_file_name(start_seq: int, end_seq: int) -> str:
 def parse_batch_file_name(name: str) -> tuple[int, int] | None:
     match = _NAME.match(name)
     return (int(match[1]), int(match[2])) if match else None
+
+
+def fit_headers(batch: pa.RecordBatch, include_headers: bool, start_seq: int, end_seq: int) -> pa.RecordBatch:
+    """A journaled batch in the query's current shape: ``includeHeaders`` may have changed since it was
+    written. Headers the query no longer wants are dropped; headers it wants but the journal never
+    kept cannot be made up, which is a clear error rather than an Arrow schema mismatch."""
+    has = "headers" in batch.schema.names
+    if has and not include_headers:
+        return batch.drop_columns(["headers"])
+    if include_headers and not has:
+        raise SafeBunnyOptionError(
+            f"The batch ({start_seq}, {end_seq}] was journaled with includeHeaders=false, and the query now asks "
+            "for headers: a replay cannot invent them. Set option 'includeHeaders' back to 'false' until this "
+            "batch has committed (one run), then turn it on.", "includeHeaders")
+    return batch
+
+
+def deliveries_to_table(queue: str, deliveries: list[Delivery], include_headers: bool) -> pa.Table:
+    """The source's rows for ``deliveries``, as a table whose record batches each hold at most
+    ``MAX_CHUNK_BYTES`` of bodies: a batch of any total size can be journaled, although one Arrow
+    ``binary`` array holds less than 2 GiB."""
+    columns = AmqpColumns(include_headers)
+    columns.extend([d.body for d in deliveries], [d.properties for d in deliveries],
+                   [d.exchange for d in deliveries], [d.routing_key for d in deliveries],
+                   [d.redelivered for d in deliveries])
+    batches = columns.to_batches(queue)
+    return pa.Table.from_batches(batches, schema=arrow_schema(include_headers, include_offset=True))
 
 
 class Journal:
@@ -99,7 +131,7 @@ class Journal:
             yield from reader
 
     def rows(self, start_seq: int, end_seq: int, include_headers: bool) -> Iterator[pa.RecordBatch]:
-        """The logged batch's rows in the query's current shape (:func:`~safebunny.source.journal_rows.fit_headers`), as
+        """The logged batch's rows in the query's current shape (:func:`fit_headers`), as
         the source's executors serve them and a step reads them on the driver; raise when its file is gone."""
         for batch in self.read(start_seq, end_seq):
             yield fit_headers(batch, include_headers, start_seq, end_seq)

@@ -9,6 +9,7 @@ and owners are refused and when a stale owner's location is taken over: docs/sou
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -44,11 +45,6 @@ class OwnerRecord:
     """The owner file: the lease of the reader ``instance``, for journal id ``id`` over ``queue``."""
 
     lease: Lease
-
-    @classmethod
-    def new(cls, instance: str, journal_id: str, queue: str, logged: bool) -> OwnerRecord:
-        now = time.time()
-        return cls(Lease.mine(instance, {"id": journal_id, "queue": queue, "claimed": now, "logged": logged}, now))
 
     id = property(lambda self: str(self.lease.payload["id"]))
     instance = property(lambda self: self.lease.holder)
@@ -97,7 +93,10 @@ class JournalOwner:
         return None
 
     def _record(self, journal_id: str, logged: bool) -> OwnerRecord:
-        return OwnerRecord.new(self.instance, journal_id, self.queue, logged)
+        """A new claim of this reader, now."""
+        now = time.time()
+        payload = {"id": journal_id, "queue": self.queue, "claimed": now, "logged": logged}
+        return OwnerRecord(Lease.mine(self.instance, payload, now))
 
     def _create(self, record: OwnerRecord) -> bool:
         """Write the owner file unless one exists; True when this call created it."""
@@ -125,10 +124,8 @@ class JournalOwner:
                 moved = OwnerRecord(Lease.from_json(f.read(), HOLDER))
             if moved.instance != stale.instance or moved.id != stale.id:
                 # another query claimed the location after we judged it: put its file back and look again
-                try:
+                with contextlib.suppress(OSError):
                     os.link(aside, self._path)
-                except OSError:
-                    pass
                 os.unlink(aside)
                 return False
             os.unlink(aside)

@@ -4,6 +4,13 @@
 batch from its journal file; :meth:`QueueSource.commit` acks through the batch's last delivery and deletes its
 file; an empty ``tick`` batch lets Spark commit the one before. The contract, in full: docs/source.md (the
 bullets from "Each batch's messages are written to journalLocation" on).
+
+An ``availableNow`` run ends only when the messages counted at its start have been read, and, with option
+``availableNowAwaitFile``, not before that file is there (what arrives meanwhile is read too). A take that comes
+back empty before then does not end the run: a passive declare on the consumer's channel says whether a message
+is still ready at the broker or buffered, and only when none is may the run end; messages that stay ready
+without reaching this consumer for ``reconnectTimeoutMs`` fail the run. Why: docs/source.md (the
+``availableNow`` bullet).
 """
 
 from __future__ import annotations
@@ -14,17 +21,15 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from safebunny.crashpoints import crash_point
-from safebunny.errors import SafeBunnyDataLossError
+from safebunny.errors import SafeBunnyBrokerError, SafeBunnyDataLossError
 from safebunny.source.ack_budget import AckBudget
 from safebunny.source.admission import Admission
-from safebunny.source.available_now import AwaitedFile, take_the_rest
-from safebunny.source.consumer import QueueConsumer
-from safebunny.source.journal import Journal
+from safebunny.source.consumer import Delivery, QueueConsumer
+from safebunny.source.journal import Journal, deliveries_to_table
 from safebunny.source.journal_owner import JournalOwner
-from safebunny.source.journal_rows import deliveries_to_table
 from safebunny.source.offset import QueueOffset
 from safebunny.storage.location import absolute_location
-from safebunny.storage.pause import paused_until
+from safebunny.storage.pause import await_file_present, paused_until
 
 if TYPE_CHECKING:
     from safebunny.options.source import SourceOptions
@@ -43,6 +48,51 @@ DEFAULT_MAX_MESSAGES = 32_768
 
 #: Body bytes the reader buffers at most when ``maxBytesPerTrigger`` is not set (with it: twice that).
 DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024
+
+#: how long an ``availableNow`` run waits at most for its ``availableNowAwaitFile``; then whoever was to write it
+#: is taken to be gone (a drain whose process died) and the run ends as a plain one does
+AWAIT_FILE_MAX_S = 3600.0
+
+
+def take_the_rest(consumer: QueueConsumer, count: int, max_bytes: int | None, wait: float, timeout: float,
+                  missing: int) -> list[Delivery]:
+    """Deliveries for an ``availableNow`` run still ``missing`` messages of its start count, after a take
+    found none: an empty list only when the broker holds none ready for this consumer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = consumer.acks.queue_depth()  # a round trip: deliveries sent before its answer are buffered now
+        if ready <= 0 and consumer.buffered() <= 0:
+            log.info("availableNow on queue %r: %d message(s) counted at the start are no longer there (another "
+                     "consumer took them, they expired, or the queue was purged); the run ends", consumer.queue,
+                     missing)
+            return []
+        deliveries = consumer.take(count, max_bytes, max(wait, 0.05))  # never a busy loop of round trips
+        if deliveries:
+            return deliveries
+        if time.monotonic() >= deadline:
+            raise SafeBunnyBrokerError(
+                f"availableNow on queue {consumer.queue!r}: {missing} message(s) counted at the start are still to "
+                f"read and {ready} wait ready at the broker, but none reached this consumer in {timeout:g} s (is "
+                "another consumer active on a single-active-consumer queue?). The run fails rather than end as "
+                "complete; restart it (option 'reconnectTimeoutMs' sets the wait).")
+
+
+class AwaitedFile:
+    """The file an ``availableNow`` run awaits before it may end (option ``availableNowAwaitFile``)."""
+
+    def __init__(self, path: str, queue: str) -> None:
+        self.path, self.queue = path, queue
+        self.since = time.monotonic()
+
+    def arrived(self) -> bool:
+        """Whether the file is there, or was waited for :data:`AWAIT_FILE_MAX_S` (then with a warning)."""
+        if await_file_present(self.path):
+            return True
+        if time.monotonic() - self.since < AWAIT_FILE_MAX_S:
+            return False
+        log.warning("availableNow on queue %r: %s did not appear in %.0f s; the run ends once it has read what "
+                    "the queue holds now", self.queue, self.path, AWAIT_FILE_MAX_S)
+        return True
 
 
 class QueueSource:
@@ -85,13 +135,6 @@ class QueueSource:
         # room for one uncommitted batch plus the next, so batches need not wait for commits
         return min(65535, 2 * self.batch_cap())
 
-    def _max_buffered_bytes(self) -> int | None:
-        # room for one uncommitted batch plus the next, as the prefetch has in messages; none on a queue with a
-        # single active consumer, where the byte budget's cancel and re-consume would hand the queue away
-        if self.options.single_active_consumer:
-            return None
-        return 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
-
     @property
     def available_now(self) -> bool:
         """Whether an availableNow run was prepared (:meth:`prepare_available_now`)."""
@@ -111,9 +154,13 @@ class QueueSource:
 
     def _consumer_(self) -> QueueConsumer:
         if self._consumer is None:
+            # a byte budget with room for one uncommitted batch plus the next, as the prefetch has in messages; none
+            # on a queue with a single active consumer, where its cancel and re-consume would hand the queue away
+            budget = 2 * self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BUFFERED_BYTES
             self._consumer = QueueConsumer(
                 self.options.connection.login_uri, self.queue, prefetch=self.prefetch(),
-                heartbeat=self.options.heartbeat_seconds, max_buffered_bytes=self._max_buffered_bytes(),
+                heartbeat=self.options.heartbeat_seconds,
+                max_buffered_bytes=None if self.options.single_active_consumer else budget,
                 name=self.options.connection.connection_name,
             ).start()
         return self._consumer

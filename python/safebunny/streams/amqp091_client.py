@@ -4,6 +4,7 @@ header; nack/reject would close the connection, so it only acks."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections.abc import Callable, Iterator
@@ -32,14 +33,10 @@ class _Consumption:
         self.delivered += 1
 
 
-def _offsets(deliveries: list[tuple[Any, Any, bytes]]) -> list[tuple[int, int]]:
-    """``(offset, body length)`` of the deliveries that carry an ``x-stream-offset``."""
-    out = []
-    for _method, props, body in deliveries:
-        offset = (props.headers or {}).get("x-stream-offset")
-        if isinstance(offset, int):
-            out.append((int(offset), len(body)))
-    return out
+def _offsets(deliveries: list[tuple[Any, Any, bytes]]) -> list[tuple[int, bytes]]:
+    """``(offset, body)`` of the deliveries that carry an ``x-stream-offset``."""
+    return [(int(offset), body) for _method, props, body in deliveries
+            if isinstance(offset := (props.headers or {}).get("x-stream-offset"), int)]
 
 
 class AmqpStreamClient(StreamQueueClient):
@@ -104,19 +101,17 @@ class AmqpStreamClient(StreamQueueClient):
 
     def _release(self, channel: Any, state: _Consumption, prefetch: int, budget_s: float = 2.0) -> None:
         """Close ``channel`` once no delivery can still be in flight (window full, or idle)."""
-        try:
+        with contextlib.suppress(Exception):
             stop = time.monotonic() + budget_s
             while state.delivered - state.acked < prefetch and time.monotonic() < stop:
                 before = state.delivered
                 self._conn.process_data_events(time_limit=0.05)
                 if state.delivered == before:
                     break
-        except Exception:
-            pass
         close_quietly(channel)
 
-    def _sample(self, stream: str, spec: Any, wait_s: float) -> list[tuple[int, int]]:
-        """``(offset, body length)`` of the first delivery from ``spec`` (none when nothing comes in ``wait_s``)."""
+    def _sample(self, stream: str, spec: Any, wait_s: float) -> list[tuple[int, bytes]]:
+        """``(offset, body)`` of the first delivery from ``spec`` (none when nothing comes in ``wait_s``)."""
         channel, state = self._consume(stream, spec, prefetch=1)
         try:
             self._await_first(state, wait_s)
@@ -124,8 +119,8 @@ class AmqpStreamClient(StreamQueueClient):
             self._release(channel, state, 1)
         return _offsets(state.pending)
 
-    def _read_to_end(self, stream: str, wait_s: float, budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, int]]:
-        """``(offset, body length)`` of every delivery from the newest chunk on, up to the committed end.
+    def _read_to_end(self, stream: str, wait_s: float, budget_s: float = TAIL_BUDGET_S) -> list[tuple[int, bytes]]:
+        """``(offset, body)`` of every delivery from the newest chunk on, up to the committed end.
 
         The newest chunk can hold more messages than one prefetch window (a batch publisher, sub-entry
         batching, a fast AMQP publisher). The end is found without a timing guess: the broker reads the
@@ -137,7 +132,7 @@ class AmqpStreamClient(StreamQueueClient):
         deliveries are kept.
         """
         channel, state = self._consume(stream, "last", self.PREFETCH)
-        seen: list[tuple[int, int]] = []
+        seen: list[tuple[int, bytes]] = []
         try:
             self._await_first(state, wait_s)
             stop = time.monotonic() + budget_s
@@ -169,7 +164,7 @@ class AmqpStreamClient(StreamQueueClient):
         tail = max(o for o, _ in last) + 1
         first = self._sample(stream, "first", READ_IDLE_TIMEOUT_S)
         first_offset = first[0][0] if first else min(o for o, _ in last)
-        avg = sum(n for _, n in last) / len(last)
+        avg = sum(len(body) for _, body in last) / len(last)
         return StreamBounds(int(min(first_offset, tail)), int(tail), float(avg))
 
     def first_message_from(self, stream: str, offset: int, wait_s: float) -> tuple[int, bytes | None] | None:
@@ -177,17 +172,15 @@ class AmqpStreamClient(StreamQueueClient):
         channel, state = self._consume(stream, offset, prefetch)
         try:
             deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline:
+            while True:
+                self._await_first(state, deadline - time.monotonic())
                 if not state.pending:
-                    self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
-                    continue
+                    return None
                 batch, state.pending = state.pending, []
-                for _method, props, body in batch:  # deliveries start at the chunk, maybe before the offset
-                    at = (props.headers or {}).get("x-stream-offset")
-                    if isinstance(at, int) and at >= offset:
-                        return int(at), body
+                for at, body in _offsets(batch):  # deliveries start at the chunk, maybe before the offset
+                    if at >= offset:
+                        return at, body
                 self._ack(channel, state, batch, stream)
-            return None
         finally:
             self._release(channel, state, prefetch)
 

@@ -48,10 +48,11 @@ def _decoded(raw: bytes, decode: Any) -> tuple[Any, Any, Any, bytes | None]:
 
 
 def append_amqp10_many(columns: AmqpColumns, raws: Sequence[bytes], first_offset: int, chunk_ms: int) -> None:
-    """:func:`append_amqp10` for each of ``raws`` (a chunk's messages, at offsets ``first_offset``,
-    ``first_offset + 1``, ...), column by column: the same values, with a list comprehension per column
-    instead of a dozen appends per message, and constant columns when no message of the chunk has
-    properties, annotations or application properties (a partition's hot loop)."""
+    """Append stored messages (AMQP 1.0 encoded, as the broker stores AMQP 0-9-1 publishes; or raw) to
+    ``columns``: ``raws`` are a chunk's messages, at offsets ``first_offset``, ``first_offset + 1``, ...,
+    decoded column by column, with a list comprehension per column instead of a dozen appends per message, and
+    constant columns when no message of the chunk has properties, annotations or application properties (a
+    partition's hot loop). One message is a chunk of one, so every path reads a message the same way."""
     from rstream._pyamqp._decode import decode_payload
 
     rows = [_decoded(raw, decode_payload) for raw in raws]
@@ -94,8 +95,3 @@ def _user_headers(app: Any) -> Any:
     user = {k: v for k, v in app.items() if not as_text(k).startswith("x-basic-")}
     return render_headers(user) if user else None
 
-
-def append_amqp10(columns: AmqpColumns, raw: bytes, offset: int, chunk_ms: int) -> None:
-    """Append one stored message (AMQP 1.0 encoded, as the broker stores AMQP 0-9-1 publishes) to ``columns``:
-    :func:`append_amqp10_many` of a one-message chunk, so both paths read a message the same way."""
-    append_amqp10_many(columns, (raw,), offset, chunk_ms)

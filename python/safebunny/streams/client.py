@@ -2,7 +2,7 @@
 
 :class:`StreamQueueClient` has two implementations: :class:`~safebunny.streams.rstream_client.RStreamClient`
 (the stream protocol, about ten times cheaper here) and :class:`~safebunny.streams.amqp091_client.AmqpStreamClient`
-(AMQP 0-9-1 with ``x-stream-offset``); :func:`safebunny.streams.protocol.open_stream_client` picks one. Both
+(AMQP 0-9-1 with ``x-stream-offset``); :func:`safebunny.streams.stream_source.open_stream_client` picks one. Both
 read ``[start, end)`` exactly (entries of a chunk before ``start`` are dropped); their differences are in
 docs/source.md ("Stream queues").
 """

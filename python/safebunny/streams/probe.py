@@ -22,8 +22,8 @@ from safebunny.errors import (
     VhostNotFoundError,
 )
 from safebunny.optional import available
-from safebunny.streams.protocol import stream_protocol_answers
 from safebunny.streams.rstream_client import RStreamClient
+from safebunny.streams.stream_source import stream_protocol_answers
 
 __all__ = ["detect_queue_type", "parse_inequivalent"]
 

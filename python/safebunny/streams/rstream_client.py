@@ -20,7 +20,7 @@ from safebunny.amqp.connection import CONNECT_TIMEOUT_S, StreamEndpoint, broker_
 from safebunny.amqp.message_rows import AmqpColumns
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.optional import require
-from safebunny.streams.amqp10 import append_amqp10, append_amqp10_many
+from safebunny.streams.amqp10 import append_amqp10_many
 from safebunny.streams.client import (
     BATCH_ROWS,
     READ_IDLE_TIMEOUT_S,
@@ -291,7 +291,7 @@ class RStreamClient(StreamQueueClient):
                 for raw in frame.get_messages():  # a chunk can start before the requested offset
                     if at >= offset:
                         columns = AmqpColumns(False)
-                        append_amqp10(columns, raw, at, frame.timestamp)
+                        append_amqp10_many(columns, (raw,), at, frame.timestamp)
                         return at, columns.columns["value"][0]
                     at += 1
                 if time.monotonic() >= deadline:

@@ -6,19 +6,22 @@ replay reads the same offsets again, and the checkpoint is the only record of pr
 stream's bounds (replaced when idle for long; never pickled). Each end offset carries an *anchor*
 (:data:`ANCHOR_KEY`), so that a stream deleted and re-created under a checkpoint is seen as data loss, not
 read from a wrong place. :func:`read_partition` reads one ``[start, end)`` range (on executors, each with
-its own connection, opened inside it and closed at its end).
+its own connection, opened inside it and closed at its end). :func:`open_stream_client` chooses how to read:
+the stream protocol when its port answers, else AMQP 0-9-1 (with a warning); ``stream_port=0`` means never the
+stream protocol. A login refused on the stream port is an error, not a fallback.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import socket
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from safebunny.amqp.connection import close_quietly
+from safebunny.amqp.connection import StreamEndpoint, close_quietly
 from safebunny.errors import (
     BrokerAuthenticationError,
     QueueNotFoundError,
@@ -26,6 +29,8 @@ from safebunny.errors import (
     SafeBunnyDataLossError,
     VhostNotFoundError,
 )
+from safebunny.optional import available
+from safebunny.streams.amqp091_client import AmqpStreamClient
 from safebunny.streams.client import StreamQueueClient
 from safebunny.streams.offsets import (
     ANCHOR_KEY,
@@ -41,15 +46,52 @@ from safebunny.streams.offsets import (
     resolve_start,
     to_spark_offset,
 )
-from safebunny.streams.protocol import open_stream_client
+from safebunny.streams.rstream_client import RStreamClient
 
 if TYPE_CHECKING:
     from safebunny.options.source import SourceOptions
 
-__all__ = ["StreamSource", "DriverConnection", "stream_bounds", "starting_offset", "batch_range", "read_partition"]
+__all__ = ["StreamSource", "DriverConnection", "stream_bounds", "starting_offset", "batch_range", "read_partition",
+           "open_stream_client", "stream_protocol_answers"]
 
 log = logging.getLogger("safebunny.source")
+protocol_log = logging.getLogger("safebunny.stream")
 T = TypeVar("T")
+
+
+def stream_protocol_answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when something accepts TCP connections on the stream port."""
+    if port <= 0:
+        return False
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def open_stream_client(uri: str, stream_port: int, heartbeat: int | None = None,
+                       name: str = "safebunny/stream-reader") -> StreamQueueClient:
+    """A connected client whose connection is named ``name``: the stream protocol when ``stream_port`` answers, else
+    AMQP 0-9-1 (``stream_port=0``: always; the warning and when a refusal is an error: docs/source.md, "Protocol")."""
+    endpoint = StreamEndpoint.from_uri(uri, stream_port)
+    if stream_port > 0:
+        if not stream_protocol_answers(endpoint.host, stream_port):
+            protocol_log.warning(
+                "The stream protocol port %s:%s does not answer; reading stream queues over AMQP 0-9-1 instead "
+                "(about ten times slower). Enable it with 'rabbitmq-plugins enable rabbitmq_stream', or set "
+                "streamPort=0 to choose AMQP 0-9-1 and silence this warning.", endpoint.host, stream_port,
+            )
+        elif available("rstream.client"):
+            return RStreamClient(endpoint, name).connect()
+        else:
+            protocol_log.warning(
+                "The stream protocol port %s:%s answers, but the package 'rstream' cannot be imported; reading "
+                "stream queues over AMQP 0-9-1 instead (about ten times slower). Install it with: pip install "
+                "'rstream>=0.20' (a dependency of safebunny), or set streamPort=0 to silence this warning.",
+                endpoint.host, stream_port,
+            )
+    return AmqpStreamClient(endpoint, heartbeat, name).connect()
 
 
 def stream_client_name(options: SourceOptions) -> str:
@@ -80,14 +122,14 @@ class DriverConnection:
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().close())  # Spark never calls stop()
 
-    def _drop(self) -> None:
+    def close(self) -> None:
         if self.client is not None:
             close_quietly(self.client)
             self.client = None
 
     def _get(self) -> StreamQueueClient:
         if self.client is not None and time.monotonic() - self.used > self.MAX_IDLE_S:
-            self._drop()
+            self.close()
         if self.client is None:
             o = self.options
             self.client = self.opener(o.connection.login_uri, o.stream_port, o.heartbeat_seconds, stream_client_name(o))
@@ -97,16 +139,13 @@ class DriverConnection:
         try:
             result = action(self._get())
         except (QueueNotFoundError, BrokerAuthenticationError, VhostNotFoundError):
-            self._drop()
+            self.close()
             raise
         except SafeBunnyBrokerError:
-            self._drop()
+            self.close()
             result = action(self._get())
         self.used = time.monotonic()
         return result
-
-    def close(self) -> None:
-        self._drop()
 
 
 def stream_bounds(options: SourceOptions, connection: DriverConnection) -> StreamBounds:
@@ -173,11 +212,6 @@ class StreamSource:
     def prepare_available_now(self) -> None:
         self._target_end = stream_bounds(self.options, self.driver()).tail
 
-    def _waits_for(self, begin: int) -> bool:
-        """True when ``begin`` is the ``startingOffsets`` number (beyond the tail it waits, as documented)."""
-        spec = self.options.starting_offsets
-        return isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
-
     def _first_message_from(self, offset: int) -> tuple[int, bytes | None] | None:
         wait = min(1.0, _empty_wait_s(self.options))
         return self.driver().call(lambda client: client.first_message_from(self.options.queue, offset, wait))
@@ -189,7 +223,9 @@ class StreamSource:
 
     def replaced(self, start: dict, begin: int, bounds: StreamBounds) -> str | None:
         """Why the stream behind this checkpoint offset is not the one the query read, or None."""
-        if bounds.tail < begin and not self._waits_for(begin):
+        spec = self.options.starting_offsets  # the startingOffsets number: beyond the tail it waits, as documented
+        waits = isinstance(spec, int) and not isinstance(spec, bool) and spec == begin
+        if bounds.tail < begin and not waits:
             return reset_message(self.options.queue, begin, bounds)  # offsets never go backwards
         anchor = start.get(ANCHOR_KEY) if isinstance(start, dict) else None
         at = anchor_offset(anchor)
