@@ -1,8 +1,8 @@
 """``SafeBunnyDataSource``: the entry point Spark instantiates for ``format("safebunny")``.
 
-It only dispatches: the source lives in ``stream_reader``/``batch_reader`` (schema in
-``schema``), the sink in ``writer``. Imports are lazy so that each Spark role loads only
-what it runs.
+It only dispatches: the source lives in ``stream_reader`` (batch reads of stream queues in
+``stream_queue_reader``; schema in ``schema``), the sink in ``writer``. Imports are lazy so that each Spark role
+loads only what it runs.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class SafeBunnyDataSource(DataSource):
         return source_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from pyspark_safebunny.batch_reader import create_batch_reader
+        from pyspark_safebunny.stream_queue_reader import create_batch_reader
 
         return create_batch_reader(self.options, schema)
 
