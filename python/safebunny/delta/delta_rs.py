@@ -231,12 +231,10 @@ def _retry_conflicts(write: Callable[[], T], path: str) -> T:
     """Rerun ``write`` when another writer committed first (delta-rs does not retry by itself)."""
     from deltalake.exceptions import CommitFailedError
 
-    for attempt in range(1, _CONFLICT_RETRIES + 1):
+    for attempt in range(1, _CONFLICT_RETRIES):
         try:
             return write()
         except CommitFailedError as exc:
-            if attempt == _CONFLICT_RETRIES:
-                raise
             log.info("concurrent commit on %s (%s); retrying (%d/%d)", path, exc, attempt, _CONFLICT_RETRIES)
             time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")
+    return write()  # the last attempt: its conflict is raised
