@@ -137,9 +137,7 @@ def with_password(uri: str, password: str | None) -> str:
         return uri
     parts = urlsplit(uri)
     user = parts.username or "guest"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # host and port as written
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
