@@ -52,7 +52,6 @@ def _write(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any],
             f.write(data)
 
 
-
 def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool:
     """Create ``path`` holding ``data`` (synced) unless a file is there; True when this call created it.
 
