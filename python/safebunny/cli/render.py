@@ -116,8 +116,6 @@ def key_values(record: Mapping[str, Any]) -> str:
 def _default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, enum.Enum):
-        return value.value
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, _dt.timedelta):
