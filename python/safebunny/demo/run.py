@@ -53,8 +53,7 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
     import safebunny
     from safebunny.cli.render import to_rows
     from safebunny.demo import fulfilment
-    from safebunny.demo.monitor import Monitor
-    from safebunny.demo.plot import write_chart
+    from safebunny.demo.monitor import Monitor, write_chart
     from safebunny.optional import available
 
     plan = plan_orders(args.orders, args.declined, args.malformed, args.duplicates)
