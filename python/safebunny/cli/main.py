@@ -44,13 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     common = _common()
-    topology.add_parsers(sub, common)
-    status.add_parsers(sub, common)
-    poison.add_parsers(sub, common)
-    trace.add_parsers(sub, common)
-    instances.add_parsers(sub, common)
-    run.add_parsers(sub, common)
-    view.add_parsers(sub, common)
+    for command in (topology, status, poison, trace, instances, run, view):
+        command.add_parsers(sub, common)
     ids.add_parsers(sub)
     return parser
 
