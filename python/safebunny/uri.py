@@ -113,8 +113,7 @@ def connection_parameters(uri: str, heartbeat: int | None = None, **overrides: o
     validate_uri(uri)
     params = pika.URLParameters(uri)
     if urlsplit(uri).scheme == "amqps" and params.ssl_options is None:
-        context = ssl.create_default_context()
-        params.ssl_options = pika.SSLOptions(context, urlsplit(uri).hostname)
+        params.ssl_options = pika.SSLOptions(ssl.create_default_context(), urlsplit(uri).hostname)
     if heartbeat is not None:
         params.heartbeat = heartbeat
     for key, value in overrides.items():

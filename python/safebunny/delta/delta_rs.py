@@ -142,11 +142,11 @@ class DeltaRsTarget(DeltaTarget):
 
         def write() -> bool:
             table = self.handle()
-            if app_id is not None and _done(None if table is None else table.transaction_version(app_id), version):
+            read = (lambda app: None) if table is None else table.transaction_version
+            if app_id is not None and _done(read(app_id), version):
                 return False
             if guard is not None:
-                guard(lambda app: None if table is None else table.transaction_version(app),
-                      None if table is None else table.version())
+                guard(read, None if table is None else table.version())
             own = [(app_id, version)] if app_id is not None else []
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
             write_deltalake(self.path if table is None else table, data, mode="append",
