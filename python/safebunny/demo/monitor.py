@@ -49,10 +49,7 @@ class Monitor:
                 self._bar.update(done - self._bar.n)
 
     def _label(self, query_name: str) -> str:
-        for label in self.queues:
-            if query_name.endswith(label):
-                return label
-        return query_name
+        return next((label for label in self.queues if query_name.endswith(label)), query_name)
 
     def _install_listener(self) -> None:
         from pyspark.sql.streaming import StreamingQueryListener
