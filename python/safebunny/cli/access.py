@@ -128,11 +128,8 @@ def shards(saga: Saga) -> list[dict[str, Any]]:
 def status(saga: Saga) -> list[dict[str, Any]]:
     """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked``: from
     the management API, empty when it does not answer, with ``note`` saying why)."""
-    rows = []
-    for row in to_rows(saga.status()):
-        rows.append({"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"),
-                     "lastBatch": row.get("last_batch"), "rate": row.get("input_rate"), **row})
-    return rows
+    return [{"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"), "lastBatch": row.get("last_batch"),
+             "rate": row.get("input_rate"), **row} for row in to_rows(saga.status())]
 
 
 def unrouted(saga: Saga) -> tuple[str, int | None]:

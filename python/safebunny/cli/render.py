@@ -81,13 +81,8 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = Non
     if not columns:
         return ""
     names = [(headers or {}).get(c, c) for c in columns]
-    texts = []
-    for row in rows:
-        line = []
-        for c in columns:
-            text = cell(row.get(c))
-            line.append(text if len(text) <= max_width else text[: max_width - 3] + "...")
-        texts.append(line)
+    texts = [[cell(row.get(c)) for c in columns] for row in rows]
+    texts = [[t if len(t) <= max_width else t[: max_width - 3] + "..." for t in line] for line in texts]
     right = [bool(rows) and all(_numeric(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
     widths = [max([len(n)] + [len(t[i]) for t in texts]) for i, n in enumerate(names)]
 
