@@ -51,7 +51,7 @@ class Monitor:
     def _label(self, query_name: str) -> str:
         return next((label for label in self.queues if query_name.endswith(label)), query_name)
 
-    def _install_listener(self) -> None:
+    def __enter__(self) -> Monitor:
         from pyspark.sql.streaming import StreamingQueryListener
 
         monitor = self
@@ -69,6 +69,18 @@ class Monitor:
 
         self._listener = _Listener()
         self.spark.streams.addListener(self._listener)
+        if self.show_bar:
+            from safebunny.optional import INSTALL, available
+
+            if available("tqdm"):
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
+            else:
+                print(f"(no progress bar: pip install {INSTALL['tqdm']} to see one)")
+        self._start = time.monotonic()
+        self._thread.start()
+        return self
 
     # broker depths -------------------------------------------------------------------------
     def _sample(self) -> None:
@@ -86,21 +98,6 @@ class Monitor:
                 self._stop.wait(self.every)
         finally:
             conn.close()
-
-    def __enter__(self) -> Monitor:
-        self._install_listener()
-        if self.show_bar:
-            from safebunny.optional import INSTALL, available
-
-            if available("tqdm"):
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
-            else:
-                print(f"(no progress bar: pip install {INSTALL['tqdm']} to see one)")
-        self._start = time.monotonic()
-        self._thread.start()
-        return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
