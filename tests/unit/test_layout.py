@@ -367,7 +367,7 @@ def test_importing_the_plugin_loads_neither_the_saga_config_nor_arrow() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, pyspark_safebunny.data_source; "
+    code = ("import sys, pyspark_safebunny; "
             "print(sorted(m for m in ('pyarrow', 'numpy', 'safebunny.saga.config', 'safebunny.exactly_once', "
             "'safebunny.storage') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
