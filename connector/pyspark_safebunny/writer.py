@@ -58,10 +58,8 @@ class SafeBunnyWriteStats(WriterCommitMessage):
 def summarize(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
     """Totals over the tasks' commit messages (``None`` for a task that failed)."""
     stats = [m for m in messages if isinstance(m, SafeBunnyWriteStats)]
-    total = {"tasks": len(messages), "succeeded": len(stats)}
-    for field in ("published", "confirmed", "returned", "nacked"):
-        total[field] = sum(getattr(m, field) for m in stats)
-    return total
+    return {"tasks": len(messages), "succeeded": len(stats),
+            **{name: sum(getattr(m, name) for m in stats) for name in ("published", "confirmed", "returned", "nacked")}}
 
 
 def _describe(total: Mapping[str, int]) -> str:

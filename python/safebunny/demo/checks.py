@@ -3,7 +3,7 @@ against what was published (pure functions; :mod:`safebunny.demo.run` gathers th
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,16 +56,11 @@ def summarise(plan: Plan, reservations: list[Mapping[str, Any]], payments: list[
     shipped_counts = Counter(r["orderId"] for r in shipments)
     charged_counts = Counter(r["orderId"] for r in payments if r["status"] == "charged")
     declined_paid = {r["orderId"] for r in payments if r["status"] == "declined"}
-    net: dict[str, int] = defaultdict(int)
-    reserves: Counter[str] = Counter()
-    releases: set[str] = set()
+    net: Counter[str] = Counter()  # each order's reserved stock: reservations minus releases
     for r in reservations:
         net[r["orderId"]] += int(r["qty"])
-        if int(r["qty"]) > 0:
-            reserves[r["orderId"]] += 1
-        else:
-            releases.add(r["orderId"])
-    shipped, compensated = set(shipped_counts), releases
+    reserves = Counter(r["orderId"] for r in reservations if int(r["qty"]) > 0)
+    shipped, compensated = set(shipped_counts), {r["orderId"] for r in reservations if int(r["qty"]) <= 0}
     counts = {
         "orders in": plan.total,
         "messages published": plan.total + len(plan.duplicates),
