@@ -126,12 +126,12 @@ def to_json(obj: Any) -> str:
 
 
 def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-               headers: Mapping[str, str] | None = None, empty: str = "(none)") -> None:
+               empty: str = "(none)") -> None:
     """Rows as JSON (every field, with ``--json``) or as a table of ``columns``."""
     if args.json:
         print(to_json(list(rows)))
     elif rows:
-        print(table(rows, columns, headers))
+        print(table(rows, columns))
     else:
         print(empty)
 
