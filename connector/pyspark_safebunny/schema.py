@@ -1,4 +1,7 @@
-"""The source's schema, column by column (docs/source.md documents each)."""
+"""The source's schema, column by column (docs/source.md documents each), and what it is checked against before
+a query runs: the queue's type (the option, else the broker's answer) and the journal a classic or quorum queue
+cannot be read without. The stream and batch readers use those too; this module imports none of them, so the
+plugin's modules import each other one way."""
 
 from __future__ import annotations
 
@@ -7,11 +10,12 @@ from collections.abc import Mapping
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
 from safebunny.amqp.message_rows import arrow_schema
-from safebunny.options.source import parse_source_options
+from safebunny.errors import SafeBunnyOptionError
+from safebunny.options.source import SourceOptions, parse_source_options
+from safebunny.storage.volumes import refuse_volume
 
-__all__ = ["source_schema", "schema_for"]
+__all__ = ["source_schema", "schema_for", "resolve_queue_type", "require_journal"]
 
 
 def schema_for(include_headers: bool, include_offset: bool) -> StructType:
@@ -34,3 +38,31 @@ def source_schema(raw_options: Mapping[str, str]) -> StructType:
     # (queueType=stream asks nothing: it needs no journal)
     require_journal(options, resolve_queue_type(options))
     return schema_for(options.include_headers, include_offset=True)
+
+
+def resolve_queue_type(options: SourceOptions) -> str:
+    """``classic``, ``quorum`` or ``stream``: the option when set, else the broker's answer."""
+    if options.queue_type != "auto":
+        return options.queue_type
+    from safebunny.streams.probe import detect_queue_type
+
+    return detect_queue_type(options.connection.login_uri, options.queue, options.stream_port)
+
+
+def require_journal(options: SourceOptions, queue_type: str) -> None:
+    """Classic and quorum queues need ``journalLocation``, off Unity Catalog volumes; say so before the query
+    starts."""
+    if queue_type == "stream":
+        return
+    if not options.journal_location:
+        raise SafeBunnyOptionError(
+            f"Option 'journalLocation' is required to read the {queue_type} queue {options.queue!r}: "
+            "set it to a durable directory every executor can read (local disk in local mode, a cloud storage "
+            "URI such as 's3://...' or DBFS on a cluster), e.g. "
+            ".option('journalLocation', '/checkpoints/orders/journal'). "
+            "Each batch's messages are written there before Spark logs the batch, so a replay is exact. "
+            "(Batch reads with spark.read are for stream queues only; read classic and quorum queues with "
+            "readStream and trigger(availableNow=True).)",
+            "journalLocation",
+        )
+    refuse_volume(options.journal_location, "Option 'journalLocation'", "journalLocation")

@@ -4,15 +4,21 @@ The logic is Spark-free in :mod:`safebunny.streams.stream_source` (offsets, boun
 checkpoint, reading a range); this module turns Spark's read limits into its arguments and its ranges into
 partitions (``minPartitions`` of them, read on executors). Nothing is acked and ``commit`` does nothing: the
 checkpoint is the only record of progress.
+
+A batch read (``spark.read.format("safebunny")``, :func:`create_batch_reader`) is of stream queues only: it reads
+the offsets from ``startingOffsets`` (default ``earliest``) to ``endingOffsets`` (exclusive; the stream's tail at
+planning time by default) in ``minPartitions`` ranges, and consumes and acks nothing. Classic and quorum queues
+cannot be read in batch: reading them removes the messages, so use ``readStream`` with
+``trigger(availableNow=True)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -23,12 +29,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from pyspark_safebunny.schema import resolve_queue_type, schema_for
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.options.source import SourceOptions
+from safebunny.options.source import SourceOptions, parse_source_options
 from safebunny.streams.offsets import batch_start, from_spark_offset, split_range, to_spark_offset
-from safebunny.streams.stream_source import StreamSource, read_partition
+from safebunny.streams.stream_source import StreamSource, batch_range, read_partition
 
-__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition", "check_schema"]
+__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition", "check_schema",
+           "create_batch_reader", "SafeBunnyStreamBatchReader"]
 
 
 @dataclass
@@ -44,8 +52,6 @@ class SafeBunnyStreamPartition(InputPartition):
 
 def check_schema(options: SourceOptions, schema: StructType) -> None:
     """Reject a user-specified schema: the columns are fixed (see docs/source.md)."""
-    from pyspark_safebunny.schema import schema_for
-
     expected = schema_for(options.include_headers, include_offset=True)
     if schema != expected:
         raise SafeBunnyOptionError(
@@ -114,3 +120,35 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_stream_partition(self.options, partition)
+
+
+def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceReader:
+    """The batch reader for a stream queue; a clear error for classic and quorum queues."""
+    options = parse_source_options(raw_options)
+    kind = resolve_queue_type(options)
+    if kind != "stream":
+        raise SafeBunnyOptionError(
+            f"Queue {options.queue!r} is a {kind} queue: batch reads (spark.read) of classic and quorum "
+            "queues are not supported, because reading them removes the messages. Use "
+            "spark.readStream.format('safebunny') with .trigger(availableNow=True) instead, which acks only "
+            "after each batch has committed.",
+            "queue",
+        )
+    return SafeBunnyStreamBatchReader(options, schema)
+
+
+class SafeBunnyStreamBatchReader(DataSourceReader):
+    """Reads ``[startingOffsets, tail)`` of a stream queue once."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        check_schema(options, schema)
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        start, end = batch_range(self.options)
+        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options.min_partitions)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_stream_partition(self.options, partition)
+

@@ -13,7 +13,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from pyspark_safebunny.queue_type import require_journal, resolve_queue_type
+from pyspark_safebunny.schema import require_journal, resolve_queue_type
 from safebunny.options.source import SourceOptions, parse_source_options
 
 __all__ = ["create_stream_reader", "SafeBunnyStreamReader"]

@@ -58,10 +58,8 @@ class SafeBunnyWriteStats(WriterCommitMessage):
 def summarize(messages: list[WriterCommitMessage | None]) -> dict[str, int]:
     """Totals over the tasks' commit messages (``None`` for a task that failed)."""
     stats = [m for m in messages if isinstance(m, SafeBunnyWriteStats)]
-    total = {"tasks": len(messages), "succeeded": len(stats)}
-    for field in ("published", "confirmed", "returned", "nacked"):
-        total[field] = sum(getattr(m, field) for m in stats)
-    return total
+    return {"tasks": len(messages), "succeeded": len(stats),
+            **{name: sum(getattr(m, name) for m in stats) for name in ("published", "confirmed", "returned", "nacked")}}
 
 
 def _describe(total: Mapping[str, int]) -> str:
@@ -73,16 +71,19 @@ class _Publishing:
     """The part shared by the batch and the streaming writer: the plan (the options and columns) and the task's
     work."""
 
+    #: a micro-batch's task (its scope names the batch) rather than a batch write's
+    streaming = False
+
     def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan
 
-    def _write(self, batches: Iterator[pa.RecordBatch], streaming: bool) -> SafeBunnyWriteStats:
+    def write(self, batches: Iterator[pa.RecordBatch]) -> SafeBunnyWriteStats:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx else 0
         attempt = ctx.attemptNumber() if ctx else 0
-        if streaming:
+        if self.streaming:
             batch_id = ctx.getLocalProperty(_BATCH_ID_PROPERTY) if ctx else None
             scope = f"batch:{batch_id}/partition:{partition}"
         else:
@@ -105,9 +106,6 @@ class _Publishing:
 class SafeBunnyWriter(_Publishing, DataSourceArrowWriter):
     """``df.write.format("safebunny")``: one task per partition, each confirmed before it succeeds."""
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SafeBunnyWriteStats:
-        return self._write(iterator, streaming=False)
-
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         LOG.info("safebunny sink write committed: %s", _describe(summarize(messages)))
 
@@ -119,8 +117,7 @@ class SafeBunnyWriter(_Publishing, DataSourceArrowWriter):
 class SafeBunnyStreamWriter(_Publishing, DataSourceStreamArrowWriter):
     """``df.writeStream.format("safebunny")``: every micro-batch's messages confirmed before it commits."""
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> SafeBunnyWriteStats:
-        return self._write(iterator, streaming=True)
+    streaming = True
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         LOG.info("safebunny sink batch %d committed: %s", batchId, _describe(summarize(messages)))

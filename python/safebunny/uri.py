@@ -113,8 +113,7 @@ def connection_parameters(uri: str, heartbeat: int | None = None, **overrides: o
     validate_uri(uri)
     params = pika.URLParameters(uri)
     if urlsplit(uri).scheme == "amqps" and params.ssl_options is None:
-        context = ssl.create_default_context()
-        params.ssl_options = pika.SSLOptions(context, urlsplit(uri).hostname)
+        params.ssl_options = pika.SSLOptions(ssl.create_default_context(), urlsplit(uri).hostname)
     if heartbeat is not None:
         params.heartbeat = heartbeat
     for key, value in overrides.items():
@@ -137,9 +136,7 @@ def with_password(uri: str, password: str | None) -> str:
         return uri
     parts = urlsplit(uri)
     user = parts.username or "guest"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    host = parts.netloc.rpartition("@")[2]  # host and port as written
     netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 

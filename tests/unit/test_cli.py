@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from safebunny.cli import exits
-from safebunny.cli.connect import resolve_uri
+from safebunny.cli.access import resolve_uri
 from safebunny.cli.exits import CliError
 from safebunny.cli.locate import load_saga, split_locator
 from safebunny.cli.main import build_parser, main

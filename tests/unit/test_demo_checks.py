@@ -81,7 +81,7 @@ def test_each_wrong_outcome_fails() -> None:
 
 
 def test_chart_is_a_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from safebunny.demo.plot import write_chart
+    from safebunny.demo.monitor import write_chart
 
     path = write_chart(tmp_path / "c" / "chart.png", {"stock.OrderPlaced": [(0.0, 10.0), (1.0, 250.0)]},
                        {"stock.OrderPlaced": [(0.0, 500), (0.5, 250), (1.0, 0)], "payment.StockReserved": []},

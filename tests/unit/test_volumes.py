@@ -118,7 +118,7 @@ def _source(**options):
 
 
 def test_a_journal_location_on_a_volume_is_refused_before_the_query_starts(tmp_path) -> None:
-    from pyspark_safebunny.queue_type import require_journal
+    from pyspark_safebunny.schema import require_journal
     from safebunny.source.journal import Journal
 
     for make in (lambda: Journal(f"dbfs:{VOLUME}/journal"),

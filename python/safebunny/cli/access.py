@@ -2,24 +2,58 @@
 
 Every command goes through these functions, so the commands do not depend on the saga's
 internals, and each function returns plain rows (lists of dicts) for :mod:`safebunny.cli.render`.
+Which broker a command talks to (:func:`resolve_uri`): ``--uri``, else ``SAFEBUNNY_URI``, else the saga's own;
+the password from ``SAFEBUNNY_PASSWORD``, else the URI, else a prompt that does not echo (docs/operations.md,
+"Command line"). The password is never printed or logged: every message goes through
+:func:`safebunny.uri.redact`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import getpass
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from safebunny.cli.connect import resolve_uri
 from safebunny.cli.exits import USAGE, CliError
 from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
+from safebunny.errors import SafeBunnyOptionError
 from safebunny.saga import topology as _topology  # loaded by ``import safebunny`` already
+from safebunny.uri import redact, validate_uri, with_password
 
 if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.saga import Saga
 
-__all__ = ["open_saga", "status", "instances"]
+__all__ = ["open_saga", "resolve_uri", "status", "instances"]
+
+
+def resolve_uri(cli_uri: str | None, env: Mapping[str, str], saga_uri: str | None,
+                prompt: Callable[[str], str] | None = None, interactive: bool | None = None) -> str:
+    """The URI to use, with its password filled in (see the module docstring)."""
+    uri = cli_uri or env.get("SAFEBUNNY_URI") or saga_uri
+    if not uri:
+        raise CliError("no broker URI: pass --uri amqp://user@host:5672/%2F or set SAFEBUNNY_URI", USAGE)
+    source = "--uri" if cli_uri else ("SAFEBUNNY_URI" if env.get("SAFEBUNNY_URI") else "the saga's uri")
+    try:
+        validate_uri(uri, source)
+    except SafeBunnyOptionError as exc:
+        raise CliError(str(exc), USAGE) from None
+    password = env.get("SAFEBUNNY_PASSWORD")
+    if password:
+        return with_password(uri, password)
+    parts = urlsplit(uri)
+    if parts.username and parts.password is None:
+        if interactive is None:
+            interactive = sys.stdin.isatty()
+        if not interactive:
+            raise CliError(f"{redact(uri)} names user {parts.username!r} but no password, and there is no terminal "
+                           "to ask: set SAFEBUNNY_PASSWORD", USAGE)
+        ask = prompt or getpass.getpass
+        return with_password(uri, ask(f"password for {parts.username}@{parts.hostname}: "))
+    return uri
 
 
 def open_saga(locator: str, cli_uri: str | None, env: Mapping[str, str]) -> Saga:
@@ -94,11 +128,8 @@ def shards(saga: Saga) -> list[dict[str, Any]]:
 def status(saga: Saga) -> list[dict[str, Any]]:
     """One row per step from ``saga.status()`` (``ready``: the step queue's ready messages; ``unacked``: from
     the management API, empty when it does not answer, with ``note`` saying why)."""
-    rows = []
-    for row in to_rows(saga.status()):
-        rows.append({"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"),
-                     "lastBatch": row.get("last_batch"), "rate": row.get("input_rate"), **row})
-    return rows
+    return [{"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"), "lastBatch": row.get("last_batch"),
+             "rate": row.get("input_rate"), **row} for row in to_rows(saga.status())]
 
 
 def unrouted(saga: Saga) -> tuple[str, int | None]:

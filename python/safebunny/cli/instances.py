@@ -25,11 +25,9 @@ DEFAULT_LIMIT = 50
 
 def _instances(args: argparse.Namespace, saga: Saga) -> int:
     rows = access.instances(saga, args.state)
-    limit = None if args.all else (args.limit or DEFAULT_LIMIT)
-    more = len(rows) - limit if limit is not None and len(rows) > limit else 0
-    rows = rows[:limit] if limit is not None else rows
-    print_rows(args, rows, COLUMNS, empty=f"no {args.state or ''} instances".replace("  ", " "))
-    if more:
+    shown = rows if args.all else rows[:args.limit or DEFAULT_LIMIT]
+    print_rows(args, shown, COLUMNS, empty=f"no {args.state or ''} instances".replace("  ", " "))
+    if more := len(rows) - len(shown):
         print(f"... and {more} older instance(s): --limit N shows more, --all shows every one, "
               "--state STATE keeps one state", file=sys.stderr)
     return 0

@@ -21,10 +21,8 @@ __all__ = ["load_saga", "split_locator"]
 
 def is_saga(obj: Any) -> bool:
     """True for a :class:`safebunny.Saga` instance."""
-    try:
-        from safebunny import Saga  # type: ignore[attr-defined]
-    except ImportError:  # the saga package is not there: accept anything shaped like one
-        return type(obj).__name__ == "Saga"
+    from safebunny import Saga
+
     return isinstance(obj, Saga)
 
 

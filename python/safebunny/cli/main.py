@@ -12,9 +12,10 @@ import os
 import sys
 
 from safebunny import __version__
-from safebunny.cli import exits, ids, instances, poison, run, status, topology, trace, view
+from safebunny.cli import exits, instances, poison, run, status, topology, trace, view
 from safebunny.cli.exits import CliError
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyError, SafeBunnyOptionError
+from safebunny.ids import correlation_id_for, message_id
 from safebunny.uri import redact
 
 __all__ = ["main", "build_parser"]
@@ -35,6 +36,29 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def _message_id(args: argparse.Namespace) -> int:
+    print(message_id(args.causation_id, args.node, args.message_type, args.index))
+    return 0
+
+
+def _correlation_id(args: argparse.Namespace) -> int:
+    print(correlation_id_for(args.business_key))
+    return 0
+
+
+def _add_id_parsers(sub: argparse._SubParsersAction) -> None:
+    """``safebunny message-id`` and ``safebunny correlation-id``: the deterministic ids, offline (no saga)."""
+    mid = sub.add_parser("message-id", help="print the deterministic id of an outgoing message")
+    mid.add_argument("causation_id", help="the id of the message that causes it")
+    mid.add_argument("node", help="the node that receives it")
+    mid.add_argument("message_type", help="its type")
+    mid.add_argument("index", type=int, nargs="?", default=0, help="its index among the same cause's outputs")
+    mid.set_defaults(run=_message_id, needs_saga=False)
+    corr = sub.add_parser("correlation-id", help="print the correlation id of a business key")
+    corr.add_argument("business_key")
+    corr.set_defaults(run=_correlation_id, needs_saga=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command (pure; used by the tests too)."""
     parser = argparse.ArgumentParser(prog="safebunny", description="Operate safebunny sagas on RabbitMQ and Spark.",
@@ -44,14 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     common = _common()
-    topology.add_parsers(sub, common)
-    status.add_parsers(sub, common)
-    poison.add_parsers(sub, common)
-    trace.add_parsers(sub, common)
-    instances.add_parsers(sub, common)
-    run.add_parsers(sub, common)
-    view.add_parsers(sub, common)
-    ids.add_parsers(sub)
+    for command in (topology, status, poison, trace, instances, run, view):
+        command.add_parsers(sub, common)
+    _add_id_parsers(sub)
     return parser
 
 

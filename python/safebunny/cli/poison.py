@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from safebunny.cli import access
@@ -10,6 +11,7 @@ from safebunny.cli.exits import NOT_FOUND, USAGE, CliError
 from safebunny.cli.render import print_record, print_rows
 
 if TYPE_CHECKING:
+    from safebunny.saga.definition import SagaStep
     from safebunny.saga.saga import Saga
 
 __all__: list[str] = []
@@ -36,27 +38,25 @@ def _show(args: argparse.Namespace, saga: Saga) -> int:
     return 0
 
 
+def _per_step(args: argparse.Namespace, saga: Saga, act: Callable[[SagaStep], int], column: str, empty: str) -> int:
+    """``act`` on each step ``--step`` names; a row with the count of each step it found messages in."""
+    rows = [{"step": step.label, column: done} for step in access.select_steps(saga, args.step) if (done := act(step))]
+    print_rows(args, rows, ["step", column], empty=empty)
+    return 0 if rows else NOT_FOUND
+
+
 def _redrive(args: argparse.Namespace, saga: Saga) -> int:
     if not args.all and not args.id and not args.error_type:
         raise CliError("say what to redrive: --id ID (repeatable), --error-type TYPE or --all (with --step to limit "
                        "it)", USAGE)
-    rows = []
-    for step in access.select_steps(saga, args.step):
-        sent = access.redrive(saga, step, list(args.id) if args.id else None, args.force, args.error_type)
-        if sent:
-            rows.append({"step": step.label, "redriven": sent})
-    print_rows(args, rows, ["step", "redriven"], empty="nothing to redrive")
-    return 0 if rows else NOT_FOUND
+    return _per_step(args, saga, lambda step: access.redrive(saga, step, list(args.id) if args.id else None,
+                                                             args.force, args.error_type),
+                     "redriven", "nothing to redrive")
 
 
 def _discard(args: argparse.Namespace, saga: Saga) -> int:
-    rows = []
-    for step in access.select_steps(saga, args.step):
-        found = access.discard(saga, step, list(args.id), args.reason)
-        if found:
-            rows.append({"step": step.label, "discarded": found})
-    print_rows(args, rows, ["step", "discarded"], empty="no parked message with those ids")
-    return 0 if rows else NOT_FOUND
+    return _per_step(args, saga, lambda step: access.discard(saga, step, list(args.id), args.reason), "discarded",
+                     "no parked message with those ids")
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

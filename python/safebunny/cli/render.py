@@ -81,13 +81,8 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = Non
     if not columns:
         return ""
     names = [(headers or {}).get(c, c) for c in columns]
-    texts = []
-    for row in rows:
-        line = []
-        for c in columns:
-            text = cell(row.get(c))
-            line.append(text if len(text) <= max_width else text[: max_width - 3] + "...")
-        texts.append(line)
+    texts = [[cell(row.get(c)) for c in columns] for row in rows]
+    texts = [[t if len(t) <= max_width else t[: max_width - 3] + "..." for t in line] for line in texts]
     right = [bool(rows) and all(_numeric(r.get(c)) or r.get(c) is None for r in rows) for c in columns]
     widths = [max([len(n)] + [len(t[i]) for t in texts]) for i, n in enumerate(names)]
 
@@ -116,8 +111,6 @@ def key_values(record: Mapping[str, Any]) -> str:
 def _default(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode("utf-8", errors="replace")
-    if isinstance(value, enum.Enum):
-        return value.value
     if isinstance(value, (set, frozenset)):
         return sorted(value)
     if isinstance(value, _dt.timedelta):
@@ -133,12 +126,12 @@ def to_json(obj: Any) -> str:
 
 
 def print_rows(args: argparse.Namespace, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None,
-               headers: Mapping[str, str] | None = None, empty: str = "(none)") -> None:
+               empty: str = "(none)") -> None:
     """Rows as JSON (every field, with ``--json``) or as a table of ``columns``."""
     if args.json:
         print(to_json(list(rows)))
     elif rows:
-        print(table(rows, columns, headers))
+        print(table(rows, columns))
     else:
         print(empty)
 

@@ -142,11 +142,11 @@ class DeltaRsTarget(DeltaTarget):
 
         def write() -> bool:
             table = self.handle()
-            if app_id is not None and _done(None if table is None else table.transaction_version(app_id), version):
+            read = (lambda app: None) if table is None else table.transaction_version
+            if app_id is not None and _done(read(app_id), version):
                 return False
             if guard is not None:
-                guard(lambda app: None if table is None else table.transaction_version(app),
-                      None if table is None else table.version())
+                guard(read, None if table is None else table.version())
             own = [(app_id, version)] if app_id is not None else []
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
             write_deltalake(self.path if table is None else table, data, mode="append",
@@ -231,12 +231,10 @@ def _retry_conflicts(write: Callable[[], T], path: str) -> T:
     """Rerun ``write`` when another writer committed first (delta-rs does not retry by itself)."""
     from deltalake.exceptions import CommitFailedError
 
-    for attempt in range(1, _CONFLICT_RETRIES + 1):
+    for attempt in range(1, _CONFLICT_RETRIES):
         try:
             return write()
         except CommitFailedError as exc:
-            if attempt == _CONFLICT_RETRIES:
-                raise
             log.info("concurrent commit on %s (%s); retrying (%d/%d)", path, exc, attempt, _CONFLICT_RETRIES)
             time.sleep(0.05 * attempt)
-    raise AssertionError("unreachable")
+    return write()  # the last attempt: its conflict is raised

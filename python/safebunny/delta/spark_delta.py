@@ -203,13 +203,6 @@ class SparkDeltaTarget(DeltaTarget):
         spark = self.spark()
         return spark.read.format("delta").load(self.table) if is_path(self.table) else spark.table(self.table)
 
-    def delta_table(self) -> Any:
-        """The table as delta-spark's ``DeltaTable`` (its ``delete`` takes a Column: values as literals)."""
-        from delta.tables import DeltaTable  # present wherever Spark has Delta
-
-        spark = self.spark()
-        return DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
-
     def read(self, equal: Mapping[str, Any] | None = None, columns: Sequence[str] | None = None) -> pa.Table | None:
         if not self.exists():
             return None
@@ -318,9 +311,12 @@ class SparkDeltaTarget(DeltaTarget):
     def delete_before(self, node: str, column: str, before: str) -> int | None:
         if not self.exists():
             return 0
+        from delta.tables import DeltaTable  # present wherever Spark has Delta
         from pyspark.sql import functions as F
 
-        self.delta_table().delete((F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before)))
+        spark = self.spark()
+        table = DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
+        table.delete((F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before)))  # a Column: values as literals
         return None
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:

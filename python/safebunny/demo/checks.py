@@ -3,7 +3,7 @@ against what was published (pure functions; :mod:`safebunny.demo.run` gathers th
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,16 +56,11 @@ def summarise(plan: Plan, reservations: list[Mapping[str, Any]], payments: list[
     shipped_counts = Counter(r["orderId"] for r in shipments)
     charged_counts = Counter(r["orderId"] for r in payments if r["status"] == "charged")
     declined_paid = {r["orderId"] for r in payments if r["status"] == "declined"}
-    net: dict[str, int] = defaultdict(int)
-    reserves: Counter[str] = Counter()
-    releases: set[str] = set()
+    net: Counter[str] = Counter()  # each order's reserved stock: reservations minus releases
     for r in reservations:
         net[r["orderId"]] += int(r["qty"])
-        if int(r["qty"]) > 0:
-            reserves[r["orderId"]] += 1
-        else:
-            releases.add(r["orderId"])
-    shipped, compensated = set(shipped_counts), releases
+    reserves = Counter(r["orderId"] for r in reservations if int(r["qty"]) > 0)
+    shipped, compensated = set(shipped_counts), {r["orderId"] for r in reservations if int(r["qty"]) <= 0}
     counts = {
         "orders in": plan.total,
         "messages published": plan.total + len(plan.duplicates),
@@ -86,21 +81,13 @@ def summarise(plan: Plan, reservations: list[Mapping[str, Any]], payments: list[
     for name, (got, want) in expected.items():
         if got != want:
             failures.append(f"{name}: missing {_show(want - got) or 'none'}; unexpected {_show(got - want) or 'none'}")
-    twice = {k for k, v in charged_counts.items() if v > 1}
-    if twice:
-        failures.append(f"{len(twice)} orders charged more than once: {_show(twice)}")
-    if charged_counts.keys() & plan.declined:
-        failures.append(f"declined orders charged: {_show(charged_counts.keys() & plan.declined)}")
-    if any(v > 1 for v in shipped_counts.values()):
-        failures.append(f"orders shipped twice: {_show(k for k, v in shipped_counts.items() if v > 1)}")
-    if any(v > 1 for v in reserves.values()):
-        failures.append(f"stock reserved twice for: {_show(k for k, v in reserves.items() if v > 1)}")
-    still = {oid for oid in compensated if net[oid] != 0}
-    if still:
-        failures.append(f"stock still reserved for compensated orders: {_show(still)}")
-    unreserved = {oid for oid in shipped if net[oid] <= 0}
-    if unreserved:
-        failures.append(f"shipped without a reservation: {_show(unreserved)}")
+    wrong = {"orders charged more than once": {k for k, v in charged_counts.items() if v > 1},
+             "declined orders charged": charged_counts.keys() & plan.declined,
+             "orders shipped twice": {k for k, v in shipped_counts.items() if v > 1},
+             "stock reserved twice for": {k for k, v in reserves.items() if v > 1},
+             "stock still reserved for compensated orders": {oid for oid in compensated if net[oid] != 0},
+             "shipped without a reservation": {oid for oid in shipped if net[oid] <= 0}}
+    failures += [f"{what} ({len(ids)}): {_show(ids)}" for what, ids in wrong.items() if ids]
     if duplicates_dropped is not None and plan.duplicates and duplicates_dropped < len(plan.duplicates):
         failures.append(f"only {duplicates_dropped} duplicates dropped of {len(plan.duplicates)} injected")
     waiting = {q: n for q, n in left_in_queues.items() if n}

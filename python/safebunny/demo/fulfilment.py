@@ -25,7 +25,6 @@ __all__: list[str] = []
 NAME = "safebunny-demo"
 DECLINED_CARD = "4000-0000-0000-0002"
 ORDER_SCHEMA = "orderId string, sku string, qty int, amount double, card string"
-ITEM_SCHEMA = "orderId string, sku string, qty int, amount double, card string"
 
 
 def tables(root: str | Path) -> dict[str, str]:
@@ -51,7 +50,7 @@ def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] 
             emits=[safebunny.emit(orders.select("messageId", "orderId", "sku", "qty", "amount", "card"),
                                   type="StockReserved")])
 
-    @saga.step("payment", consumes="StockReserved", from_node="stock", schema=ITEM_SCHEMA,
+    @saga.step("payment", consumes="StockReserved", from_node="stock", schema=ORDER_SCHEMA,
                produces=["PaymentCharged", "PaymentDeclined"])
     def charge(items: Any, ctx: Any) -> Any:
         decided = items.withColumn("status", F.when(F.col("card") == DECLINED_CARD, "declined")

@@ -1,15 +1,16 @@
 """Watching the demo run: per-step throughput from Spark's progress events, per-queue backlog
-sampled from the broker, and a progress bar."""
+sampled from the broker, a progress bar, and the chart of both as a PNG (:func:`write_chart`)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Monitor"]
+__all__ = ["Monitor", "write_chart"]
 
 
 class Monitor:
@@ -48,12 +49,9 @@ class Monitor:
                 self._bar.update(done - self._bar.n)
 
     def _label(self, query_name: str) -> str:
-        for label in self.queues:
-            if query_name.endswith(label):
-                return label
-        return query_name
+        return next((label for label in self.queues if query_name.endswith(label)), query_name)
 
-    def _install_listener(self) -> None:
+    def __enter__(self) -> Monitor:
         from pyspark.sql.streaming import StreamingQueryListener
 
         monitor = self
@@ -71,6 +69,18 @@ class Monitor:
 
         self._listener = _Listener()
         self.spark.streams.addListener(self._listener)
+        if self.show_bar:
+            from safebunny.optional import INSTALL, available
+
+            if available("tqdm"):
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
+            else:
+                print(f"(no progress bar: pip install {INSTALL['tqdm']} to see one)")
+        self._start = time.monotonic()
+        self._thread.start()
+        return self
 
     # broker depths -------------------------------------------------------------------------
     def _sample(self) -> None:
@@ -89,21 +99,6 @@ class Monitor:
         finally:
             conn.close()
 
-    def __enter__(self) -> Monitor:
-        self._install_listener()
-        if self.show_bar:
-            from safebunny.optional import INSTALL, available
-
-            if available("tqdm"):
-                from tqdm import tqdm
-
-                self._bar = tqdm(total=self.expected, unit="msg", desc="saga steps", dynamic_ncols=True)
-            else:
-                print(f"(no progress bar: pip install {INSTALL['tqdm']} to see one)")
-        self._start = time.monotonic()
-        self._thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -117,3 +112,36 @@ class Monitor:
     def elapsed(self) -> float:
         """Seconds since the monitor started."""
         return time.monotonic() - self._start
+
+
+def write_chart(path: Path, throughput: Mapping[str, Sequence[tuple[float, float]]],
+                backlog: Mapping[str, Sequence[tuple[float, int]]], title: str) -> Path:
+    """Draw ``throughput`` (step -> (seconds since start, messages/s)) above ``backlog``
+    (step -> (seconds, messages waiting)) and save the PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for step, points in throughput.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            top.step(xs, ys, where="post", label=step)
+    for step, points in backlog.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            bottom.plot(xs, ys, label=step)
+    top.set_ylabel("messages/s (per micro-batch)")
+    top.set_title(title)
+    bottom.set_ylabel("backlog (ready in queue)")
+    bottom.set_xlabel("seconds since the saga started")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="upper right", fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

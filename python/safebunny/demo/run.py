@@ -15,8 +15,6 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-ORDER_COLUMNS = "orderId string, sku string, qty int, amount double, card string"
-
 
 def read_table(path: str, columns: list[str]) -> list[dict[str, Any]]:
     """The rows of the Delta table at ``path`` (empty when it was never written)."""
@@ -55,8 +53,7 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
     import safebunny
     from safebunny.cli.render import to_rows
     from safebunny.demo import fulfilment
-    from safebunny.demo.monitor import Monitor
-    from safebunny.demo.plot import write_chart
+    from safebunny.demo.monitor import Monitor, write_chart
     from safebunny.optional import available
 
     plan = plan_orders(args.orders, args.declined, args.malformed, args.duplicates)
@@ -67,10 +64,8 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
     print(f"declared saga {saga.name!r}: {len(steps)} steps, retry tiers and poison queues (watch it: "
           f"SAFEBUNNY_DEMO_NAME={saga.name} SAFEBUNNY_DEMO_DIR={work} safebunny status safebunny.demo.fulfilment)")
 
-    saga.start(spark.createDataFrame(plan.orders, ORDER_COLUMNS), node="orders", type="OrderPlaced",
-               business_key="orderId")
-    if plan.duplicates:
-        saga.start(spark.createDataFrame(plan.duplicates, ORDER_COLUMNS), node="orders", type="OrderPlaced",
+    for orders in filter(None, (plan.orders, plan.duplicates)):  # the duplicates: some of the orders again
+        saga.start(spark.createDataFrame(orders, fulfilment.ORDER_SCHEMA), node="orders", type="OrderPlaced",
                    business_key="orderId")
     _publish_malformed(saga, plan)
     print(f"published {plan.total} orders: {len(plan.declined)} with a declined card, {len(plan.malformed)} "

@@ -132,19 +132,13 @@ def parse_options(
             continue
         spec = by_lower.get(lower)
         if spec is None:
-            names = [s.name for s in specs]
-            close = difflib.get_close_matches(key, names, n=1, cutoff=0.5) or difflib.get_close_matches(
-                lower, [n.lower() for n in names], n=1, cutoff=0.5
-            )
-            hint = ""
-            if close:
-                match = next(n for n in names if n.lower() == close[0].lower())
-                hint = f" Did you mean '{match}'?"
+            close = difflib.get_close_matches(lower, by_lower, n=1, cutoff=0.5)  # option names are case-insensitive
+            hint = f" Did you mean '{by_lower[close[0]].name}'?" if close else ""
             # Spark hands a Python data source its option names in lower case: say so, or the name looks mangled
             typed = " (Spark passes option names in lower case)" if key == lower and close else ""
             raise SafeBunnyOptionError(
                 f"Unknown option '{key}'{typed} for the safebunny {role}.{hint} "
-                f"Valid options: {', '.join(sorted(names))}.",
+                f"Valid options: {', '.join(sorted(spec.name for spec in specs))}.",
                 key,
             )
         result[spec.name] = spec.parser(spec.name, value)

@@ -16,12 +16,8 @@ __all__ = ["ConnectionSettings", "LogLevel", "CONNECTION_OPTIONS", "connection_s
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-def _uri(name: str, raw: str) -> str:
-    return validate_uri(raw, name)
-
-
 CONNECTION_OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("uri", _uri, required=True, values="`amqp://` or `amqps://` URI",
+    OptionSpec("uri", lambda name, raw: validate_uri(raw, name), required=True, values="`amqp://` or `amqps://` URI",
                doc="The broker, e.g. `amqp://user:password@host:5672/%2F`. The password is never logged."),
     OptionSpec("password", parse_str, values="string",
                doc="The broker password, replacing the one in `uri`. Prefer it to a password inside `uri`: "

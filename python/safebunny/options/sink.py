@@ -11,14 +11,10 @@ from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings,
 __all__ = ["SINK_OPTIONS", "SinkOptions", "parse_sink_options", "sink_options"]
 
 
-def _any_str(name: str, raw: str) -> str:
-    """Any string, the empty string included (the default exchange is named '')."""
-    return "" if raw == "" else parse_str(name, raw)
-
-
 SINK_OPTIONS: tuple[OptionSpec, ...] = (
     *CONNECTION_OPTIONS,
-    OptionSpec("exchange", _any_str, default="", values="exchange name, `\"\"` = default exchange",
+    OptionSpec("exchange", lambda name, raw: raw if raw == "" else parse_str(name, raw), default="",
+               values="exchange name, `\"\"` = default exchange",
                doc="Where to publish; an `exchange` column overrides it per row. The exchange must exist."),
     OptionSpec("routingKey", parse_str, values="routing key",
                doc="The routing key; a `routingKey` column overrides it per row. One of the two is required."),

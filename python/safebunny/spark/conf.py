@@ -35,16 +35,13 @@ def use_local_checkpoints(target: _Target) -> _Target:
     """Apply :func:`local_checkpoint_conf` (local checkpoints only) to ``target`` and return it: a
     ``SparkSession.Builder`` (call this before ``getOrCreate()``) or a running ``SparkSession`` (sets the runtime
     setting; queries started afterwards use it, running ones keep theirs)."""
-    conf = local_checkpoint_conf()
     if callable(getattr(target, "getOrCreate", None)) and callable(getattr(target, "config", None)):
-        builder: Any = target
-        for key, value in conf.items():
-            builder.config(key, value)
-        return target
-    runtime = getattr(target, "conf", None)
-    if runtime is not None and callable(getattr(runtime, "set", None)):
-        for key, value in conf.items():
-            runtime.set(key, value)
-        return target
-    raise TypeError(f"use_local_checkpoints: target must be a SparkSession.builder or a SparkSession, but got "
-                    f"{type(target).__name__}: {target!r}")
+        setting: Any = target.config  # a builder
+    elif callable(getattr(getattr(target, "conf", None), "set", None)):
+        setting = target.conf.set  # a running session
+    else:
+        raise TypeError(f"use_local_checkpoints: target must be a SparkSession.builder or a SparkSession, but got "
+                        f"{type(target).__name__}: {target!r}")
+    for key, value in local_checkpoint_conf().items():
+        setting(key, value)
+    return target

@@ -103,7 +103,6 @@ def is_plan_error(exc: BaseException | None) -> bool:
     return False
 
 
-
 def is_worker_start_timeout(exc: BaseException | None) -> bool:
     """Whether ``exc`` says a Python process Spark spawned (a streaming source's runner, a planner) did not connect
     back within Spark's fixed 10 s (``PythonWorkerFactory``): the machine was loaded, the query never ran a batch,

@@ -66,11 +66,10 @@ def _level(spark: Any, name: str) -> Any:
 @contextmanager
 def quiet_task_failures(spark: Any) -> Iterator[None]:
     """Spark's task-failure loggers off while the block runs (nested and concurrent uses share one switch)."""
-    global _quiet_users
+    global _quiet_users, _restore
     if _verbose():
         yield
         return
-    global _restore
     with _lock:
         if _restore is not None:  # still quiet from the last block: keep it so
             _restore.cancel()
@@ -130,12 +129,9 @@ QUERY_CONTEXT_LOGGERS = ("DataFrameQueryContextLogger", "SQLQueryContextLogger")
 _in_step = threading.local()
 
 
-class _StepThreadFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not getattr(_in_step, "quiet", False)
-
-
-_FILTER = _StepThreadFilter()
+def _outside_steps(record: logging.LogRecord) -> bool:
+    """The filter of those loggers (a callable is one): a record passes unless its thread is quieted."""
+    return not getattr(_in_step, "quiet", False)
 
 
 @contextmanager
@@ -146,8 +142,8 @@ def quiet_query_context() -> Iterator[None]:
         return
     for name in QUERY_CONTEXT_LOGGERS:
         logger = _pyspark_logger(name)
-        if _FILTER not in logger.filters:
-            logger.addFilter(_FILTER)
+        if _outside_steps not in logger.filters:
+            logger.addFilter(_outside_steps)
     before = getattr(_in_step, "quiet", False)
     _in_step.quiet = True
     try:

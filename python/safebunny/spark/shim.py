@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for, message_id
@@ -52,14 +53,8 @@ def _installed_from() -> Path | None:
         text = distribution("safebunny").read_text("direct_url.json")
     except Exception:
         return None
-    if not text:
-        return None
-    url = json.loads(text).get("url", "")
-    if not url.startswith("file://"):
-        return None
-    from urllib.parse import unquote, urlsplit
-
-    return Path(unquote(urlsplit(url).path))
+    url = json.loads(text).get("url", "") if text else ""
+    return Path(unquote(urlsplit(url).path)) if url.startswith("file://") else None
 
 
 def _source_candidates() -> list[Path]:

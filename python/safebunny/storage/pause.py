@@ -22,8 +22,7 @@ __all__ = ["write_pause", "clear_pause", "paused_until", "write_await_file", "aw
 def write_pause(path: str, seconds: float) -> float:
     """Pause whatever reads ``path`` for ``seconds``; returns the epoch time the pause ends."""
     until = time.time() + float(seconds)
-    filesystem, where = resolve_location(path, "pauseFile")
-    write_atomically(filesystem, where, repr(until).encode(), durable=False)
+    write_atomically(*resolve_location(path, "pauseFile"), repr(until).encode(), durable=False)
     return until
 
 
@@ -44,8 +43,7 @@ def paused_until(path: str, now: float | None = None) -> float | None:
 
 def write_await_file(path: str) -> None:
     """Let an ``availableNow`` run that awaits ``path`` end once it has read what its queue holds."""
-    filesystem, where = resolve_location(path, "availableNowAwaitFile")
-    write_atomically(filesystem, where, b"1", durable=False)
+    write_atomically(*resolve_location(path, "availableNowAwaitFile"), b"1", durable=False)
 
 
 def await_file_present(path: str) -> bool:

@@ -36,11 +36,8 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     _write(filesystem, tmp, data)
     if durable and isinstance(filesystem, pafs.LocalFileSystem):
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
     filesystem.move(tmp, path)
 
 
@@ -50,7 +47,6 @@ def _write(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any],
             data(f)
         else:
             f.write(data)
-
 
 
 def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool:
