@@ -33,8 +33,8 @@ def _deliver(consumer: QueueConsumer, tags: range, body: bytes = b"x" * 200) -> 
         for tag in tags:
             consumer._buffer.append(Delivery(consumer.generation, tag, body, None, "", consumer.queue, False))
             consumer._last_tag = tag
-            consumer.in_count += 1
-            consumer.in_bytes += len(body)
+            consumer.budget.in_count += 1
+            consumer.budget.in_bytes += len(body)
         consumer.restarted = False
         consumer._cond.notify_all()
 

@@ -34,6 +34,7 @@ from safebunny.errors import (
     SafeBunnyError,
     VhostNotFoundError,
 )
+from safebunny.source.byte_budget import ByteBudget
 from safebunny.source.consumer_acks import ConsumerAcks
 from safebunny.source.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
@@ -108,8 +109,7 @@ class QueueConsumer:
         #: the prefetch of the current consumer: ``prefetch``, or what ``max_buffered_bytes`` holds
         self.effective_prefetch = prefetch
         self._consumer_tag: str | None = None  # the consumer a pause cancels
-        # body bytes: in_* written only by the I/O thread, out_bytes only under _cond (take, clears)
-        self.in_bytes = self.in_count = self.out_bytes = 0
+        self.budget = ByteBudget(max_buffered_bytes, prefetch)  #: body bytes in and out, the prefetch they hold
         self.paused = False  # consumer cancelled because the buffer reached the byte budget
         self._cancelling = False  # basic.cancel sent, cancel-ok not yet received
         self._calibrating = False  # consuming with prefetch 1 to learn the body size
@@ -140,7 +140,7 @@ class QueueConsumer:
         self.generation += 1
         generation = self.generation
 
-        buffer, new = self._buffer, tuple.__new__  # a Delivery without its Python __new__
+        buffer, new, counts = self._buffer, tuple.__new__, self.budget  # a Delivery without its Python __new__
         budget = self.max_buffered_bytes
 
         def accept(tag: int, redelivered: bool, exchange: Any, routing_key: Any, properties: Any,
@@ -153,11 +153,11 @@ class QueueConsumer:
             buffer.append(new(Delivery, (generation, tag, body, properties, exchange, routing_key, redelivered)))
             self._last_tag = tag
             self.restarted = False
-            self.in_count += 1
-            self.in_bytes += len(body)
-            # inline, not self.buffered_bytes(): this runs once per message
+            counts.in_count += 1
+            counts.in_bytes += len(body)
+            # inline, not counts.buffered(): this runs once per message
             if budget is not None and not self.paused and (
-                    self._calibrating or self.in_bytes - self.out_bytes >= budget):
+                    self._calibrating or counts.in_bytes - counts.out_bytes >= budget):
                 self._pause()
             # wake the Spark thread only when it waits for this many (not once per message)
             want = self._want
@@ -177,8 +177,8 @@ class QueueConsumer:
         self.acks.new_channel(declared.method.message_count)
         # a new channel: not paused; the prefetch for its consumer, 1 to learn the body size
         self.paused = self._cancelling = self.restarted = False
-        self.effective_prefetch = self._desired_prefetch()
-        self._calibrating = budget is not None and not self.in_count
+        self.effective_prefetch = counts.prefetch_for_next()
+        self._calibrating = budget is not None and not counts.in_count
         self._consume()
         self._ready.set()
 
@@ -273,7 +273,7 @@ class QueueConsumer:
     def _clear_buffer(self) -> None:
         with self._cond:
             self._buffer.clear()
-            self.out_bytes = self.in_bytes
+            self.budget.out_bytes = self.budget.in_bytes
 
     def _drop_connection(self) -> None:
         self._clear_buffer()  # deliveries of a dead channel can never be acked: never journal them
@@ -361,7 +361,7 @@ class QueueConsumer:
                 size += len(head.body)
             if self._buffer:  # the rest waits for the next take: count it from now
                 self._head_arrived = time.monotonic()
-            self.out_bytes += size + dropped
+            self.budget.out_bytes += size + dropped
         if self.paused:
             self.acks.wake(self.maybe_resume)
         self._check()
@@ -372,18 +372,9 @@ class QueueConsumer:
             return len(self._buffer)
 
     # ----------------------------------------------------------------- the byte budget
-    def _desired_prefetch(self) -> int:
-        """The next consumer's prefetch: ``prefetch``, or what the byte budget holds at the average body size."""
-        if self.max_buffered_bytes is None:
-            return self.prefetch
-        if not self.in_count:
-            return 1  # to learn the body size
-        average = max(1.0, self.in_bytes / self.in_count)
-        return max(1, min(self.prefetch or 65535, int(self.max_buffered_bytes // average)))
-
     def buffered_bytes(self) -> int:
         """Body bytes delivered and not yet taken."""
-        return self.in_bytes - self.out_bytes
+        return self.budget.buffered()
 
     def _pause(self) -> None:
         """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told the body
@@ -415,9 +406,9 @@ class QueueConsumer:
         if not self.paused or self._cancelling or self.max_buffered_bytes is None:
             return
         channel = self._channel
-        if channel is None or not channel.is_open or not self._may_resume():
+        if channel is None or not channel.is_open or not self.budget.may_resume():
             return
-        self.effective_prefetch = self._desired_prefetch()
+        self.effective_prefetch = self.budget.prefetch_for_next()
         # before paused goes False: take() must never see the consumer neither paused nor restarting while consume()
         # waits for the broker (a quorum queue's log), or it hands out one linger's worth (a first batch of 1)
         self.restarted = True  # until the restarted consumer's first delivery
@@ -427,10 +418,6 @@ class QueueConsumer:
             self._cond.notify_all()
         log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
 
-    def _may_resume(self) -> bool:
-        """A cancelled consumer consumes again once its buffer is down to half the byte budget."""
-        return self.buffered_bytes() <= (self.max_buffered_bytes or 0) // 2
-
     def can_grow(self) -> bool:
         """Whether the broker may send more soon, after the current channel's last delivery: the prefetch is not
         used up by deliveries buffered or taken and not yet acked, and a paused consumer is about to consume
@@ -438,7 +425,7 @@ class QueueConsumer:
         as sent: the I/O thread writes it in a moment, and what it frees arrives after (a commit followed at
         once by the next batch's take must not end that batch at what is buffered)."""
         if self.paused:
-            return self._may_resume()
+            return self.budget.may_resume()
         if not self.effective_prefetch:
             return True
         return self._last_tag - self.acks.acked(self.generation) < self.effective_prefetch
