@@ -160,22 +160,6 @@ def decode_properties(buf: bytes, pos: int) -> Properties:
 _EMPTY = Properties()
 
 
-def _frame_end(buf: bytes, at: int, kind: int, channel: int, least: int = 7) -> int | Any | None:
-    """Where the frame at ``at`` ends (its end octet) when it is a ``kind`` frame on ``channel``;
-    :data:`INCOMPLETE` when ``buf`` ends before that octet (or holds fewer than ``least`` bytes from ``at``);
-    None for another frame or a bad frame end."""
-    n = len(buf)
-    if at + least > n:
-        return INCOMPLETE
-    got, chan, size = _FRAME_HEADER.unpack_from(buf, at)
-    if got != kind or chan != channel:
-        return None
-    end = at + 7 + size
-    if end >= n:
-        return INCOMPLETE
-    return end if buf[end] == _FRAME_END else None
-
-
 def parse_delivery(buf: bytes, pos: int, channel: int) -> ParsedDelivery | Any | None:
     """Parse the delivery whose ``basic.deliver`` method frame starts at ``pos`` of ``buf``.
 
@@ -184,10 +168,20 @@ def parse_delivery(buf: bytes, pos: int, channel: int) -> ParsedDelivery | Any |
     header and body frames (another frame between them, a bad frame end, anything unusual): the caller
     then leaves the frame at ``pos`` to pika, which handles every case (and raises on a broken frame).
     """
-    method_end = _frame_end(buf, pos, _METHOD, channel)  # a method frame of ours cut short: pika would wait too
-    if method_end is None or method_end is INCOMPLETE:
-        return method_end
+    n = len(buf)
+    if pos + 7 > n:
+        return INCOMPLETE
+    kind, chan, size = _FRAME_HEADER.unpack_from(buf, pos)
+    if kind != _METHOD or chan != channel:
+        return None
+    if pos + 11 > n:
+        return INCOMPLETE  # a method frame of our channel, cut before its method id: pika would wait too
     if buf[pos + 7:pos + 11] != _DELIVER:
+        return None
+    method_end = pos + 7 + size
+    if method_end >= n:
+        return INCOMPLETE
+    if buf[method_end] != _FRAME_END:
         return None
     try:
         p = pos + 11
@@ -198,10 +192,18 @@ def parse_delivery(buf: bytes, pos: int, channel: int) -> ParsedDelivery | Any |
         routing_key, p = _short(buf, p)
         if p != method_end:
             return None
-        h = method_end + 1  # the content header frame
-        header_end = _frame_end(buf, h, _HEADER, channel, least=21)
-        if header_end is None or header_end is INCOMPLETE:
-            return header_end
+        # the content header frame
+        h = method_end + 1
+        if h + 21 > n:
+            return INCOMPLETE
+        kind, chan, size = _FRAME_HEADER.unpack_from(buf, h)
+        if kind != _HEADER or chan != channel:
+            return None
+        header_end = h + 7 + size
+        if header_end >= n:
+            return INCOMPLETE
+        if buf[header_end] != _FRAME_END:
+            return None
         body_size = _HEADER_FIELDS.unpack_from(buf, h + 7)[2]
         properties = decode_properties(buf, h + 19)
     except (struct.error, IndexError, ValueError, TypeError, KeyError):
@@ -214,11 +216,18 @@ def parse_delivery(buf: bytes, pos: int, channel: int) -> ParsedDelivery | Any |
     parts: list[bytes] = []
     got = 0
     while got < body_size:
-        body_end = _frame_end(buf, b, _BODY, channel)
-        if body_end is None or body_end is INCOMPLETE:
-            return body_end
+        if b + 7 > n:
+            return INCOMPLETE
+        kind, chan, size = _FRAME_HEADER.unpack_from(buf, b)
+        if kind != _BODY or chan != channel:
+            return None
+        body_end = b + 7 + size
+        if body_end >= n:
+            return INCOMPLETE
+        if buf[body_end] != _FRAME_END:
+            return None
         parts.append(buf[b + 7:body_end])
-        got += body_end - b - 7
+        got += size
         frames += 1
         b = body_end + 1
     if got != body_size:
