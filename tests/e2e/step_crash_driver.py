@@ -6,11 +6,14 @@ one emit to OUT_QUEUE; the test sets ``SAFEBUNNY_CRASH_AT`` to kill the
 whole driver at a named point, then runs it again from the same checkpoint.
 
 ``SAFEBUNNY_TEST_SCENARIOS`` (a JSON list of objects with ``queue``, ``out``, ``workdir`` and optionally
-``checkpoint``, ``journal``, ``effects``, ``executor_rows``, ``by_name``) replaces the arguments after URI: the driver
-runs each scenario's query to its end, one after another in one SparkSession, so one driver process
-restarts the scenarios of several kill points. ``by_name`` (the Delta Spark tier) gives the inbox and the effect
+``checkpoint``, ``journal``, ``effects``, ``executor_rows``, ``by_name``, ``qualified``) replaces the arguments
+after URI: the driver runs each scenario's query to its end, one after another in one SparkSession, so one driver
+process restarts the scenarios of several kill points. ``by_name`` (the Delta Spark tier) gives the inbox and the effect
 tables by name, ``<database>.inbox``, ``.effects``, ``.ledger``, in a database named after the workdir (its claims in
 ``WORKDIR/state``); the driver's session then has Delta and a Hive catalog (tests/e2e/driver_session.py).
+``qualified`` spells those names ``spark_catalog.<database>.<table>`` (one table, a second spelling).
+``SAFEBUNNY_TEST_KILL_ON_CREATE=<table>`` (by name) kills the driver the moment that table's first log file lands
+in its location, before the catalog has its name (a create cut short).
 It prints ``DRIVER-DONE <workdir>`` for each scenario that finished and ``DRIVER-FAILED <workdir>`` (its
 traceback on stderr) for one that did not, then goes on.
 """
@@ -18,7 +21,9 @@ traceback on stderr) for one that did not, then goes on.
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 
 from driver_session import driver_session, run_scenarios  # tests/e2e, the script's own folder
@@ -49,7 +54,10 @@ def run(spark, uri: str, scenario: dict) -> None:
     if scenario.get("by_name"):
         database = by_name_database(workdir)
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-        inbox, effects_table, ledger_table = (f"{database}.{t}" for t in ("inbox", "effects", "ledger"))
+        spelled = f"spark_catalog.{database}" if scenario.get("qualified") else database
+        inbox, effects_table, ledger_table = (f"{spelled}.{t}" for t in ("inbox", "effects", "ledger"))
+        if os.environ.get("SAFEBUNNY_TEST_KILL_ON_CREATE"):
+            _kill_when_created(spark, database, os.environ["SAFEBUNNY_TEST_KILL_ON_CREATE"])
         state = os.path.join(workdir, "state")
     else:
         inbox, state = os.path.join(workdir, "inbox"), None
@@ -83,6 +91,20 @@ def run(spark, uri: str, scenario: dict) -> None:
     q.awaitTermination()
     print("PUBLISHED-FROM", workdir, sorted({r.published_from for r in step.reports if r.published_from}),
           flush=True)
+
+
+def _kill_when_created(spark, database: str, table: str) -> None:
+    """A thread that kills this driver (its process group) as soon as ``database.table``'s first commit is written
+    in the table's location: Delta writes it before the catalog gets the name."""
+    location = spark.sql(f"DESCRIBE DATABASE EXTENDED {database}").where("info_name = 'Location'").first()[1]
+    first = os.path.join(location.removeprefix("file:"), table, "_delta_log", f"{0:020d}.json")
+
+    def watch() -> None:
+        while not os.path.exists(first):
+            time.sleep(0.0002)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def by_name_database(workdir: str) -> str:

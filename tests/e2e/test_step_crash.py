@@ -25,7 +25,7 @@ N = 150  # three batches of 50
 
 
 def _command(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=None, effects="append",
-             executor_rows=None, by_name=False):
+             executor_rows=None, by_name=False, kill_on_create=None):
     """The driver's argv and environment for one run (``crash_at``: the kill point it stops at)."""
     env = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}
     if executor_rows:
@@ -34,6 +34,8 @@ def _command(uri, queue, out, workdir, crash_at=None, checkpoint="ck", journal=N
     env["SAFEBUNNY_TEST_EFFECTS"] = effects
     if by_name:  # tables by name (tests/delta_spark)
         env["SAFEBUNNY_TEST_BY_NAME"] = "1"
+    if kill_on_create:  # killed as that table's first commit lands (tests/delta_spark)
+        env["SAFEBUNNY_TEST_KILL_ON_CREATE"] = kill_on_create
     if journal:
         env["SAFEBUNNY_TEST_JOURNAL"] = journal
     if crash_at:

@@ -11,7 +11,16 @@ import pytest
 
 import safebunny
 from safebunny.delta.delta_rs import sweep_staging_files
-from safebunny.delta.spark_delta import applied_in_history, commit_tag, lock_in_history, merge_sql, quote_name
+from safebunny.delta.spark_delta import (
+    applied_in_history,
+    commit_tag,
+    lock_in_history,
+    merge_sql,
+    name_parts,
+    orphan_location,
+    qualified_name,
+    quote_name,
+)
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import bisect
@@ -157,3 +166,23 @@ def test_a_lock_version_is_the_highest_its_tags_hold_and_unknown_where_cleanup_r
     assert lock_in_history(tagged[2:], lock, "t") == 4, "cleanup keeps the newest entries: the last lock is there"
     with pytest.raises(SafeBunnyError, match="delta.logRetentionDuration"):
         lock_in_history(tagged[3:], lock, "main.shop.ledger")  # cut, and no commit of the lock left: unknown
+
+
+def test_a_table_name_is_qualified_as_the_catalog_resolves_it_whatever_its_spelling():
+    spelled = ["effects", "db.effects", "spark_catalog.db.effects", "`spark_catalog`.`db`.`effects`", "DB.Effects"]
+    assert {qualified_name(name_parts(name), "spark_catalog", "db") for name in spelled} == {"spark_catalog.db.effects"}
+    assert qualified_name(name_parts("shop.t"), "main", "default") == qualified_name(name_parts("main.shop.t"), "x",
+                                                                                     "y")
+    assert name_parts("c.`a.b`.`t`` x`") == ["c", "a.b", "t` x"] and name_parts("sb.in`box") == ["sb", "in`box"]
+    assert qualified_name(["c", "a.b", "t"], "x", "y") == "c.`a.b`.t"
+    for bad in ("db..t", "`db.t", ""):
+        with pytest.raises(SafeBunnyOptionError, match="not a name Spark reads"):
+            name_parts(bad)
+
+
+def test_the_location_of_a_create_cut_short_is_read_from_deltas_refusal():
+    refusal = ("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] Cannot create table ('`spark_catalog`.`db`.`t`'). The "
+               "associated location ('file:/tmp/wh/db.db/t') is not empty and also not a Delta table.")
+    assert orphan_location(refusal) == "file:/tmp/wh/db.db/t"
+    assert orphan_location("[DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION] elsewhere") == ""
+    assert orphan_location("[TABLE_OR_VIEW_NOT_FOUND] db.t") is None

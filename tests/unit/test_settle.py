@@ -7,7 +7,7 @@ import pyarrow as pa
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.merge_rows import last_per_key
 from safebunny.delta.spark_delta import last_per_key_sql
-from safebunny.exactly_once.collect.materialize import Materialized, settle_outcome
+from safebunny.exactly_once.collect.materialize import Materialized, identified, settle_outcome
 from safebunny.exactly_once.handlers.row_handler import from_rows
 from safebunny.exactly_once.handlers.row_types import ROW_TYPE_ERROR, build_tables, infer_schema, type_decisions
 from safebunny.exactly_once.outcome import Effect, Emit, FailedRow, Outcome
@@ -116,3 +116,17 @@ def test_a_fraction_into_an_integer_column_fails_rather_than_truncate():
                  "m2": _decision("/t/n", {"messageId": "m2", "n": 1.5})}
     typed = type_decisions(decisions, lambda table: target)
     assert typed["m1"]["ok"] and "n=1.5" in typed["m2"]["reason"]
+
+
+def test_two_spellings_of_one_table_are_one_target_with_its_rows_together():
+    """A handler that writes one table under two names gets one effect: one app id, one lock, one merge source."""
+    first, second = pa.table({"messageId": ["m1"], "k": [1]}), pa.table({"messageId": ["m2"], "k": [1]})
+    result = Materialized(effects={("merge", "db.t", ("k",)): (Effect("merge", None, "db.t", ("k",)), first),
+                                   ("merge", "spark_catalog.db.t", ("k",)):
+                                       (Effect("merge", None, "spark_catalog.db.t", ("k",)), second)})
+    named = identified(result, lambda table: table if table.count(".") == 2 else f"spark_catalog.{table}")
+    assert list(named.effects) == [("merge", "spark_catalog.db.t", ("k",))]
+    effect, rows = named.effects["merge", "spark_catalog.db.t", ("k",)]
+    assert effect.table == "spark_catalog.db.t" and rows.column("messageId").to_pylist() == ["m1", "m2"]
+    settled = settle_outcome(named, {"m1": 0, "m2": 1})
+    assert settled.effects["merge", "spark_catalog.db.t", ("k",)][1].column("messageId").to_pylist() == ["m2"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from safebunny.delta.target import DeltaTarget, is_path
 
-__all__ = ["delta_target"]
+__all__ = ["delta_target", "table_identity"]
 
 
 def delta_target(table: str, spark: Any = None, backend: str = "auto", what: str = "The Delta table",
@@ -29,3 +29,9 @@ def delta_target(table: str, spark: Any = None, backend: str = "auto", what: str
     from safebunny.delta.delta_rs import DeltaRsTarget
 
     return DeltaRsTarget(table, what, option)
+
+
+def table_identity(table: str, spark: Any = None) -> str:
+    """What ``table`` is, whatever its spelling (:meth:`DeltaTarget.identity`): a path itself, a name the fully
+    qualified name the catalog resolves it to; ``spark``: the session that resolves it."""
+    return table if is_path(table) else delta_target(table, spark).identity()

@@ -22,6 +22,8 @@ step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the
 from __future__ import annotations
 
 import datetime as _dt
+import logging
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +32,10 @@ import pyarrow as pa
 from safebunny.delta.target import DeltaTarget, Guard, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
-__all__ = ["SparkDeltaTarget", "merge_sql", "last_per_key_sql", "quote_name", "table_ref", "maintenance_sql",
+log = logging.getLogger("safebunny.delta")
+
+__all__ = ["SparkDeltaTarget", "merge_sql", "name_parts", "qualified_name", "orphan_location", "last_per_key_sql",
+           "quote_name", "table_ref", "maintenance_sql",
            "commit_tag", "applied_in_history", "history_covers", "lock_in_history", "versions_in_history", "History",
            "TXN_APP_CONF", "USER_METADATA_CONF"]
 
@@ -45,7 +50,52 @@ ORDER_COLUMN = "_safebunnyOrder"
 
 def quote_name(name: str) -> str:
     """``catalog.schema.table`` -> ```catalog`.`schema`.`table``` (backticks inside doubled)."""
-    return ".".join(f"`{part.replace('`', '``')}`" for part in name.split("."))
+    return ".".join(f"`{part.replace('`', '``')}`" for part in name_parts(name))
+
+
+def name_parts(name: str) -> list[str]:
+    """``cat.`a.b`.t`` -> ``["cat", "a.b", "t"]``: a table name's parts, the backticks that quote a part removed
+    (a doubled one inside kept as one; one inside an unquoted part is part of it)."""
+    parts, part, quoted, i = [], "", False, 0
+    while i < len(name):
+        char = name[i]
+        if char == "`" and quoted and name[i + 1:i + 2] == "`":
+            part, i = part + "`", i + 2
+            continue
+        if char == "`" and (quoted or not part):
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append(part)
+            part = ""
+        else:
+            part += char
+        i += 1
+    parts.append(part)
+    if quoted or not all(p.strip() for p in parts):
+        raise SafeBunnyOptionError(f"The table name {name!r} is not a name Spark reads (an empty part or an unclosed "
+                                   "backtick): give catalog.schema.table, schema.table or table.", "table")
+    return parts
+
+
+def qualified_name(parts: Sequence[str], catalog: str, database: str) -> str:
+    """A table's fully qualified name, as the catalog resolves ``parts`` with the session's current ``catalog`` and
+    ``database`` (one part: both added; two: the catalog): lower case, as the Hive metastore and Unity Catalog keep
+    names; a part quoted where it needs it. ``db.t`` under ``spark_catalog`` and ``spark_catalog.db.t`` are one."""
+    full = [*([catalog] if len(parts) < 3 else []), *([database] if len(parts) < 2 else []), *parts]
+    return ".".join(p if p.replace("_", "").isalnum() else f"`{p.replace('`', '``')}`" for p in
+                    (part.lower() for part in full))
+
+
+_ORPHAN_ERROR = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+
+
+def orphan_location(message: str) -> str | None:
+    """The location Delta names in its refusal to create a table by name where a log is already (a create killed
+    after its first commit, before the catalog had the name); None for any other error."""
+    if _ORPHAN_ERROR not in message:
+        return None
+    found = re.search(r"location \('([^']+)'\)", message)
+    return found[1] if found else ""
 
 
 def table_ref(target: str) -> str:
@@ -191,6 +241,13 @@ class SparkDeltaTarget(DeltaTarget):
                 "delta-spark); this session has none. Give a path (written with delta-rs) instead.", "table")
         return spark
 
+    def identity(self) -> str:
+        """The catalog's fully qualified name of the table (:func:`qualified_name`); a path as it is."""
+        if is_path(self.table):
+            return self.table
+        catalog = self.spark().catalog
+        return qualified_name(name_parts(self.table), catalog.currentCatalog(), catalog.currentDatabase())
+
     def exists(self) -> bool:
         if not is_path(self.table):
             return bool(self.spark().catalog.tableExists(self.table))
@@ -248,8 +305,45 @@ class SparkDeltaTarget(DeltaTarget):
     def _write(self, writer: Any) -> None:
         if is_path(self.table):
             writer.save(self.table)
-        else:
+            return
+        try:
             writer.saveAsTable(self.table)
+        except Exception as exc:  # noqa: BLE001 - only a create that found its own first commit is answered here
+            location = orphan_location(str(exc))
+            if location is None:
+                raise
+            self._adopt(location, exc)
+            writer.saveAsTable(self.table)  # into the table now named; Delta skips the commit if it is that one
+
+    def _adopt(self, location: str, exc: BaseException) -> None:
+        """Register the log a killed create left at ``location`` under the table's name. A create by name
+        (``saveAsTable``) commits version 0 at the table's location before the catalog has the name: a driver
+        killed between the two leaves a log no name points to, and every later create is refused. Adopted only
+        when every commit there is one of ours (tagged :func:`commit_tag`): that commit is a batch's effect or
+        marker whose replay then finds it in the history and skips it, so nothing is lost or applied twice."""
+        what = (f"{self._what} {self.table!r} does not exist by name, but its location {location or '(unknown)'!r} "
+                "holds a Delta log")
+        if not location:
+            raise SafeBunnyError(f"{what}, and Delta's error does not say where ({exc}). Find the table's folder in "
+                                 "the schema's location; remove it if nothing needs it, then restart.") from exc
+        spark = self.spark(write=True)
+        ref = f"delta.`{location.replace('`', '``')}`"
+        try:
+            tags = [row[0] for row in spark.sql(f"DESCRIBE HISTORY {ref}").select("userMetadata").collect()]
+        except Exception as read:  # noqa: BLE001 - an unreadable log is not adopted
+            raise SafeBunnyError(f"{what} that could not be read ({type(read).__name__}: {read}). Look at that folder: "
+                                 "remove it if nothing needs it, or register it with CREATE TABLE "
+                                 f"{quote_name(self.table)} USING delta LOCATION '<folder>', then restart.") from exc
+        foreign = [tag for tag in tags if _parsed(tag) is None]
+        if not tags or foreign:
+            raise SafeBunnyError(
+                f"{what} with {len(foreign)} of its {len(tags)} commit(s) not made by safebunny, so it is not taken "
+                f"over. If that table is the one meant, register it: CREATE TABLE {quote_name(self.table)} USING "
+                f"delta LOCATION '{location}'; if not, remove the folder. Then restart.") from exc
+        log.warning("%s: a create of it was cut short after its first commit (%d commit(s) of safebunny there); "
+                    "registering that log under the name", what, len(tags))
+        escaped = location.replace("\\", "\\\\").replace("'", "\\'")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote_name(self.table)} USING delta LOCATION '{escaped}'")
 
     def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int,
               fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:

@@ -58,6 +58,11 @@ class DeltaTarget(ABC):
         only where the history reaches back that far. A failure to read, or a history cleaned past that time,
         raises: unknown is never "not applied"."""
 
+    def identity(self) -> str:
+        """What the table is, whatever its spelling: where a step's app ids, locks and claims key it. A path is
+        itself; a name is what the catalog resolves it to (:meth:`SparkDeltaTarget.identity`)."""
+        return self.table
+
     def table_version(self) -> int | None:
         """The table's current version (its last commit), where a fenced batch's plan is pinned; None without a
         table, or on a target that is not fenceable."""

@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
-from safebunny.delta.backend import delta_target
+from safebunny.delta.backend import delta_target, table_identity
 from safebunny.delta.target import DeltaTarget, Guard
 from safebunny.exactly_once.claims.fence import (
     SCHEME,
@@ -56,6 +56,7 @@ class Takeover:
     node: str
     epoch: str
     batch_id: int
+    identities: dict[str, str] = field(default_factory=dict)
 
     def histories(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> dict[tuple, Any]:
         """Per target given by name, its history, read before the claims are listed: the lock's version there is
@@ -124,6 +125,12 @@ class Takeover:
                             "listed the claims: it lists them again and plans that table from what it finds")
         return met
 
+    def _identity(self, table: str) -> str:
+        """A claimed target's table as the catalog resolves it now (:func:`table_identity`), once per batch."""
+        if table not in self.identities:
+            self.identities[table] = table_identity(table, self.spark)
+        return self.identities[table]
+
     def _lock(self, effect: Effect, history: Any) -> tuple[tuple[str, int], ...]:
         """The lock a commit to a table by name carries: its version read in ``history``, plus one."""
         from safebunny.delta.spark_delta import lock_in_history
@@ -139,8 +146,10 @@ class Takeover:
         own = effect_app_id(self.node, self.epoch, effect)
         fenceable = target.fenceable
         legacy = effect_app_id(self.node, self.epoch, effect, 1)
-        claimed = [(claim, ids, effect_app_id(self.node, claim.epoch, effect, claim.scheme))
-                   for claim in orphans if (ids := claim.applied.get(effect.key))]
+        # a claim keys a target as its batch named it: an app id hashes that name, the match is by identity
+        claimed = [(claim, ids, target_app_id(self.node, claim.epoch, key, claim.scheme))
+                   for claim in orphans for key, ids in claim.applied.items()
+                   if ids and key[0] == effect.kind and key[2] == effect.on and self._identity(key[1]) == effect.table]
         # a commit by name carries the lock, not its own app transaction: its own replay is read from the tags too
         apps = {own: apply_version(self.batch_id), legacy: self.batch_id}
         apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
@@ -161,19 +170,27 @@ class Takeover:
 
 def effect_app_id(node: str, epoch: str, effect: Effect, scheme: int = SCHEME) -> str:
     """The app id of ``effect``'s writes: stable per node, epoch and target (``scheme`` 1: before fences,
-    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.claims.fence`)."""
-    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{_target_hash(effect)}"
+    whose batches wrote version N; 2: version 2N + 1, fences 2N, :mod:`~safebunny.exactly_once.claims.fence`).
+    The step names ``effect``'s table by its identity (:func:`table_identity`), so a second spelling of one table
+    is the same app id."""
+    return target_app_id(node, epoch, effect.key, scheme)
 
 
-def _target_hash(effect: Effect) -> str:
-    return hashlib.sha1(f"{effect.kind}|{effect.table}|{','.join(effect.on)}".encode()).hexdigest()[:16]
+def target_app_id(node: str, epoch: str, key: tuple[str, str, tuple[str, ...]], scheme: int = SCHEME) -> str:
+    """:func:`effect_app_id` of the target ``key`` (kind, table, merge keys) as a claim records it."""
+    return f"safebunny.{'effect' if scheme < 2 else 'fx'}.{node}.{epoch}.{_target_hash(key)}"
+
+
+def _target_hash(key: tuple[str, str, tuple[str, ...]]) -> str:
+    kind, table, on = key
+    return hashlib.sha1(f"{kind}|{table}|{','.join(on)}".encode()).hexdigest()[:16]
 
 
 def lock_app_id(node: str, effect: Effect) -> str:
     """The app id every batch of ``node`` (any epoch, any driver) carries in its commits to ``effect``'s table by
     name: batches that can hold one message share a node and a target, so their commits compare-and-set one
     version (:mod:`~safebunny.delta.spark_delta`)."""
-    return f"safebunny.lock.{node}.{_target_hash(effect)}"
+    return f"safebunny.lock.{node}.{_target_hash(effect.key)}"
 
 
 def apply_effect(target: DeltaTarget, effect: Effect, table: pa.Table, app_id: str, version: int,

@@ -27,9 +27,9 @@ every effect and emit table, and a merge keeps one row per key, that of the mess
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
@@ -244,6 +244,15 @@ def _add(out: Materialized, item: Effect | Emit, table: pa.Table, key: tuple | N
         target[key] = (previous_item, pa.concat_tables([previous, table], promote_options="permissive"))
     else:
         target[key] = (item, table)
+
+
+def identified(result: Materialized, identity: Callable[[str], str]) -> Materialized:
+    """``result`` with each effect named and keyed by ``identity(table)``, what its table is: two spellings of one
+    table are one target (one app id, one lock, one claim entry, one merge source), never two."""
+    out = Materialized(emits=dict(result.emits), failed=dict(result.failed))
+    for item, table in result.effects.values():
+        _add(out, replace(item, table=identity(item.table)), table)
+    return out
 
 
 def settle_outcome(result: Materialized, order: Mapping[str, int],

@@ -31,11 +31,12 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
+from safebunny.delta.backend import table_identity
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
-from safebunny.exactly_once.collect.materialize import Materialized, settle_outcome
+from safebunny.exactly_once.collect.materialize import Materialized, identified, settle_outcome
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
@@ -209,6 +210,7 @@ class Step:
             handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
         else:
             handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
+        handled = identified(handled, lambda table: table_identity(table, run.spark))
         result = settle_outcome(handled, new.order, new.rejected)
         run.clock.lap("handler")
         return handled, result
