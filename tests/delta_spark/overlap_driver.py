@@ -6,7 +6,8 @@ Each driver has its own Spark catalog (as two clusters have their own sessions) 
 ``WORKDIR/tables``; the step (node ``stock``, its claims under ``WORKDIR/state``) appends each order to the ledger,
 then merges it into reservations on ``orderId``. The queue is consumed with a single active consumer: the broker
 gives it to one driver, and to the other when that one's connection closes. It runs until ``WORKDIR/stop-DRIVER``
-appears; ``SAFEBUNNY_STALL_AT`` stalls it mid-batch (crashpoints.py).
+appears; ``SAFEBUNNY_STALL_AT`` stalls it mid-batch (crashpoints.py). Driver ``b`` spells every table
+``spark_catalog.sb_overlap.<table>``: two spellings of one table are one lock.
 """
 
 import os
@@ -36,13 +37,14 @@ if __name__ == "__main__":
     uri, queue, workdir, driver = sys.argv[1:5]
     spark = driver_session(f"safebunny-overlap-{driver}")
     register(spark, workdir)
-    step = safebunny.Step(node="stock", inbox=f"{DATABASE}.inbox", settings=safebunny.StepSettings(
+    spelled = f"spark_catalog.{DATABASE}" if driver == "b" else DATABASE
+    step = safebunny.Step(node="stock", inbox=f"{spelled}.inbox", settings=safebunny.StepSettings(
         uri=uri, state=os.path.join(workdir, "state")))
 
     def reserve(orders, ctx):
         ok = orders.select("messageId", F.get_json_object(F.col("value").cast("string"), "$.orderId").alias("orderId"))
-        return safebunny.Outcome(effects=[safebunny.append(ok, f"{DATABASE}.ledger"),
-                                          safebunny.merge(ok, f"{DATABASE}.reservations", on=["orderId"])])
+        return safebunny.Outcome(effects=[safebunny.append(ok, f"{spelled}.ledger"),
+                                          safebunny.merge(ok, f"{spelled}.reservations", on=["orderId"])])
 
     df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queue)
           .option("queueType", "classic").option("singleActiveConsumer", "true")

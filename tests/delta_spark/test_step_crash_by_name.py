@@ -27,6 +27,15 @@ SAME = ["step.after_effects:2", "step.after_inbox:2"]
 NEW = [("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.after_effects:2", 50)]
 
 
+# A create by name cut short: the driver killed the moment a table's first log file lands in its location, before
+# the catalog has the name; the restart (same checkpoint, or a new one) takes that log over instead of being refused
+# for good. The append target, the merge target and the inbox, each with the restart that is hardest for it.
+CREATES = [("create.effects", "effects", {}), ("create.ledger", "ledger", {"checkpoint": "ck-new"}),
+           ("create.inbox", "inbox", {}), ("create.inbox-new", "inbox", {"checkpoint": "ck-new"})]
+# A kill after the batch's effects, then a restart that spells every table spark_catalog.<database>.<table>
+SPELLINGS = [("step.after_effects:1", {}), ("step.after_effects:2", {"checkpoint": "ck-new"})]
+
+
 @pytest.fixture(scope="module")
 def matrices(broker, amqp_uri, tmp_path_factory):
     # two Hive catalogs (tests/e2e/driver_session.py), one per lane: Derby opens in one JVM at a time, so the
@@ -34,9 +43,13 @@ def matrices(broker, amqp_uri, tmp_path_factory):
     metastores = [tmp_path_factory.mktemp("metastore") for _ in range(2)]
     same = [(crash_at, {"by_name": True}) for crash_at in SAME]
     new = [(crash_at, {"by_name": True, "journal": "journal", "effects": "both"}) for crash_at, _ in NEW]
-    for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory,
-                                         {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})},
-                                         metastores=metastores):
+    both = {"by_name": True, "effects": "both", "journal": "journal"}
+    matrices = {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})}
+    matrices.update({label: ([(label, {**both, "kill_on_create": table})], restart)
+                     for label, table, restart in CREATES})
+    matrices.update({f"spelled-{crash_at}": ([(crash_at, both)], {**restart, "qualified": True})
+                     for crash_at, restart in SPELLINGS})
+    for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory, matrices, metastores=metastores):
         yield runs, finished, metastores
 
 
@@ -85,31 +98,10 @@ def test_a_step_by_name_killed_then_run_from_a_new_checkpoint_applies_each_effec
     assert sum(r.epoch != old_epoch for r in ledger) == merged_by_new_epoch
 
 
-# A create by name cut short: the driver killed the moment a table's first log file lands in its location, before
-# the catalog has the name; the restart (same checkpoint, or a new one) takes that log over instead of being refused
-# for good. The append target, the merge target and the inbox, each with the restart that is hardest for it.
-CREATES = [("create.effects", "effects", {}), ("create.ledger", "ledger", {"checkpoint": "ck-new"}),
-           ("create.inbox", "inbox", {}), ("create.inbox-new", "inbox", {"checkpoint": "ck-new"})]
-# A kill after the batch's effects, then a restart that spells every table spark_catalog.<database>.<table>
-SPELLINGS = [("step.after_effects:1", {}), ("step.after_effects:2", {"checkpoint": "ck-new"})]
-
-
-@pytest.fixture(scope="module")
-def cut_short(broker, amqp_uri, tmp_path_factory):
-    metastores = [tmp_path_factory.mktemp("metastore") for _ in range(2)]
-    matrices = {f"{label}": ([(label, {"by_name": True, "effects": "both", "journal": "journal",
-                                       "kill_on_create": table})], restart)
-                for label, table, restart in CREATES}
-    matrices.update({f"spelled-{crash_at}": ([(crash_at, {"by_name": True, "effects": "both", "journal": "journal"})],
-                                             {**restart, "qualified": True}) for crash_at, restart in SPELLINGS})
-    for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory, matrices, metastores=metastores):
-        yield runs, finished, metastores
-
-
 @pytest.mark.parametrize("label,table,restart", CREATES)
-def test_a_create_by_name_cut_short_by_a_kill_is_taken_over_by_the_restart(spark, broker, admin, cut_short, label,
+def test_a_create_by_name_cut_short_by_a_kill_is_taken_over_by_the_restart(spark, broker, admin, matrices, label,
                                                                           table, restart):
-    runs, finished, metastores = cut_short
+    runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs[label, label]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
@@ -121,9 +113,9 @@ def test_a_create_by_name_cut_short_by_a_kill_is_taken_over_by_the_restart(spark
 
 
 @pytest.mark.parametrize("crash_at,restart", SPELLINGS)
-def test_a_second_spelling_of_the_tables_after_a_kill_applies_nothing_twice(spark, broker, admin, cut_short,
+def test_a_second_spelling_of_the_tables_after_a_kill_applies_nothing_twice(spark, broker, admin, matrices,
                                                                            crash_at, restart):
-    runs, finished, metastores = cut_short
+    runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs[f"spelled-{crash_at}", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
