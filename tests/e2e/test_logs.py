@@ -137,7 +137,7 @@ def saga_parts(amqp_uri, tmp_path_factory):
     environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
     done = subprocess.run([sys.executable, "-c", SAGA_SESSION + SAGA_DRIVER + DRAIN_DRIVER, amqp_uri, name,
                            str(tmp_path_factory.mktemp("saga") / "saga"), "8"],
-                          capture_output=True, text=True, timeout=900, env=environment)
+                          capture_output=True, text=True, timeout=1000, env=environment)  # 400 + 600 s
 
     def part(text, n):
         after = text.split(f"PART-{n}\n", 1)[1] if f"PART-{n}\n" in text else ""
