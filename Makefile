@@ -34,12 +34,20 @@ browser:
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
 # build/ goes first: setuptools copies the package there and keeps what it copied, so a module deleted or
-# moved in the checkout would still be installed from it.
-install: $(PY)
+# moved in the checkout would still be installed from it. pip reinstalls a package given by its folder even at
+# the same version (no --force-reinstall needed). The install is redone when a file of the package changed since
+# the last one (a module added or removed changes its folder's time), not by every target: CI's make shim-jar
+# after make test found it done.
+PACKAGE_FILES := setup.py pyproject.toml README.md $(shell find python connector -not -path '*/__pycache__*' \
+	-not -name '*.pyc' 2>/dev/null)
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: $(PY) $(PACKAGE_FILES)
 	rm -rf build
 	$(PIP) install -q ".[spark,test,bench]" 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(PIP) install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PY) -c "import safebunny, pyspark_safebunny"
+	touch $@
 
 # The Databricks Runtime 19 tier: one venv on the runtime's Spark line, pyspark 4.2.0 (Delta 4.4.0 is built for it),
 # with safebunny installed into it without an extra, as `%pip install safebunny` on a runtime does: it must leave
@@ -78,14 +86,16 @@ $(PYD):
 	$(PYTHON) -m venv $(VENV_DELTA)
 	$(PYD) -m pip install -q --upgrade pip setuptools wheel
 
-install-delta: $(PYD) delta-jars
+install-delta: $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION) delta-jars
+
+$(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION): $(PYD) $(PACKAGE_FILES)
 	rm -rf build
 	$(PYD) -m pip install -q "pyspark[sql,connect]==$(DELTA_PYSPARK)" "delta-spark==$(DELTA_VERSION)" "pandas<3" \
 		pytest pytest-timeout hypothesis 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
-	$(PYD) -m pip install -q --no-deps --force-reinstall . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -c "import pyspark, delta, safebunny, pyspark_safebunny; v = pyspark.__version__; \
 		assert v == '$(DELTA_PYSPARK)', f'installing safebunny replaced PySpark $(DELTA_PYSPARK) with {v}'"
+	touch $@
 
 # Maven resolves io.delta:delta-spark_4.2_2.13 and copies its runtime closure's Delta artifacts; a folder that has
 # the delta-spark jar already is reused (no network).

@@ -23,7 +23,7 @@ from hypothesis import settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
-from jvm_archive import ArchiveRun, archive_options  # noqa: E402
+from jvm_archive import RESULT_ENV, ArchiveRun, SharedArchive, archive_options  # noqa: E402
 from leaks import broker_objects, left_behind  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -46,12 +46,26 @@ settings.load_profile("safebunny")
 collect_ignore = [] if os.environ.get("SAFEBUNNY_TEST_DELTA_JARS") else ["delta_spark"]
 
 _BROKER: Broker | None = None
-_JVM_ARCHIVE: ArchiveRun | None = None
+_JVM_ARCHIVE: ArchiveRun | SharedArchive | None = None
 _STREAM_BROKER: Broker | None = None
 
 
+#: fixtures that start something costly once per process that uses them (a throwaway broker, a compile), and the
+#: xdist group of the tests that use them: under ``make test``'s two workers those tests run on one worker, so it
+#: starts once (a test is otherwise a unit of its own, and the two workers would each start it)
+#: (the stream broker's: the drivers group, which test_stream_crash is in)
+SHARED_FIXTURE_GROUPS = {"management_broker": "management-broker", "short_timeout_broker": "short-timeout-broker",
+                         "offline_jar": "offline-jar", "stream_broker": "drivers"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            fixtures = getattr(item, "fixturenames", ())
+            group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in fixtures), None)
+            if group:
+                item.add_marker(pytest.mark.xdist_group(group))
         parts = Path(str(item.fspath)).parts
         if "integration" in parts:
             item.add_marker(pytest.mark.integration)
@@ -65,12 +79,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # files whose tests run Spark drivers as processes of their own (crash, takeover, log and cluster tests) are one
     # xdist group (``pytestmark``); under ``make test``'s two workers it goes first, on one worker: those tests
     # spend their time starting JVMs and waiting on their children, beside the other worker's in-process Spark.
-    drivers_first = -1 if os.environ.get("PYTEST_XDIST_WORKER") else 2
+    # Within the group its tests without Spark (the stream broker's integration tests) go first: they run while the
+    # worker waits for the run's JVM archive.
+    drivers_first = -1 if os.environ.get("PYTEST_XDIST_WORKER") else 0
 
-    def tier(item: pytest.Item) -> int:
-        if item.get_closest_marker("xdist_group"):
-            return drivers_first
-        return 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration") else 0
+    def tier(item: pytest.Item) -> tuple[int, int]:
+        own = 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration") else 0
+        group = item.get_closest_marker("xdist_group")
+        return (drivers_first if group and group.args[:1] == ("drivers",) else 0, own)
 
     items.sort(key=tier)
 
@@ -87,10 +103,30 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             reporter.write_line(line, bold=True)
         else:
             print(line)
-    if (any(item.get_closest_marker("e2e") for item in session.items)
-            and "SharedArchiveFile" not in os.environ["SPARK_SUBMIT_OPTS"]
-            and os.environ.get("SAFEBUNNY_TEST_JVM_ARCHIVE", "1") != "0"):
-        _JVM_ARCHIVE = ArchiveRun(os.environ["SPARK_SUBMIT_OPTS"])  # tests/jvm_archive.py: drivers start faster
+    if any(item.get_closest_marker("e2e") for item in session.items) and _archive_wanted():
+        if os.environ.get(RESULT_ENV):  # an xdist worker: the controller makes the run's one archive
+            _JVM_ARCHIVE = SharedArchive(os.environ[RESULT_ENV])
+        else:
+            _JVM_ARCHIVE = ArchiveRun(os.environ["SPARK_SUBMIT_OPTS"])  # tests/jvm_archive.py: drivers start faster
+
+
+def _archive_wanted() -> bool:
+    return ("SharedArchiveFile" not in os.environ["SPARK_SUBMIT_OPTS"]
+            and os.environ.get("SAFEBUNNY_TEST_JVM_ARCHIVE", "1") != "0")
+
+
+def _share_archive(config: pytest.Config) -> None:
+    """On an xdist controller whose run reaches Spark's tests: start the run's one JVM archive before the workers
+    start (they inherit :data:`RESULT_ENV` and wait for it, tests/jvm_archive.py)."""
+    global _JVM_ARCHIVE
+    if (hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+            or config.option.collectonly or not _archive_wanted()):
+        return
+    spark_tiers = [Path(__file__).parent / tier for tier in ("e2e", "delta_spark")]
+    paths = [Path(str(arg).split("::")[0]).resolve() for arg in config.args]
+    if any(p == t or p in t.parents or t in p.parents for p in paths for t in spark_tiers):
+        _JVM_ARCHIVE = ArchiveRun(os.environ["SPARK_SUBMIT_OPTS"])
+        os.environ[RESULT_ENV] = str(_JVM_ARCHIVE.share())
 
 
 _ARCHIVE_LINE: str | None = None  # what became of the archive, once the first Spark test waited for it
@@ -165,21 +201,26 @@ class _WorkerLines:
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_WorkerLines(), "safebunny-worker-lines")
+        _share_archive(config)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _ARCHIVE_LINE is not None:
         terminalreporter.write_line(_ARCHIVE_LINE, bold=True)
+    elif isinstance(_JVM_ARCHIVE, ArchiveRun) and os.environ.get(RESULT_ENV):  # the controller that shared it
+        said = SharedArchive(os.environ[RESULT_ENV], timeout=0).wait()[1]
+        terminalreporter.write_line(f"safebunny tests: {said}", bold=True)
     for line in _WORKER_LINES:
         terminalreporter.write_line(line, bold=True)
     if _STREAM_BROKER is not None:
         terminalreporter.write_line(f"safebunny stream tests used {_STREAM_BROKER.origin}", bold=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def management_broker() -> Iterator:
     """A throwaway broker with the management plugin on a free loopback port (``.management_port``), statistics
-    every 500 ms: the machine's broker runs without the plugin, and the tests do not change its plugins."""
+    every 500 ms: the machine's broker runs without the plugin, and the tests do not change its plugins. One for
+    the run (its tests are one xdist group: SHARED_FIXTURE_GROUPS)."""
     from brokers import ThrowawayBroker, free_port
 
     port = free_port()

@@ -14,11 +14,14 @@ loads), then the JVM writes ARCHIVE as it exits (``-XX:ArchiveClassesAtExit``). 
 classpath it does not match (another PySpark) runs without it, as Java documents; ``-Xlog:cds=off`` keeps that
 warning off the drivers' stderr, which some tests read. ``SAFEBUNNY_TEST_JVM_ARCHIVE=0`` turns it off. A pytest
 killed with SIGKILL cannot clean up: its archiving process ends itself when its parent is gone, and the next run
-removes the folder (it names its owner's pid).
+removes the folder (it names its owner's pid). Under pytest-xdist the controller makes the one archive of the
+run (:meth:`ArchiveRun.share`) and each worker waits for it (:class:`SharedArchive`): two archiving drivers at once
+on 2 cores made each slower, and the drivers worker waits for its archive before its first test.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -30,11 +33,14 @@ from pathlib import Path
 
 from safebunny.storage.lease import _process_alive, _process_start
 
-__all__ = ["ArchiveRun", "archive_options"]
+__all__ = ["ArchiveRun", "SharedArchive", "archive_options"]
 
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _PREFIX = "safebunny-jvm-"
 _OWNER = "owner.pid"  # the pytest process of the run that made the folder: its pid and start time
+#: set by an xdist controller that makes the run's archive (inherited by its workers): the file that says what became
+#: of it, written once its driver ended
+RESULT_ENV = "SAFEBUNNY_TEST_JVM_ARCHIVE_RESULT"
 
 
 def _remove_orphans() -> None:
@@ -92,6 +98,21 @@ class ArchiveRun:
         return self.path, (f"JVM class archive {self.path} ({self.path.stat().st_size // 2**20} MB, made in "
                            f"{self.elapsed():.0f} s beside the tests before Spark's)")
 
+    def share(self) -> Path:
+        """For an xdist controller: wait for the archive in a thread of this process and write what became of it to
+        a file beside the folder, whose path :data:`RESULT_ENV` hands to the workers (:class:`SharedArchive`)."""
+        import threading
+
+        result = self.folder.with_suffix(".result")
+
+        def publish() -> None:
+            path, said = self.wait()
+            result.with_suffix(".tmp").write_text(json.dumps({"path": str(path) if path else None, "said": said}))
+            result.with_suffix(".tmp").replace(result)
+
+        threading.Thread(target=publish, daemon=True).start()
+        return result
+
     def elapsed(self) -> float:
         return time.monotonic() - self._started
 
@@ -100,6 +121,29 @@ class ArchiveRun:
             os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
+        for leftover in (self.folder.with_suffix(".result"), self.folder.with_suffix(".tmp")):
+            leftover.unlink(missing_ok=True)
+
+
+class SharedArchive:
+    """In an xdist worker: the archive the controller makes (:meth:`ArchiveRun.share`), waited for by its result
+    file. The controller removes it when the run ends."""
+
+    def __init__(self, result: str, timeout: float = 300.0) -> None:
+        self.result = Path(result)
+        self.timeout = timeout
+
+    def wait(self) -> tuple[Path | None, str]:
+        deadline = time.monotonic() + self.timeout
+        while not self.result.exists():
+            if time.monotonic() > deadline:
+                return None, f"no JVM class archive: the run's controller said nothing in {self.timeout:g} s"
+            time.sleep(0.5)
+        said = json.loads(self.result.read_text())
+        return (Path(said["path"]) if said["path"] else None), said["said"] + " (shared by the workers)"
+
+    def remove(self) -> None:
+        """The controller's to remove."""
 
 
 def archive_options(path: Path) -> str:

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -50,21 +51,30 @@ def test_reader_warnings_and_requested_summaries_reach_the_drivers_output(amqp_u
     assert "safebunny INFO safebunny.sink" in chatty.stderr and "safebunny sink task" in chatty.stderr
 
 
-# a saga driver's session and saga (uri, name and root from its arguments), shared by the scripts below
+# One driver process for both saga scripts below, one after another in its session (one JVM start, not two): the
+# first runs a saga with a poison row and idle triggers, the second drains another saga with failing rows and stops
+# the session. Each writes PART-<n> to stdout and stderr as it begins, so each test reads the output of its part.
 SAGA_SESSION = r'''
-spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
-         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-saga = safebunny.Saga(name, uri=uri, root=root, settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",))))
-'''
-
-SAGA_DRIVER = r'''
 import sys, time
 from pyspark.sql import SparkSession, functions as F
 import safebunny
 
 uri, name, root, idle = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-''' + SAGA_SESSION + r'''
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").config("spark.driver.bindAddress", "127.0.0.1")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+
+def part(n, suffix):
+    # PART-<n> on both streams; the part's saga (a name and root of its own) and its root
+    print(f"PART-{n}", flush=True)
+    print(f"PART-{n}", file=sys.stderr, flush=True)
+    return safebunny.Saga(name + suffix, uri=uri, root=root + suffix,
+                          settings=safebunny.SagaSettings(retry=safebunny.Retry(delays=("1s",)))), root + suffix
+'''
+
+SAGA_DRIVER = r'''
+saga, here = part(1, "")
+
 @F.udf("string")
 def loud(name):
     if name == "poison":
@@ -74,7 +84,7 @@ def loud(name):
 @saga.step("shouter", consumes="NameGiven", from_node="app", schema="name string")
 def shout(names, ctx):
     return safebunny.Outcome(effects=[safebunny.append(names.select("messageId", loud("name").alias("loud")),
-                                                       root + "/loud")])
+                                                       here + "/loud")])
 
 saga.start(spark.createDataFrame([("ada",), ("poison",), ("grace",)], "name string"), node="app",
            type="NameGiven", business_key="name")
@@ -91,46 +101,24 @@ safebunny.topology.delete(saga)
 print("DRIVER-DONE poisoned", poisoned)
 '''
 
-
-def test_a_saga_with_a_poison_row_and_idle_triggers_prints_few_lines(amqp_uri, unique_name, tmp_path):
-    """One poison row (isolated, retried once, parked) and idle 1-second triggers: a handful of lines,
-    no executor traces, no "falling behind", Spark's streaming note at most once."""
-    environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
-    done = subprocess.run([sys.executable, "-c", SAGA_DRIVER, amqp_uri, unique_name, str(tmp_path / "saga"), "8"],
-                          capture_output=True, text=True, timeout=400, env=environment)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0 and "DRIVER-DONE poisoned 1" in done.stdout, output[-5000:]
-    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("IDLE-")]
-    assert len(lines) <= 20, "\n".join(lines)
-    assert "Traceback (most recent call last)" not in output and "\tat org.apache.spark" not in output
-    # a batch that isolates a poison row may take longer than the trigger (Spark says so); an idle one must not
-    idle = done.stderr.split("IDLE-START", 1)[1].split("IDLE-END", 1)[0]
-    assert "falling behind" not in idle
-    assert output.count("spark.sql.adaptive.enabled is not supported in streaming") <= 1
-    assert "1 message(s) poisoned" in output and "no poison, please" in output  # safebunny's summary says why
-
-
 DRAIN_DRIVER = r'''
-import sys
-from pyspark.sql import SparkSession, functions as F
-import safebunny
+saga, here = part(2, "-drain")
 
-uri, name, root = sys.argv[1], sys.argv[2], sys.argv[3]
-''' + SAGA_SESSION + r'''
 @F.udf("string")
-def loud(name):
+def louder(name):
     if name.startswith("bad"):
         raise ValueError("no bad names")
     return name.upper()
 
 @saga.step("shouter", consumes="NameGiven", from_node="app", schema="name string", produces=["Shouted"])
-def shout(names, ctx):
-    ok = names.select("messageId", loud("name").alias("loud"))
-    return safebunny.Outcome(effects=[safebunny.append(ok, root + "/loud")], emits=[safebunny.emit(ok, type="Shouted")])
+def shout_all(names, ctx):
+    ok = names.select("messageId", louder("name").alias("loud"))
+    return safebunny.Outcome(effects=[safebunny.append(ok, here + "/loud")],
+                             emits=[safebunny.emit(ok, type="Shouted")])
 
 @saga.step("printer", consumes="Shouted", from_node="shouter", schema="loud string")
 def show(rows, ctx):
-    return safebunny.Outcome(effects=[safebunny.append(rows.select("messageId", "loud"), root + "/printed")])
+    return safebunny.Outcome(effects=[safebunny.append(rows.select("messageId", "loud"), here + "/printed")])
 
 names = [(f"n{i}",) for i in range(30)] + [("bad1",), ("bad2",), ("bad3",)]
 saga.start(spark.createDataFrame(names, "name string"), node="app", type="NameGiven", business_key="name")
@@ -142,15 +130,47 @@ print("DRIVER-DONE poisoned", poisoned)
 '''
 
 
-def test_a_drained_saga_with_failing_rows_and_a_stopped_session_prints_no_worker_or_task_noise(amqp_uri, unique_name,
-                                                                                                tmp_path):
+@pytest.fixture(scope="module")
+def saga_parts(amqp_uri, tmp_path_factory):
+    """The driver's two parts' output: ``{n: (returncode, stdout, stderr)}``, each stream from its PART-<n> on."""
+    name = f"sbt-logs-{uuid.uuid4().hex[:8]}"
+    environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", SAGA_SESSION + SAGA_DRIVER + DRAIN_DRIVER, amqp_uri, name,
+                           str(tmp_path_factory.mktemp("saga") / "saga"), "8"],
+                          capture_output=True, text=True, timeout=1000, env=environment)  # 400 + 600 s
+
+    def part(text, n):
+        after = text.split(f"PART-{n}\n", 1)[1] if f"PART-{n}\n" in text else ""
+        return after.split(f"PART-{n + 1}\n", 1)[0]
+
+    return {n: (done.returncode, part(done.stdout, n), part(done.stderr, n)) for n in (1, 2)}, done
+
+
+def test_a_saga_with_a_poison_row_and_idle_triggers_prints_few_lines(saga_parts):
+    """One poison row (isolated, retried once, parked) and idle 1-second triggers: a handful of lines,
+    no executor traces, no "falling behind", Spark's streaming note at most once."""
+    parts, done = saga_parts
+    _, stdout, stderr = parts[1]
+    start = done.stderr.split("PART-1\n", 1)[0]  # the session's start, which this part's lines include
+    output = stdout + start + stderr
+    assert "DRIVER-DONE poisoned 1" in stdout, (done.stdout + done.stderr)[-5000:]
+    lines = [line for line in output.splitlines() if line.strip() and not line.startswith("IDLE-")]
+    assert len(lines) <= 20, "\n".join(lines)
+    assert "Traceback (most recent call last)" not in output and "\tat org.apache.spark" not in output
+    # a batch that isolates a poison row may take longer than the trigger (Spark says so); an idle one must not
+    idle = stderr.split("IDLE-START", 1)[1].split("IDLE-END", 1)[0]
+    assert "falling behind" not in idle
+    assert output.count("spark.sql.adaptive.enabled is not supported in streaming") <= 1
+    assert "1 message(s) poisoned" in output and "no poison, please" in output  # safebunny's summary says why
+
+
+def test_a_drained_saga_with_failing_rows_and_a_stopped_session_prints_no_worker_or_task_noise(saga_parts):
     """Three rows failing in a UDF on two cores (tasks of one job fail side by side), retried and parked, then
     ``spark.stop()``: no ``Lost task`` lines from Spark's scheduler, no ``EOFError`` from PySpark's daemon."""
-    environment = {k: v for k, v in os.environ.items() if k != "SAFEBUNNY_LOG_LEVEL"}
-    done = subprocess.run([sys.executable, "-c", DRAIN_DRIVER, amqp_uri, unique_name, str(tmp_path / "saga")],
-                          capture_output=True, text=True, timeout=600, env=environment)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0 and "DRIVER-DONE poisoned 3" in done.stdout, output[-5000:]
+    parts, done = saga_parts
+    returncode, stdout, stderr = parts[2]
+    output = stdout + stderr
+    assert returncode == 0 and "DRIVER-DONE poisoned 3" in stdout, (done.stdout + done.stderr)[-5000:]
     assert "TaskSetManager" not in output and "Lost task" not in output, output[-5000:]
     assert "EOFError" not in output and "daemon.py" not in output, output[-5000:]
     assert "3 message(s) poisoned (ValueError)" in output and "no bad names" in output

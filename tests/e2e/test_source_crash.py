@@ -14,7 +14,7 @@ from conftest import Admin, publish_numbered, queue_totals, restart_in_one_drive
 pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
-N = 1000
+N = 600  # three batches of 200 (crash_driver.py): every kill point is in the first two, a batch follows it
 
 
 def _command(uri, queue, workdir, crash_at=None, fail_on_data_loss=True, queue_type="classic", stream_port=None):
