@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from safebunny.amqp.management import queue_counts
+from safebunny.errors import SafeBunnyError
 from safebunny.saga import topology
 from safebunny.saga.config import SagaShape
 from safebunny.saga.leases import LeaseStore, age, live
@@ -21,6 +22,7 @@ from safebunny.saga.parked import read_parked
 from safebunny.saga.reports import COUNTERS, StepCounters, summary
 from safebunny.storage.lease import Lease
 from safebunny.storage.pause import paused_until
+from safebunny.uri import redact
 
 __all__ = ["StepStatus", "combined", "ShardStatus", "unrouted_depth", "STEP_STATES", "step_health", "saga_problems",
            "has_state", "oldest_waiting"]
@@ -142,7 +144,7 @@ def status_fields(saga: SagaShape, poison: bool = True, waiting: Callable[[], Ma
     read once); ``poison=False`` leaves ``poisoned`` at None instead of reading each poison queue (a stream read,
     about half a second per step). The oldest message's age of a step nobody consumes: the management API's,
     else how long the oldest instance waits there (``waiting()``: step -> since when, default
-    :func:`~safebunny.saga.instances.oldest_waiting`, read only then)."""
+    :func:`oldest_waiting`, read only then)."""
     config, layout = saga.config, saga.config.layout
     topo = topology.plan(saga)
     depth = topology.depths(saga, [q.name for q in topo.queues])
@@ -151,6 +153,7 @@ def status_fields(saga: SagaShape, poison: bool = True, waiting: Callable[[], Ma
     consumers = [name for names in queues_of.values() for name in names]
     counts, note = queue_counts(config.uri, consumers, config.password, config.settings.management_url)
     now, since = time.time(), None
+    unknown = "no instance the saga started waits there, and the management API does not say"
     out = []
     for s in saga.steps:
         queues = queues_of[s.label]  # one, or one per shard: a step's row sums its shards
@@ -168,11 +171,13 @@ def status_fields(saga: SagaShape, poison: bool = True, waiting: Callable[[], Ma
         age = now - min(heads) if heads else None
         if age is None and backlog and not consumer_count and until is None:
             if since is None:
-                since = dict(waiting() if waiting else oldest_waiting(saga))
+                try:
+                    since = dict(waiting() if waiting else oldest_waiting(saga))
+                except (SafeBunnyError, OSError) as exc:  # the age is then unknown, and says why
+                    since, unknown = {}, redact(f"the saga's instances could not be read: {type(exc).__name__}: {exc}")
             age = now - since[s.label].timestamp() if s.label in since else None
         recent = _recent(records, now)
-        state = step_health(backlog, consumer_count, until, now, recent["failed"], recent["parked"], age,
-                            "no instance the saga started waits there, and the management API does not say")
+        state = step_health(backlog, consumer_count, until, now, recent["failed"], recent["parked"], age, unknown)
         out.append(({
             "node": s.node, "type": s.consumes, "query": ", ".join(f"{config.name}.{u.unit_label}" for u in s.units()),
             "backlog": backlog,

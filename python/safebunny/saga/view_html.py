@@ -60,7 +60,8 @@ _CSS = """
 .sb-view .sb-path{fill:none;stroke:#95a5a6;stroke-width:1.2}
 .sb-view button{font-size:12px;margin-right:4px;cursor:pointer}
 .sb-view code{font-size:12px;background:#f3f6f8;padding:0 3px}
-.sb-view .sb-state-word{font-weight:700;font-size:12px}.sb-view td.sb-state small{color:#34495e}
+.sb-view .sb-state-word{font-weight:700;font-size:12px}.sb-view td.sb-state{min-width:260px}
+.sb-view td.sb-state small{color:#34495e}
 .sb-view .sb-banner{background:#fde2e1;border-left:5px solid #c0392b;padding:6px 12px;margin:10px 0}
 .sb-view .sb-banner ul{margin:4px 0;padding-left:20px}.sb-view .sb-foot{color:#5b6770;font-size:12px;margin:2px 0}
 .sb-view .sb-dot{display:inline-block;width:11px;height:11px;border-radius:6px;margin:0 4px 0 10px;
