@@ -56,6 +56,8 @@ def test_status_instances_and_metrics_from_anywhere(spark, cli_env: Path) -> Non
         for step, row in there.items():
             assert {c: row[c] for c in COUNTERS} == {c: getattr(here[step], c) for c in COUNTERS}
             assert (row["unacked"] is None) == bool(row["note"])  # unknown only with the reason why
+            assert (row["state"], row["state_detail"]) == (here[step].state, here[step].state_detail)
+        assert (stock["state"], shipping["state"]) == ("failing", "idle")  # order-bad parked just now; all drained
 
         # instances: on the command line (no Spark) and as a SQL view
         parked = _cli("instances", "--state", "parked")

@@ -92,3 +92,9 @@ def test_actions_need_the_flag_and_the_pages_token(saga_file: Path, actions: boo
         assert _post(server.url + "actions/delete", {}, server.token)[0] == 404
     finally:
         server.stop()
+
+
+def test_view_has_a_one_shot_form() -> None:
+    args = build_parser().parse_args(["view", "shop.py", "--once", "--out", "page.html"])
+    assert args.once and args.out == "page.html"
+    assert not build_parser().parse_args(["view", "shop.py"]).once

@@ -89,3 +89,24 @@ def test_an_instance_whose_parked_message_was_discarded_is_discarded_with_the_re
                      "discarded")]
     (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
     assert (row["state"], row["step"], row["reason"]) == ("discarded", "payment.StockReserved", "refunded by hand")
+
+
+def test_a_running_instance_says_where_it_waits_now_and_since_when() -> None:
+    """Not the last step done: the step whose queue holds its next message (a started one: its first step's)."""
+    inbox = [*_path("flight", [("stock", "OrderPlaced", "StockReserved", "done")], minutes=1),
+             *_path("paying", [("stock", "OrderPlaced", "StockReserved", "done"),
+                               ("payment", "StockReserved", "PaymentCharged", "done")], minutes=2)]
+    started = [{"businessKey": k, "correlationId": correlation_id_for(k), "startedAt": T0, "node": "orders",
+                "type": "OrderPlaced"} for k in ("flight", "paying", "queued")]
+    got = {r["businessKey"]: r for r in instance_rows(inbox, STEPS, [], started).to_pylist()}
+    assert {k: (r["state"], r["step"]) for k, r in got.items()} == {
+        "flight": ("running", "payment.StockReserved"), "paying": ("running", "shipping.PaymentCharged"),
+        "queued": ("running", "stock.OrderPlaced")}
+    assert got["flight"]["waitingSince"] == T0 + dt.timedelta(minutes=1)  # when stock sent it on
+    assert got["paying"]["waitingSince"] == T0 + dt.timedelta(minutes=2, seconds=1)
+    assert got["queued"]["waitingSince"] == T0  # started, its first step has not run
+    from safebunny.saga.instances import waiting_since
+
+    assert waiting_since(list(got.values())) == {"payment.StockReserved": T0 + dt.timedelta(minutes=1),
+                                                 "shipping.PaymentCharged": T0 + dt.timedelta(minutes=2, seconds=1),
+                                                 "stock.OrderPlaced": T0}

@@ -155,3 +155,16 @@ def test_saga_settings_are_one_object_and_retry_tiers_in_their_place_are_refused
     assert saga.config.settings is settings and saga.config.layout.driver == "host-a"
     with pytest.raises(safebunny.SafeBunnyOptionError, match="batch_size must be >= 1"):
         safebunny.SagaSettings(batch_size=0)
+
+
+@pytest.mark.parametrize("root", ["", "  "])
+def test_an_empty_root_is_refused_naming_what_to_give(root: str) -> None:
+    """An empty root would become the working directory, silently."""
+    with pytest.raises(SafeBunnyOptionError, match=r"Saga's root must name where the saga keeps its state.*"
+                                                   r"give a path or URI") as info:
+        safebunny.Saga("shop", uri=URI, root=root)
+    assert info.value.option == "root"
+    with pytest.raises(SafeBunnyOptionError, match=r"Step's inbox must name the inbox Delta table.*"
+                                                   r"give a path or URI") as info:
+        safebunny.Step("stock", root)
+    assert info.value.option == "inbox"

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from safebunny.saga.graph import graph_of, layout, mermaid
 from safebunny.saga.view import SagaView
-from safebunny.saga.view_html import STEP_FIELDS, render
+from safebunny.saga.view_html import STATE_COLOURS, STEP_FIELDS, render
 
 
 def _step(node, consumes, from_node, produces=(), compensates=None, fails_as=None):  # type: ignore[no-untyped-def]
@@ -221,3 +221,110 @@ def test_the_view_is_a_string_with_rich_display() -> None:
     page = SagaView("<p>x</p>", {"saga": "shop"})
     assert isinstance(page, str) and page == "<p>x</p>" and page._repr_html_() == "<p>x</p>"
     assert page.data == {"saga": "shop"} and "shop" in repr(page) and "<p>" not in repr(page)
+
+
+class _Dashes(HTMLParser):
+    """Every ``-`` shown on a page, and whether an element around it says why (a title or an SVG <title>)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._open: list[dict[str, str]] = []
+        self.unexplained: list[str] = []
+        self.dashes = 0
+
+    def handle_starttag(self, tag, attrs):  # type: ignore[no-untyped-def]
+        if tag not in ("br", "meta", "rect", "path", "line", "circle", "polyline"):
+            self._open.append({k: v or "" for k, v in attrs})
+
+    def handle_endtag(self, tag):  # type: ignore[no-untyped-def]
+        if tag not in ("br", "meta", "rect", "path", "line", "circle", "polyline") and self._open:
+            self._open.pop()
+
+    def handle_data(self, data):  # type: ignore[no-untyped-def]
+        if data.strip() == "-":
+            self.dashes += 1
+            if not any("title" in a or "data-why" in a for a in self._open):
+                self.unexplained.append(str(self._open[-1:]))
+
+
+def _states_data(**over):  # type: ignore[no-untyped-def]
+    data = _data(**over)
+    states = [("paused", "breaker open until 05:11:46 UTC, set by saga.pause(); 4 message(s) waiting"),
+              ("not consumed", "3 message(s) waiting and no consumer; the oldest has waited 75 s")]
+    data["steps"] = [{**s, "status": {**s["status"], "state": st, "state_detail": detail}}
+                     for s, (st, detail) in zip(data["steps"], states, strict=True)]
+    return data
+
+
+def test_each_step_says_its_state_in_words_and_colour_with_a_banner() -> None:
+    html = render(_states_data())
+    page = _fields(html)
+    assert _value(page, step="stock.OrderPlaced", field="state") == ["paused", "paused"]  # the box and the row
+    assert _value(page, step="payment.StockReserved", field="state") == ["not consumed", "not consumed"]
+    assert "breaker open until 05:11:46 UTC" in _value(page, step="stock.OrderPlaced", field="state_detail")[0]
+    assert 'class="sb-node sb-step sb-st-paused"' in html and 'class="sb-node sb-step sb-st-not-consumed"' in html
+    assert 'class="sb-state sb-st-paused"' in html
+    fill, outline = STATE_COLOURS["paused"]
+    assert f".sb-st-paused rect{{fill:{fill};stroke:{outline}}}" in html  # the colour the box is drawn in
+    banner = re.search(r'<div class="sb-banner".*?</div>', html)
+    assert banner and "Not running as it should" in banner.group(0)
+    assert "<b>stock.OrderPlaced</b> is <b>paused</b>: breaker open until" in banner.group(0)
+    assert "<b>payment.StockReserved</b> is <b>not consumed</b>: 3 message(s) waiting" in banner.group(0)
+    assert page.bare == []
+    # running and idle steps need no banner; a saga-wide problem does, in status's words
+    calm = _states_data()
+    for s, st in zip(calm["steps"], ("running", "idle"), strict=True):
+        s["status"]["state"] = st
+    assert 'class="sb-banner"' not in render(calm)
+    undeclared = render({**calm, "problems": ["saga 'shop' is not declared on this broker: none of its step queues "
+                                              "exists."]})
+    assert 'data-problem="saga"' in undeclared and "is not declared on this broker" in undeclared
+
+
+def test_every_dash_says_why() -> None:
+    data = _data(unrouted=None, instance="o7",
+                 trace=[{"node": "stock", "type": None, "messageId": "a", "status": "done", "reason": None,
+                         "delivery": None, "processedAt": "2026-11-28T19:00:00+00:00"}])
+    data["steps"][1]["status"] = {**data["steps"][1]["status"], "unacked": None,
+                                  "note": "unacked unknown: no management API at http://h:15672"}
+    data["instances"]["stuck"][0].update(businessKey=None, reason=None, lastUpdate=None)
+    data["poison"][0].update(correlationId=None, errorType=None, reason=None, parkedAt=None)
+    html = render(data)
+    dashes = _Dashes()
+    dashes.feed(html)
+    assert dashes.dashes >= 15 and dashes.unexplained == []
+    assert 'title="unacked unknown: no management API at http://h:15672"' in html  # the status note, where it is
+    assert "- : not known; hover over it for why." in html
+    assert ">-</td>" not in render(_data()).replace('">-</td>', "")  # a dash without a title never
+    old = _Dashes()
+    old.feed(html.replace(" title=", " data-x="))  # the check sees a dash without a reason
+    assert old.unexplained
+
+
+def test_the_trace_has_a_legend_and_instance_links_work_in_both_forms() -> None:
+    trace = [{"node": "stock", "type": "OrderPlaced", "messageId": "a", "status": "parked", "reason": "x",
+              "delivery": 1, "processedAt": "2026-11-28T19:00:00+00:00"}]
+    html = render(_data(instance="o7", trace=trace))
+    for status in ("done", "failed", "parked", "discarded", "redriven"):
+        assert f'data-legend="{status}"' in html
+    assert "parked in poison" in html
+    # a file (saga.view()) has no server: the id says where its trace opens, and links nowhere
+    assert '?instance=' not in html and "its trace needs safebunny view" in html
+    served = render(_data(), served=True)
+    assert '<a href="?instance=c1">c1</a>' in served
+
+
+def test_the_instance_list_says_where_each_waits_now() -> None:
+    stuck = [{"businessKey": "o13", "correlationId": "c13", "state": "running", "step": "shipping.StockReserved",
+              "lastUpdate": "2026-11-28T19:59:00+00:00", "waitingSince": "2026-11-28T19:58:00+00:00",
+              "reason": None},
+             {"businessKey": "o7", "correlationId": "c7", "state": "parked", "step": "stock.OrderPlaced",
+              "lastUpdate": "2026-11-28T19:59:00+00:00", "reason": "bad"},
+             {"businessKey": None, "correlationId": "c17", "state": "running", "step": None, "lastUpdate": None,
+              "reason": None}]
+    html = render(_data(instances={"total": 3, "counts": {"running": 2, "parked": 1}, "stuck_total": 3,
+                                   "stuck": stuck}))
+    cells = re.findall(r'<td data-field="waits">(.*?)</td>', html)
+    assert cells[:2] == ["queue of shipping.StockReserved", "parked at stock.OrderPlaced"]
+    assert "<span title=" in cells[2] and ">-</span>" in cells[2]  # not known, and says why
+    assert "<td></td>" not in html  # no empty cell

@@ -29,6 +29,9 @@ class QueueCounts:
 
     ready: int
     unacked: int
+    #: epoch seconds of the ``timestamp`` property of the message at the queue's head (None: empty, not stamped,
+    #: or a queue type that does not say); how long the oldest waiting message has waited
+    head_timestamp: int | None = None
 
 
 def management_url_for(amqp_uri: str) -> str:
@@ -47,7 +50,8 @@ def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = Non
     login = StreamEndpoint.from_uri(amqp_uri)
     user, secret = login.username, login.password if password is None else password
     request = urllib.request.Request(
-        f"{base}/api/queues/{quote(login.vhost, safe='')}?columns=name,messages_ready,messages_unacknowledged",
+        f"{base}/api/queues/{quote(login.vhost, safe='')}"
+        "?columns=name,messages_ready,messages_unacknowledged,head_message_timestamp",
         headers={"Authorization": "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s) only
@@ -62,5 +66,7 @@ def queue_counts(amqp_uri: str, names: Sequence[str], password: str | None = Non
         return None, (f"unacked unknown: no management API at {base} ({reason}); enable the plugin "
                       "('rabbitmq-plugins enable rabbitmq_management') or give SagaSettings(management_url=...)")
     wanted = set(names)
-    return {q["name"]: QueueCounts(int(q.get("messages_ready") or 0), int(q.get("messages_unacknowledged") or 0))
+    return {q["name"]: QueueCounts(int(q.get("messages_ready") or 0), int(q.get("messages_unacknowledged") or 0),
+                                   q["head_message_timestamp"] if isinstance(q.get("head_message_timestamp"), int)
+                                   else None)
             for q in listed if isinstance(q, dict) and q.get("name") in wanted}, None

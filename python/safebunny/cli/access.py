@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from safebunny.saga.definition import SagaStep
     from safebunny.saga.saga import Saga
 
-__all__ = ["open_saga", "resolve_uri", "status", "instances"]
+__all__ = ["open_saga", "resolve_uri", "status", "instances", "problems"]
 
 
 def resolve_uri(cli_uri: str | None, env: Mapping[str, str], saga_uri: str | None,
@@ -130,6 +130,14 @@ def status(saga: Saga) -> list[dict[str, Any]]:
     the management API, empty when it does not answer, with ``note`` saying why)."""
     return [{"step": f"{row['node']}.{row['type']}", "ready": row.get("backlog"), "lastBatch": row.get("last_batch"),
              "rate": row.get("input_rate"), **row} for row in to_rows(saga.status())]
+
+
+def problems(saga: Saga, rows: list[dict[str, Any]]) -> list[str]:
+    """What is wrong with the saga as a whole (:func:`safebunny.saga.status.saga_problems`), from ``status``'s
+    rows: its queues not declared, no state under its root."""
+    from safebunny.saga.status import has_state, saga_problems
+
+    return saga_problems(saga.name, [r.get("backlog") for r in rows], has_state(saga), saga.config.layout.root)
 
 
 def unrouted(saga: Saga) -> tuple[str, int | None]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["OK", "NOT_FOUND", "USAGE", "SAGA", "BROKER", "PARKED", "CliError"]
 
 OK = 0  # done; for ``status`` and ``poison list``: done, whatever the depths
-NOT_FOUND = 1  # nothing matched: ``trace`` no message, ``poison show`` no such id, ``poison redrive`` nothing to send
+NOT_FOUND = 1  # nothing matched: ``trace`` no message, ``poison show`` no such id, ``poison redrive`` nothing to send;
+#               ``view --once``: the saga's queues are not declared or its root holds no state
 USAGE = 2  # a wrong command, argument or option (argparse's own code)
 SAGA = 3  # the saga could not be located or loaded (``module:attribute`` or file)
 BROKER = 4  # the broker: unreachable, login refused, vhost or queue missing

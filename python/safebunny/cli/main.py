@@ -22,8 +22,8 @@ __all__ = ["main", "build_parser"]
 
 _EPILOG = ("<saga> is package.module:attribute or path/to/file.py[:attribute]. Broker: --uri, else SAFEBUNNY_URI, "
            "else the saga's uri; password: SAFEBUNNY_PASSWORD, else a prompt. Exit codes: 0 done, 1 nothing "
-           "matched, 2 usage, 3 saga not loadable, 4 broker, 5 other error, 6 run --once left messages, 7 run "
-           "--once parked messages, 130 interrupted.")
+           "matched (view --once: saga not declared or no state), 2 usage, 3 saga not loadable, 4 broker, 5 other "
+           "error, 6 run --once left messages, 7 run --once parked messages, 130 interrupted.")
 
 
 def _common() -> argparse.ArgumentParser:

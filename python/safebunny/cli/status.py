@@ -21,7 +21,8 @@ def columns() -> list[str]:
     """A step's line: depths, its counters (:data:`~safebunny.saga.reports.COUNTERS`), rate, last batch, breaker."""
     from safebunny.saga.reports import COUNTERS  # loaded with the saga by now; ``safebunny --help`` stays light
 
-    return ["step", "backlog", "ready", "unacked", "retrying", "poisoned", *COUNTERS, "rate", "lastBatch", "breaker"]
+    return ["step", "state", "backlog", "ready", "unacked", "retrying", "poisoned", *COUNTERS, "rate", "lastBatch",
+            "breaker"]
 
 
 SHARD_COLUMNS = ["step", "shard", "queue", "backlog", "held", "holder", "leaseAgeSeconds", "lastDriver", "lastBatch",
@@ -40,9 +41,20 @@ def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Saga, emp
     notes = sorted({r["note"] for r in rows if r.get("note")})
     if args.json:
         return
+    print("\n".join(state_lines(rows)))
     if notes:
         print("\n".join(notes))
     print(unrouted_line(*access.unrouted(saga)))
+    for problem in access.problems(saga, rows):
+        print(f"WARNING {problem}")
+
+
+def state_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each step's state in words (``saga.status()``'s ``state`` and ``state_detail``), the alarming ones first."""
+    from safebunny.saga.status import STEP_STATES
+
+    ordered = sorted(rows, key=lambda r: STEP_STATES.index(r["state"]) if r.get("state") in STEP_STATES else 0)
+    return [f"{r['step']}: {r.get('state')}: {r.get('state_detail')}" for r in ordered]
 
 
 def unrouted_line(queue: str, depth: int | None) -> str:

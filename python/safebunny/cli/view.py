@@ -1,5 +1,5 @@
-"""``safebunny view <saga> [--port N] [--host H] [--refresh SECONDS] [--allow-actions]``: the saga page
-(``saga.view()``) served on a local port, with its data as JSON beside it.
+"""``safebunny view <saga> [--port N] [--host H] [--refresh SECONDS] [--allow-actions] [--once [--out FILE]]``:
+the saga page (``saga.view()``) served on a local port, with its data as JSON beside it, or written once.
 
 ``GET /`` (``?instance=ID`` adds that instance's trace) is the page, reloading itself every ``--refresh``
 seconds; ``GET /status.json`` the data it is built from. Read-only unless ``--allow-actions``: then
@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
-from safebunny.cli import access
+from safebunny.cli import access, exits
 from safebunny.cli.exits import CliError
 from safebunny.errors import SafeBunnyError
 from safebunny.uri import redact
@@ -68,7 +68,7 @@ class ViewServer:
         from safebunny.saga.view import view
 
         with self._lock:
-            return str(view(self.saga, instance, self.actions, self.refresh_s, self.token))
+            return str(view(self.saga, instance, self.actions, self.refresh_s, self.token, served=True))
 
     def data(self, instance: str | None) -> dict[str, Any]:
         from safebunny.saga.view import gather
@@ -149,7 +149,25 @@ class ViewServer:
         return Handler
 
 
+def _once(args: argparse.Namespace, saga: Saga) -> int:
+    """``--once``: the page written once (``--out FILE``, else stdout), as ``saga.view()`` makes it; exit 1 with
+    the saga's problems on stderr (as ``safebunny status`` says them) when it is not declared or has no state."""
+    from safebunny.saga.view import view
+
+    page = view(saga)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as out:
+            out.write(str(page))
+    else:
+        sys.stdout.write(str(page))
+    for problem in page.data.get("problems") or []:
+        print(f"safebunny: {problem}", file=sys.stderr)
+    return exits.NOT_FOUND if page.data.get("problems") else exits.OK
+
+
 def _view(args: argparse.Namespace, saga: Saga) -> int:
+    if args.once:
+        return _once(args, saga)
     server = ViewServer(saga, args.host, args.port, args.refresh, args.allow_actions)
     mode = "redrive and discard allowed (each asks for confirmation)" if args.allow_actions else "read-only"
     print(f"serving saga {saga.name!r} at {server.url} ({mode}; data at {server.url}status.json); Ctrl-C stops",
@@ -178,4 +196,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                       help="the page reloads itself this often (default 10)")
     view.add_argument("--allow-actions", action="store_true",
                       help="let the page redrive and discard parked messages (each asks for confirmation)")
+    view.add_argument("--once", action="store_true",
+                      help="write the page once (to --out, else stdout) and exit: 1 when the saga is not declared "
+                           "or its root holds no state (what 'safebunny status' warns of)")
+    view.add_argument("--out", metavar="FILE", help="with --once: write the page to FILE")
     view.set_defaults(run=_view)

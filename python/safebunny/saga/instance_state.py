@@ -25,6 +25,7 @@ INSTANCE_SCHEMA = pa.schema([
     ("businessKey", pa.string()), ("correlationId", pa.string()), ("state", pa.string()), ("step", pa.string()),
     ("started", pa.timestamp("us", tz="UTC")), ("lastUpdate", pa.timestamp("us", tz="UTC")),
     ("stepsDone", pa.int32()), ("messages", pa.int32()), ("reason", pa.string()),
+    ("waitingSince", pa.timestamp("us", tz="UTC")),
 ])
 
 
@@ -58,8 +59,10 @@ def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], park
     ``inbox``: inbox rows (node, messageId, correlationId, type, status, reason, emitted, processedAt);
     ``steps``: the saga's step definitions; ``started``: rows with businessKey, correlationId, startedAt."""
     consumed_by: dict[str, set[str]] = defaultdict(set)
+    queue_of: dict[tuple[str, str], list[str]] = defaultdict(list)  # (sender, type) -> the steps it waits at
     for s in steps:
         consumed_by[s.from_node].add(s.consumes)
+        queue_of[(s.from_node, s.consumes)].append(f"{s.node}.{s.consumes}")
     compensation = {s.label for s in steps if getattr(s, "compensates", None)}
     with_fails_as = {s.label for s in steps if getattr(s, "fails_as", None)}
     by_instance: dict[str | None, list[Mapping[str, Any]]] = defaultdict(list)
@@ -74,24 +77,34 @@ def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], park
     for p in parked:
         if p.message_id is not None and (p.step, p.message_id) not in done_at:  # a redrive resolved it
             parked_of[p.correlation_id].append(p)
-    first: dict[str, tuple[str | None, dt.datetime | None]] = {}
+    first: dict[str, tuple[str | None, dt.datetime | None, str | None]] = {}
     for s in started:
         key, corr, at = s.get("businessKey"), s["correlationId"], s.get("startedAt")
         known = first.get(corr)
         if known is None or (at is not None and (known[1] is None or at < known[1])):
-            first[corr] = (key, at)
+            first[corr] = (key, at, ", ".join(queue_of.get((s.get("node"), s.get("type")), [])) or None)
     out = []
     for corr in (set(by_instance) | set(first) | set(parked_of)) - {None}:  # no correlation id: no instance
         out.append(_instance(corr, by_instance.get(corr, []), parked_of.get(corr, []), first.get(corr),
-                             done_ids, done_at, consumed_by, compensation, with_fails_as))
+                             done_ids, done_at, consumed_by, compensation, with_fails_as, queue_of))
     out.sort(key=lambda r: r["lastUpdate"] or dt.datetime.min.replace(tzinfo=dt.timezone.utc), reverse=True)
     return pa.Table.from_pylist(out, schema=INSTANCE_SCHEMA)
 
 
+def _waits_at(row: Mapping[str, Any], emitted: str, consumed_by: Mapping[str, set[str]],
+              queue_of: Mapping[tuple[str, str], list[str]]) -> list[str]:
+    """The steps whose queue holds ``emitted``, a message ``row``'s step sent (its id says its type)."""
+    n = len(row["emitted"] or ())
+    for t in consumed_by.get(row["node"], set()):
+        if any(message_id(row["messageId"], row["node"], t, i) == emitted for i in range(n)):
+            return list(queue_of.get((row["node"], t), []))
+    return []
+
+
 def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Parked],
-              start: tuple[str | None, dt.datetime | None] | None, done_ids: set[str],
+              start: tuple[str | None, dt.datetime | None, str | None] | None, done_ids: set[str],
               done_at: set[tuple[str, str]], consumed_by: Mapping[str, set[str]], compensation: set[str],
-              with_fails_as: set[str]) -> dict[str, Any]:
+              with_fails_as: set[str], queue_of: Mapping[tuple[str, str], list[str]]) -> dict[str, Any]:
     rows = sorted(rows, key=lambda r: r["processedAt"])
     done = [r for r in rows if r["status"] == "done"]
     compensated = any(_label(r) in compensation for r in done)
@@ -101,14 +114,19 @@ def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Park
                and not any(p.message_id == r["messageId"] for p in parked)]
     given_up = {p.message_id for p in discarded}
     in_flight = [(r, e) for r in done for e in (r["emitted"] or ()) if e not in done_ids and e not in given_up]
-    open_emits = [r for r, e in in_flight if e in _expected(r, consumed_by)]
+    open_emits = [(r, e) for r, e in in_flight if e in _expected(r, consumed_by)]
     last = rows[-1] if rows else None
+    waiting = None
     if stuck:
         state, step, reason = "parked", stuck[-1].step, stuck[-1].reason
     elif failing:
         state, step, reason = "retrying", _label(failing[-1]), failing[-1]["reason"]
-    elif open_emits or (not rows and not discarded):
-        state, step, reason = "running", _label(last) if last else None, None
+    elif open_emits or (not rows and not discarded):  # where its next message waits, not where it was
+        at = [label for r, e in open_emits for label in _waits_at(r, e, consumed_by, queue_of)]
+        waiting = open_emits[0][0]["processedAt"] if open_emits else start[1] if start else None
+        step = ", ".join(dict.fromkeys(at)) or (start[2] if start and not rows else None) or (
+            _label(last) if last else None)
+        state, reason = "running", None
     elif discarded:
         state, step, reason = "discarded", discarded[-1].step, discarded[-1].reason
     else:
@@ -120,4 +138,4 @@ def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Park
     return {"businessKey": start[0] if start else None, "correlationId": corr, "state": state, "step": step,
             "started": started_at, "lastUpdate": times[-1] if times else started_at,
             "stepsDone": len({_label(r) for r in done}), "messages": len({r["messageId"] for r in rows}),
-            "reason": reason}
+            "reason": reason, "waitingSince": waiting}

@@ -27,7 +27,7 @@ from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, insta
 from safebunny.saga.parked import read_all_parked
 from safebunny.spark.session import publish, session_or_raise
 
-__all__ = ["instances_table", "view_name"]
+__all__ = ["instances_table", "view_name", "waiting_since"]
 
 STARTED_SCHEMA = pa.schema([("businessKey", pa.string()), ("correlationId", pa.string()), ("node", pa.string()),
                             ("type", pa.string()), ("startedAt", pa.timestamp("us", tz="UTC"))])
@@ -114,6 +114,16 @@ def instances_table(saga: SagaShape, state: str | None = None, parked: list[Any]
 
         table = table.filter(pc.equal(table.column("state"), state))
     return table
+
+
+def waiting_since(rows: list[dict[str, Any]]) -> dict[str, dt.datetime]:
+    """Per step, the oldest ``waitingSince`` of the running instances (``instances_table`` rows) waiting there."""
+    out: dict[str, dt.datetime] = {}
+    for r in rows:
+        if r["state"] == "running" and r["step"] and r["waitingSince"] is not None:
+            for label in r["step"].split(", "):
+                out[label] = min(out.get(label, r["waitingSince"]), r["waitingSince"])
+    return out
 
 
 def instances_frame(saga: SagaShape, spark: Any = None, state: str | None = None) -> Any:

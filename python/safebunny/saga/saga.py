@@ -43,6 +43,10 @@ class Saga:
     def __init__(self, name: str, uri: str, root: str, settings: SagaSettings | None = None, *,
                  password: str | None = None) -> None:
         settings = SagaSettings() if settings is None else settings
+        if not isinstance(root, str) or not root.strip():  # "" would become the working directory
+            raise SafeBunnyOptionError(
+                f"Saga's root must name where the saga keeps its state, but got {root!r}; give a path or URI, "
+                "e.g. Saga(name, uri, root='/data/sagas/shop') (on Databricks, a volume: /Volumes/...).", "root")
         if not isinstance(settings, SagaSettings):  # the fourth argument was the retry tiers before issue 49
             raise SafeBunnyOptionError(
                 f"Saga's settings must be a safebunny.SagaSettings, but got a {type(settings).__name__}; "

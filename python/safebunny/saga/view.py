@@ -62,13 +62,16 @@ def _out_rate(saga: Any, step: Any, now: dt.datetime) -> float | None:
     return sum(r.emitted for r in reports if r.finished_at > since) / RATE_WINDOW_S
 
 
-def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]]:
+def _steps(saga: Any, now: dt.datetime, table: Any) -> tuple[list[dict[str, Any]], list[Any]]:
     """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
-    messages of every step (all states), read once for the poison list and the instances."""
+    messages of every step (all states), read once for the poison list and the instances (``table(parked)``:
+    the instances, read once)."""
+    from safebunny.saga.instances import waiting_since
     from safebunny.saga.status import status_fields
 
-    fields = status_fields(saga, poison=False)  # the poison queues are read once, below
     parked_of = read_all_parked(saga)
+    every = [p for found in parked_of.values() for p in found]
+    fields = status_fields(saga, poison=False, waiting=lambda: waiting_since(table(every)))  # poison: read above
     shards: dict[str, list[dict[str, Any]]] = {}
     if any(s.shards is not None for s in saga.steps):
         for sh in saga.shards():
@@ -92,11 +95,8 @@ def _steps(saga: Any, now: dt.datetime) -> tuple[list[dict[str, Any]], list[Any]
     return rows, parked
 
 
-def _instances(saga: Any, parked: list[Any]) -> dict[str, Any]:
+def _instances(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts by state and the oldest stuck instances."""
-    from safebunny.saga.instances import instances_table
-
-    rows = instances_table(saga, parked=parked).to_pylist()
     counts = {state: 0 for state in STATES}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
@@ -104,6 +104,7 @@ def _instances(saga: Any, parked: list[Any]) -> dict[str, Any]:
                    key=lambda r: (r["lastUpdate"] or dt.datetime.max.replace(tzinfo=dt.timezone.utc),
                                   r["correlationId"]))
     listed = [{**r, "started": _iso(r["started"]), "lastUpdate": _iso(r["lastUpdate"]),
+               "waitingSince": _iso(r["waitingSince"]),
                "reason": None if r["reason"] is None else redact(r["reason"])} for r in stuck[:STUCK_LISTED]]
     return {"total": len(rows), "counts": counts, "stuck": listed, "stuck_total": len(stuck)}
 
@@ -131,12 +132,20 @@ def _section(errors: dict[str, str], name: str, read: Any, empty: Any) -> Any:
 def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
     """The page's data as JSON values: the saga, its graph, per step its status and more, the shards, the unrouted
     stream, instances by state, the poison list, and ``instance``'s trace (a correlation id or a business key)."""
-    from safebunny.saga.status import unrouted_depth
+    from safebunny.saga.instances import instances_table
+    from safebunny.saga.status import has_state, saga_problems, unrouted_depth
 
     now = now or dt.datetime.now(dt.timezone.utc)
     errors: dict[str, str] = {}
     s: Any = saga
-    steps, parked = _section(errors, "steps", lambda: _steps(s, now), ([], []))
+    read: list[Any] = []  # the instances, read at most once: by the steps (a step nobody consumes) or below
+
+    def table(parked: list[Any]) -> list[dict[str, Any]]:
+        if not read:
+            read.append(instances_table(saga, parked=parked).to_pylist())
+        return read[0]
+
+    steps, parked = _section(errors, "steps", lambda: _steps(s, now, table), ([], []))
     graph = graph_of(saga.config.name, saga.steps)
     data: dict[str, Any] = {
         "saga": saga.config.name, "broker": redact(saga.config.uri), "generated": now.isoformat(timespec="seconds"),
@@ -144,18 +153,22 @@ def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None
         "graph": {"nodes": [vars(n) for n in graph.nodes], "edges": [vars(e) for e in graph.edges]},
         "steps": steps, "poison": _poison(parked),
         "unrouted": _section(errors, "unrouted", lambda: unrouted_depth(saga), None),
-        "instances": _section(errors, "instances", lambda: _instances(s, parked),
+        "instances": _section(errors, "instances", lambda: _instances(table(parked)),
                               {"total": None, "counts": {}, "stuck": [], "stuck_total": None}),
-        "instance": instance, "trace": None, "errors": errors}
+        "instance": instance, "trace": None, "errors": errors,
+        "problems": [] if "steps" in errors else _section(errors, "problems", lambda: saga_problems(
+            saga.config.name, [st["status"]["backlog"] for st in steps], has_state(saga), saga.config.layout.root),
+            [])}
     if instance:
         data["trace"] = _section(errors, "trace", lambda: [e.to_dict() for e in s.trace(instance)], [])
     return data
 
 
 def view(saga: SagaShape, instance: str | None = None, actions: bool = False, refresh_s: float | None = None,
-         token: str | None = None) -> SagaView:
-    """The saga page (:class:`SagaView`); ``actions``, ``refresh_s`` and ``token`` are for ``safebunny view``."""
+         token: str | None = None, served: bool = False) -> SagaView:
+    """The saga page (:class:`SagaView`); ``actions``, ``refresh_s``, ``token`` and ``served`` (its instance links
+    open traces) are for ``safebunny view``."""
     from safebunny.saga.view_html import render
 
     data = gather(saga, instance)
-    return SagaView(render(data, actions=actions, refresh_s=refresh_s, token=token), data)
+    return SagaView(render(data, actions=actions, refresh_s=refresh_s, token=token, served=served), data)

@@ -7,23 +7,23 @@ unrouted boxes) or ``data-message-id``. The CSS is scoped under ``.sb-view``, so
 notebook's output. ``actions=True`` (``safebunny view --allow-actions``) adds redrive and discard buttons to
 the poison list; each asks for confirmation and posts to the server with ``token``.
 
-The page's pictures are inline SVG: the saga's graph (:mod:`safebunny.saga.graph`, laid out in layers) with each
-step's backlog, parked count and input rate, and one instance's trace as a timeline. Each step's edge to the
-poison sink is left out of the picture (every step has one, and drawn they would cross the boxes): the poison
-box shows the parked total and each step's box its own. Every number drawn carries the same ``data-*``
-attributes as the tables, so a test reads the same values from either.
+The page's pictures (:mod:`safebunny.saga.view_svg`) are inline SVG. Each step carries its state in words and
+colour (:func:`safebunny.saga.status.step_health`: the same words as ``status()``) in its box and its row, and a
+banner at the top lists what is not as it should be. Every ``-`` (unknown) says why in a tooltip
+(:data:`~safebunny.saga.view_svg.UNKNOWN`); in a file (``saga.view()``), an instance's id says its trace needs
+``safebunny view``, whose page links it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from safebunny.saga.graph import GraphEdge, GraphNode, SagaGraph, layout
+from safebunny.saga.graph import GraphEdge, GraphNode, SagaGraph
+from safebunny.saga.view_svg import UNKNOWN, attr, graph_svg, legend, number, timeline_svg
 
-__all__ = ["render", "STEP_FIELDS"]
+__all__ = ["render", "STEP_FIELDS", "STATE_COLOURS", "banner"]
 
 #: the per-step columns: (data-field, header, decimals); the first group are ``StepStatus`` fields
 STEP_FIELDS: tuple[tuple[str, str, int], ...] = (
@@ -45,7 +45,7 @@ _CSS = """
 .sb-view svg text{font-family:inherit}
 .sb-view .sb-node rect{fill:#eaf2fb;stroke:#2e6da4;stroke-width:1.5}
 .sb-view .sb-producer rect{fill:#f3f6f8;stroke:#7f8c8d;stroke-dasharray:4 3}
-.sb-view .sb-comp rect{fill:#fdf0e6;stroke:#d35400}
+.sb-view .sb-comp rect{stroke-dasharray:7 3;stroke-width:2.5}
 .sb-view .sb-poison rect{fill:#fde2e1;stroke:#c0392b}.sb-view .sb-unrouted rect{fill:#fff3cd;stroke:#b7950b}
 .sb-view .sb-title{font-weight:600;font-size:13px}.sb-view .sb-num{font-weight:700;font-size:14px}
 .sb-view .sb-unit{font-size:10px;fill:#5b6770}
@@ -60,7 +60,22 @@ _CSS = """
 .sb-view .sb-path{fill:none;stroke:#95a5a6;stroke-width:1.2}
 .sb-view button{font-size:12px;margin-right:4px;cursor:pointer}
 .sb-view code{font-size:12px;background:#f3f6f8;padding:0 3px}
+.sb-view .sb-state-word{font-weight:700;font-size:12px}.sb-view td.sb-state{min-width:260px}
+.sb-view td.sb-state small{color:#34495e}
+.sb-view .sb-banner{background:#fde2e1;border-left:5px solid #c0392b;padding:6px 12px;margin:10px 0}
+.sb-view .sb-banner ul{margin:4px 0;padding-left:20px}.sb-view .sb-foot{color:#5b6770;font-size:12px;margin:2px 0}
+.sb-view .sb-dot{display:inline-block;width:11px;height:11px;border-radius:6px;margin:0 4px 0 10px;
+ vertical-align:-1px}
+.sb-view .sb-needs-server{border-bottom:1px dotted #5b6770;cursor:help}
 """
+#: each step state's colours (fill, outline): its box in the graph and its cell in the steps table
+STATE_COLOURS = {"running": ("#e3f4ea", "#27ae60"), "idle": ("#f3f6f8", "#7f8c8d"),
+                 "paused": ("#fff3cd", "#b7950b"), "not consumed": ("#fdebd0", "#e67e22"),
+                 "failing": ("#fde2e1", "#c0392b"), "not declared": ("#ffffff", "#5b6770")}
+_CSS += "".join(f".sb-view .sb-st-{k.replace(' ', '-')} rect{{fill:{f};stroke:{o}}}"
+                f".sb-view td.sb-st-{k.replace(' ', '-')}{{background:{f};border-left:4px solid {o}}}"
+                f".sb-view .sb-st-{k.replace(' ', '-')} .sb-state-word{{fill:{o}}}\n"
+                for k, (f, o) in STATE_COLOURS.items())
 
 _SCRIPT = """
 (function(){
@@ -88,162 +103,49 @@ _SCRIPT = """
 """
 
 
-_W, _H, _GAP_X, _GAP_Y, _PAD = 190, 62, 90, 34, 24
+def _td(value: Any, digits: int = 0, why: str | None = None, **attrs: Any) -> str:
+    """A number's cell; an unknown one (``-``) says why in its tooltip (``why``, else :data:`UNKNOWN`)."""
+    title = (why or UNKNOWN.get(str(attrs.get("field")), "not known")) if value is None else None
+    return (f'<td class="sb-n"{attr(title=title, **{f"data_{k}": v for k, v in attrs.items()})}>'
+            f"{number(value, digits)}</td>")
 
 
-def number(value: Any, digits: int = 0) -> str:
-    """A number as page text: ``-`` for unknown (None), a rate with ``digits`` decimals."""
-    if value is None:
-        return "-"
-    if digits:
-        return f"{float(value):.{digits}f}"
-    return str(int(value))
+def _text(value: Any, field: str = "") -> str:
+    """A text; an unknown one is a ``-`` that says why in its tooltip (:data:`UNKNOWN`)."""
+    if value is None or value == "":
+        return f'<span{attr(title=UNKNOWN.get(field, "not known"))}>-</span>'
+    return escape(str(value))
 
 
-def _attr(**attrs: Any) -> str:
-    return "".join(f' {k.replace("_", "-")}="{escape(str(v), quote=True)}"' for k, v in attrs.items() if v is not None)
-
-
-def _box(node: GraphNode, x: float, y: float, step: Mapping[str, Any] | None, sink_value: Any) -> str:
-    cls = {"step": "sb-step", "producer": "sb-producer", "poison": "sb-poison", "unrouted": "sb-unrouted"}[node.kind]
-    if node.compensation:
-        cls += " sb-comp"
-    out = [f'<g class="sb-node {cls}"{_attr(data_node=node.id)}>',
-           f'<rect x="{x}" y="{y}" width="{_W}" height="{_H}" rx="8"/>',
-           f'<text class="sb-title" x="{x + 10}" y="{y + 20}">{escape(node.label)}</text>']
-    if step is not None:
-        st = step["status"]
-        cells = [("backlog", st.get("backlog"), 0, "queued"), ("poisoned", st.get("poisoned"), 0, "parked"),
-                 ("in_rate", step.get("in_rate"), 2, "in/s")]
-        for i, (field, value, digits, unit) in enumerate(cells):
-            cx = x + 10 + i * 60
-            out.append(f'<text class="sb-num" x="{cx}" y="{y + 42}"{_attr(data_step=step["label"], data_field=field)}'
-                       f'>{number(value, digits)}</text>')
-            out.append(f'<text class="sb-unit" x="{cx}" y="{y + 55}">{unit}</text>')
-    elif node.kind in ("poison", "unrouted"):
-        field = "parked_total" if node.kind == "poison" else "depth"
-        out.append(f'<text class="sb-num" x="{x + 10}" y="{y + 44}"{_attr(data_node=node.id, data_field=field)}>'
-                   f'{number(sink_value)}</text>')
-        out.append(f'<text class="sb-unit" x="{x + 60}" y="{y + 44}">'
-                   f'{"parked, all steps" if node.kind == "poison" else "messages in the stream"}</text>')
-    else:
-        out.append(f'<text class="sb-unit" x="{x + 10}" y="{y + 44}">producer (saga.start or yours)</text>')
-    out.append("</g>")
-    return "".join(out)
-
-
-def _edge(e: GraphEdge, a: tuple[float, float], b: tuple[float, float], bend: int) -> str:
-    (x1, y1), (x2, y2) = a, b
-    if x2 > x1:  # forward: right side to left side
-        sx, sy, tx, ty = x1 + _W, y1 + _H / 2, x2, y2 + _H / 2
-        mid = (sx + tx) / 2
-        path = f"M{sx},{sy} C{mid},{sy} {mid},{ty} {tx},{ty}"
-        lx, ly = mid, (sy + ty) / 2 - 4 + bend * 12
-    else:  # back or same layer: out of the bottom, into the bottom
-        sx, sy, tx, ty = x1 + _W / 2, y1 + _H, x2 + _W / 2 + 14, y2 + _H
-        low = max(sy, ty) + 40 + bend * 10
-        path = f"M{sx},{sy} C{sx},{low} {tx},{low} {tx},{ty}"
-        lx, ly = (sx + tx) / 2, low - 6
-    label = f"{e.type} (compensation)" if e.kind == "compensation" else e.type
-    return (f'<g class="sb-edge sb-{e.kind}"{_attr(data_source=e.source, data_target=e.target, data_type=e.type)}>'
-            f'<path d="{path}" marker-end="url(#sb-arrow-{e.kind})"/>'
-            f'<text x="{lx}" y="{ly}" text-anchor="middle">{escape(label)}</text></g>')
-
-
-_MARKERS = {"flow": "#5b6770", "compensation": "#d35400", "poison": "#c0392b", "unrouted": "#b7950b"}
-
-
-def graph_svg(graph: SagaGraph, steps: Sequence[Mapping[str, Any]], parked_total: int | None,
-              unrouted: int | None) -> str:
-    """The saga's graph as an ``<svg>`` element, laid out by :func:`safebunny.saga.graph.layout`."""
-    if not graph.nodes:
-        return '<p class="sb-empty">The saga has no steps.</p>'
-    places = layout(graph)
-    layers = max(p[0] for p in places.values()) + 1
-    tallest = max(p[1] for p in places.values()) + 1
-    width = _PAD * 2 + layers * _W + (layers - 1) * _GAP_X
-    height = _PAD * 2 + tallest * _H + (tallest - 1) * _GAP_Y + 70
-    xy = {n: (_PAD + layer * (_W + _GAP_X), _PAD + row * (_H + _GAP_Y)) for n, (layer, row) in places.items()}
-    by_label = {s["label"]: s for s in steps}
-    markers = "".join(
-        f'<marker id="sb-arrow-{k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-        f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="{c}"/></marker>' for k, c in _MARKERS.items())
-    seen: dict[tuple[str, str], int] = {}
-    edges = []
-    for e in graph.edges:
-        if e.kind == "poison":
-            continue  # every step has one: drawn, they would cross the boxes; each box shows its parked count
-        bend = seen.get((e.source, e.target), 0)
-        seen[(e.source, e.target)] = bend + 1
-        edges.append(_edge(e, xy[e.source], xy[e.target], bend))
-    boxes = [_box(n, *xy[n.id], by_label.get(n.id), parked_total if n.kind == "poison" else unrouted)
-             for n in graph.nodes]
-    return (f'<svg class="sb-graph" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" aria-label="saga {escape(graph.name)}">'
-            f'<defs>{markers}</defs>{"".join(edges)}{"".join(boxes)}</svg>')
-
-
-_STATUS_COLOUR = {"done": "#27ae60", "failed": "#e67e22", "parked": "#c0392b", "discarded": "#7f8c8d",
-                  "redriven": "#2980b9"}
-
-
-def timeline_svg(entries: Sequence[Mapping[str, Any]]) -> str:
-    """One instance's trace (``saga.trace`` entries as dicts) as lanes per step over time: a dot per delivery,
-    coloured by its outcome, joined in processing order."""
-    if not entries:
-        return ""
-    times = [dt.datetime.fromisoformat(e["processedAt"]) for e in entries]
-    t0, span = times[0], max((times[-1] - times[0]).total_seconds(), 1.0)
-    lanes = list(dict.fromkeys(f"{e['node']}.{e['type']}" for e in entries))
-    left, lane_h, plot_w = 190, 34, 620
-    height = 30 + lane_h * len(lanes) + 20
-    out = [f'<svg class="sb-timeline" xmlns="http://www.w3.org/2000/svg" width="{left + plot_w + 40}" '
-           f'height="{height}">']
-    for i, lane in enumerate(lanes):
-        y = 30 + i * lane_h
-        out.append(f'<text class="sb-lane" x="8" y="{y + 4}">{escape(lane)}</text>'
-                   f'<line class="sb-lane-line" x1="{left}" y1="{y}" x2="{left + plot_w}" y2="{y}"/>')
-    points = []
-    for e, t in zip(entries, times, strict=True):
-        x = left + plot_w * (t - t0).total_seconds() / span
-        y = 30 + lanes.index(f"{e['node']}.{e['type']}") * lane_h
-        points.append((x, y, e, (t - t0).total_seconds()))
-    if len(points) > 1:
-        out.append('<polyline class="sb-path" points="' + " ".join(f"{x:.1f},{y}" for x, y, _, _ in points) + '"/>')
-    for x, y, e, offset in points:
-        colour = _STATUS_COLOUR.get(e["status"], "#34495e")
-        out.append(f'<circle cx="{x:.1f}" cy="{y}" r="7" fill="{colour}"><title>{escape(e["status"])} at '
-                   f'+{offset:.1f} s: {escape(e["messageId"])}</title></circle>')
-    out.append(f'<text class="sb-unit" x="{left}" y="{height - 4}">0 s</text>'
-               f'<text class="sb-unit" x="{left + plot_w}" y="{height - 4}" text-anchor="end">+{span:.1f} s</text>')
-    out.append("</svg>")
-    return "".join(out)
-
-
-def _td(value: Any, digits: int = 0, **attrs: Any) -> str:
-    return f'<td class="sb-n"{_attr(**{f"data_{k}": v for k, v in attrs.items()})}>{number(value, digits)}</td>'
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else escape(str(value))
+def _state_cell(s: Mapping[str, Any]) -> str:
+    st, label = s["status"], s["label"]
+    state = st.get("state") or "unknown"
+    return (f'<td class="sb-state sb-st-{escape(state.replace(" ", "-"), quote=True)}"><b'
+            f'{attr(data_step=label, data_field="state")}>{escape(state)}</b><br><small'
+            f'{attr(data_step=label, data_field="state_detail")}>{escape(st.get("state_detail") or "")}</small></td>')
 
 
 def _steps_table(steps: list[Mapping[str, Any]]) -> str:
     head = "".join(f"<th>{h}</th>" for _, h, _ in STEP_FIELDS)
     rows = []
+    notes = sorted({s["status"]["note"] for s in steps if s["status"].get("note")})
     for s in steps:
         st, label = s["status"], s["label"]
-        cells = "".join(_td(st.get(f), d, step=label, field=f) for f, _, d in STEP_FIELDS)
+        cells = "".join(_td(st.get(f), d, st.get("note") if f == "unacked" else None, step=label, field=f)
+                        for f, _, d in STEP_FIELDS)
         rows.append(
             f'<tr data-step="{escape(label, quote=True)}"><td><b>{escape(label)}</b>'
             f'{" <small>(compensates " + escape(s["compensates"]) + ")</small>" if s.get("compensates") else ""}'
-            f"</td>{cells}{_td(s.get('in_rate'), 2, step=label, field='in_rate')}"
+            f"</td>{_state_cell(s)}{cells}{_td(s.get('in_rate'), 2, step=label, field='in_rate')}"
             f"{_td(s.get('out_rate'), 2, step=label, field='out_rate')}"
             f"{_td(s.get('last_batch_age'), 1, step=label, field='last_batch_age')}"
             f"{_td(s.get('restarts'), step=label, field='restarts')}"
-            f"<td>{_text(s.get('driver'))}</td><td>{_text(st.get('breaker'))}</td></tr>")
-    return (f"<table class=\"sb-steps\"><tr><th>step</th>{head}<th>in/s</th><th>out/s</th><th>last batch (s ago)</th>"
-            f"<th>restarts</th><th>driver</th><th>breaker</th></tr>{''.join(rows)}</table>")
+            f"<td>{_text(s.get('driver'), 'driver')}</td><td>{_text(st.get('breaker'))}</td></tr>")
+    foot = ('<p class="sb-foot">- : not known; hover over it for why.'
+            + "".join(f" {escape(n)}." for n in notes) + "</p>") if steps else ""
+    return (f"<table class=\"sb-steps\"><tr><th>step</th><th>state</th>{head}<th>in/s</th><th>out/s</th>"
+            f"<th>last batch (s ago)</th><th>restarts</th><th>driver</th><th>breaker</th></tr>{''.join(rows)}"
+            f"</table>{foot}")
 
 
 def _shards_table(steps: list[Mapping[str, Any]]) -> str:
@@ -251,12 +153,13 @@ def _shards_table(steps: list[Mapping[str, Any]]) -> str:
     for s in steps:
         for sh in s.get("shard_rows") or []:
             at = {"step": s["label"], "shard": sh["shard"]}
-            held = "" if sh.get("held") is None else "yes" if sh["held"] else "no"
+            held = None if sh.get("held") is None else "yes" if sh["held"] else "no"
             rows.append(f"<tr><td>{escape(s['label'])}</td>{_td(sh['shard'], **at, field='shard')}"
                         f"<td>{escape(sh['queue'])}</td>{_td(sh.get('backlog'), **at, field='backlog')}"
-                        f"<td>{held}</td><td>{_text(sh.get('holder'))}</td>"
+                        f"<td>{_text(held, 'held')}</td><td>{_text(sh.get('holder'), 'holder')}</td>"
                         f"{_td(sh.get('lease_age_seconds'), 1, **at, field='lease_age')}"
-                        f"<td>{_text(sh.get('last_driver'))}</td>{_td(sh.get('idle_seconds'), 1, **at, field='idle')}"
+                        f"<td>{_text(sh.get('last_driver'), 'last_driver')}</td>"
+                        f"{_td(sh.get('idle_seconds'), 1, **at, field='idle')}"
                         f"{_td(sh.get('restarts'), **at, field='restarts')}</tr>")
     if not rows:
         return ""
@@ -265,21 +168,47 @@ def _shards_table(steps: list[Mapping[str, Any]]) -> str:
             f"<th>restarts</th></tr>{''.join(rows)}</table>")
 
 
-def _instances(inst: Mapping[str, Any], states: list[str]) -> str:
+def _why(value: Any, field: str) -> str:
+    """A tooltip attribute for an unknown number (``-``)."""
+    return attr(title=UNKNOWN[field]) if value is None else ""
+
+
+#: where an instance in each stuck state waits: its next message's queue, a retry tier, or the poison queue
+_WAITS = {"running": "queue of {}", "retrying": "retry tier of {}", "parked": "parked at {}"}
+
+
+def _instance_link(corr: str, served: bool) -> str:
+    """An instance's correlation id: a link to its trace on the served page; in a file, words saying where its
+    trace opens (a file has no server to ask)."""
+    if served:
+        return f'<a href="?instance={escape(corr, quote=True)}">{escape(corr)}</a>'
+    where = f"its trace needs safebunny view (the page it serves opens it here), or saga.view(instance='{corr}')"
+    return f'<span class="sb-needs-server"{attr(title=where)}>{escape(corr)}</span>'
+
+
+def _instances(inst: Mapping[str, Any], states: list[str], served: bool) -> str:
     counts = inst.get("counts") or {}
     chips = "".join(f'<span class="sb-chip sb-state-{escape(s)}">{escape(s)} '
-                    f'<b data-state="{escape(s, quote=True)}" data-field="instances">{number(counts.get(s))}</b></span>'
-                    for s in states)
-    total = f'<span class="sb-chip">all <b data-field="instances_total">{number(inst.get("total"))}</b></span>'
+                    f'<b data-state="{escape(s, quote=True)}" data-field="instances"{_why(counts.get(s), "instances")}>'
+                    f"{number(counts.get(s))}</b></span>" for s in states)
+    total = (f'<span class="sb-chip">all <b data-field="instances_total"{_why(inst.get("total"), "instances")}>'
+             f'{number(inst.get("total"))}</b></span>')
     stuck = inst.get("stuck") or []
     rows = "".join(
-        f"<tr><td>{_text(r.get('businessKey'))}</td><td><a href=\"?instance={escape(r['correlationId'], quote=True)}\">"
-        f"{escape(r['correlationId'])}</a></td><td>{escape(r['state'])}</td><td>{_text(r.get('step'))}</td>"
-        f"<td>{_text(r.get('lastUpdate'))}</td><td>{_text(r.get('reason'))}</td></tr>" for r in stuck)
+        f"<tr><td>{_text(r.get('businessKey'), 'businessKey')}</td><td>{_instance_link(r['correlationId'], served)}"
+        f"</td><td>{escape(r['state'])}</td><td data-field=\"waits\">"
+        + (escape(_WAITS[r["state"]].format(r["step"])) if r.get("step") and r["state"] in _WAITS else
+           _text(None, "waits"))
+        + f"</td><td>{_text(r.get('waitingSince') or r.get('lastUpdate'), 'lastUpdate')}</td>"
+        f"<td>{_text(r.get('reason'), 'reason')}</td></tr>" for r in stuck)
+    how = ("Each id opens its trace." if served else "Each instance's trace: on the page <code>safebunny view</code> "
+           "serves (its ids are links there), or <code>saga.view(instance=ID)</code>.")
     listed = (f"<p>Oldest stuck (parked, retrying, running) first: {len(stuck)} of "
-              f'<span data-field="stuck_total">{number(inst.get("stuck_total"))}</span>.</p>'
-              "<table class=\"sb-stuck\"><tr><th>business key</th><th>correlation id</th><th>state</th><th>step</th>"
-              f"<th>last update</th><th>reason</th></tr>{rows}</table>") if stuck else "<p>Nothing is stuck.</p>"
+              f'<span data-field="stuck_total"{_why(inst.get("stuck_total"), "stuck_total")}>'
+              f'{number(inst.get("stuck_total"))}</span>. {how}</p>'
+              "<table class=\"sb-stuck\"><tr><th>business key</th><th>correlation id</th><th>state</th>"
+              "<th>waits at now</th><th>waiting since (running) / last update</th><th>reason</th></tr>"
+              f"{rows}</table>") if stuck else "<p>Nothing is stuck.</p>"
     return f"<h2>Instances</h2><div>{total}{chips}</div>{listed}"
 
 
@@ -294,9 +223,11 @@ def _poison(rows: list[Mapping[str, Any]], actions: bool) -> str:
             f'<button class="sb-{kind}" data-action="{kind}" data-step="{q["step"]}" data-message-id="{q["id"]}" '
             f'onclick="sbAction(this)">{kind}</button>' for kind in ("redrive", "discard")) + "</td>" if actions else ""
         out.append(f'<tr data-message-id="{q["id"]}"><td>{escape(p["step"])}</td><td><code>{escape(mid)}</code></td>'
-                   f"<td>{_text(p.get('correlationId'))}</td><td>{_text(p.get('errorType'))}</td>"
-                   f"<td>{_text(p.get('reason'))}</td>{_td(p.get('attempts'), message_id=mid, field='attempts')}"
-                   f"<td>{_text(p.get('state'))}</td><td>{_text(p.get('parkedAt'))}</td>{buttons}</tr>")
+                   f"<td>{_text(p.get('correlationId'), 'correlationId')}</td>"
+                   f"<td>{_text(p.get('errorType'), 'errorType')}</td>"
+                   f"<td>{_text(p.get('reason'), 'errorType')}</td>"
+                   f"{_td(p.get('attempts'), message_id=mid, field='attempts')}"
+                   f"<td>{_text(p.get('state'))}</td><td>{_text(p.get('parkedAt'), 'parkedAt')}</td>{buttons}</tr>")
     head = "<th>actions</th>" if actions else ""
     return (f"<h2>Poison (<span data-field=\"poison_listed\">{len(rows)}</span> parked)</h2>"
             "<table class=\"sb-poison-list\"><tr><th>step</th><th>message id</th><th>correlation id</th>"
@@ -310,11 +241,12 @@ def _trace(instance: str | None, entries: list[Mapping[str, Any]] | None) -> str
     if not entries:
         return f"<h2>Instance {escape(instance)}</h2><p>No message of this instance in the inboxes.</p>"
     rows = "".join(
-        f"<tr><td>{escape(e['processedAt'])}</td><td>{escape(e['node'])}.{_text(e.get('type'))}</td>"
+        f"<tr><td>{escape(e['processedAt'])}</td><td>{escape(e['node'])}.{_text(e.get('type'), 'type')}</td>"
         f"<td>{escape(e['status'])}</td>{_td(e.get('delivery'), message_id=e['messageId'], field='delivery')}"
-        f"<td><code>{escape(e['messageId'])}</code></td><td>{_text(e.get('reason'))}</td></tr>" for e in entries)
+        f"<td><code>{escape(e['messageId'])}</code></td><td>{_text(e.get('reason'), 'reason')}</td></tr>"
+        for e in entries)
     return (f"<h2>Instance {escape(instance)} (<span data-field=\"trace_entries\">{len(entries)}</span> deliveries)"
-            f"</h2>{timeline_svg(entries)}<table class=\"sb-trace\"><tr><th>processed at</th><th>step</th>"
+            f"</h2>{timeline_svg(entries)}{legend()}<table class=\"sb-trace\"><tr><th>processed at</th><th>step</th>"
             f"<th>outcome</th><th>delivery</th><th>message id</th><th>reason</th></tr>{rows}</table>")
 
 
@@ -324,10 +256,28 @@ def _graph(data: Mapping[str, Any]) -> SagaGraph:
                      tuple(GraphEdge(**e) for e in g.get("edges", [])))
 
 
+def banner(data: Mapping[str, Any]) -> str:
+    """What is not as it should be, at the top of the page: the saga's problems (as ``safebunny status`` says
+    them) and each step in an alarming state with what it means; nothing when all is well."""
+    from safebunny.saga.status import ALARMING, STEP_STATES
+
+    steps = sorted((s for s in data.get("steps") or [] if s["status"].get("state") in ALARMING),
+                   key=lambda s: STEP_STATES.index(s["status"]["state"]))
+    items = [f'<li data-problem="saga">{escape(p)}</li>' for p in data.get("problems") or []]
+    items += [f'<li{attr(data_banner_step=s["label"], data_step_state=s["status"]["state"])}><b>{escape(s["label"])}'
+              f'</b> is <b>{escape(s["status"]["state"])}</b>: {escape(s["status"].get("state_detail") or "")}</li>'
+              for s in steps]
+    if not items:
+        return ""
+    return (f'<div class="sb-banner" role="alert" data-field="banner"><b>Not running as it should:</b>'
+            f"<ul>{''.join(items)}</ul></div>")
+
+
 def render(data: Mapping[str, Any], actions: bool = False, refresh_s: float | None = None,
-           token: str | None = None) -> str:
+           token: str | None = None, served: bool = False) -> str:
     """The page for ``data`` (:func:`safebunny.saga.view.gather`); ``actions``: redrive and discard buttons
-    (they post to the ``safebunny view`` server with ``token``); ``refresh_s``: reload the page this often."""
+    (they post to the ``safebunny view`` server with ``token``); ``refresh_s``: reload the page this often;
+    ``served``: the page comes from ``safebunny view``, so its instance links can open traces."""
     from safebunny.saga.instance_state import STATES
 
     steps = list(data.get("steps") or [])
@@ -337,7 +287,8 @@ def render(data: Mapping[str, Any], actions: bool = False, refresh_s: float | No
     error_html = ("<div class=\"sb-errors\">" + "".join(f"<div><b>{escape(k)}</b>: {escape(v)}</div>"
                                                        for k, v in errors.items()) + "</div>") if errors else ""
     unrouted_line = (f"<p class=\"{'sb-warn' if unrouted else ''}\">Unrouted: <span data-node=\"unrouted\" "
-                     f"data-field=\"depth\">{number(unrouted)}</span> message(s) in <code>{escape(data['saga'])}"
+                     f"data-field=\"depth\"{_why(unrouted, 'depth')}>{number(unrouted)}</span> message(s)"
+                     f" in <code>{escape(data['saga'])}"
                      ".unrouted</code> (types no step consumes).</p>")
     title = f"saga {data['saga']}"
     refreshing = (f' · reloads every <span data-field="refresh_s">{number(refresh_s)}</span> s'
@@ -345,10 +296,10 @@ def render(data: Mapping[str, Any], actions: bool = False, refresh_s: float | No
     body = (f"<h1>{escape(title)}</h1><div class=\"sb-meta\">broker {escape(str(data.get('broker', '')))} · "
             f"generated <span data-field=\"generated\">{escape(str(data.get('generated', '')))}</span> · rates over "
             f"the last <span data-field=\"rate_window_s\">{number(data.get('rate_window_s'))}</span> s{refreshing}"
-            f"</div>{error_html}"
+            f"</div>{banner(data)}{error_html}"
             f"<h2>Flow</h2><div class=\"sb-graph-wrap\">{graph_svg(_graph(data), steps, parked_total, unrouted)}</div>"
             f"<h2>Steps</h2>{_steps_table(steps)}{unrouted_line}{_shards_table(steps)}"
-            f"{_instances(data.get('instances') or {}, list(STATES))}"
+            f"{_instances(data.get('instances') or {}, list(STATES), served)}"
             f"{_poison(list(data.get('poison') or []), actions)}{_trace(data.get('instance'), data.get('trace'))}")
     script = f"<script>{_SCRIPT}</script>" if actions or refresh_s else ""
     attrs = (f' data-token="{escape(token or "", quote=True)}" data-refresh="{refresh_s or 0}"'

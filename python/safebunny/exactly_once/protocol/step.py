@@ -119,6 +119,10 @@ class Step:
             raise SafeBunnyOptionError(
                 f"Step's settings must be a safebunny.StepSettings, but got a {type(settings).__name__}; "
                 "write Step(node, inbox, StepSettings(uri=..., ...)).", "settings")
+        if not isinstance(inbox, str) or not inbox.strip():  # "" would become the working directory
+            raise SafeBunnyOptionError(
+                f"Step's inbox must name the inbox Delta table, but got {inbox!r}; give a path or URI (or a table "
+                "name with inbox_backend='spark'), e.g. Step(node, '/data/shop/inbox').", "inbox")
         self.node = node
         self.inbox = Inbox(inbox, node, settings.window, backend=settings.inbox_backend, state=settings.state)
         self._claimed = BatchClaims(node, self.inbox)
