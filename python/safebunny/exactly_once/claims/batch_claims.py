@@ -77,6 +77,7 @@ class BatchClaims:
         table, mine = self.decisions, [m for m in ids if m in decisions]
         met = True
         if mine:
+            crash_point("step.before_decisions")
             self.claims.write(epoch, batch_id, mine, {table.effect.key: mine})
             rows = table.rows(decisions, mine, epoch, batch_id)
             met = self.apply(spark, epoch, batch_id, ids, {table.effect.key: (table.effect, rows)},
