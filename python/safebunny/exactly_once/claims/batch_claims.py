@@ -68,12 +68,13 @@ class BatchClaims:
         return True, orphans
 
     def commit_decisions(self, spark: Any, epoch: str, batch_id: int, ids: Sequence[str],
-                         decisions: Mapping[str, Any], rounds: Mapping[str, str | None]) -> dict[str, Any]:
+                         decisions: Mapping[str, Any], rounds: Mapping[str, str | None],
+                         parks: bool = True) -> dict[str, Any]:
         """Claim and commit ``decisions`` (id -> decision, of some of ``ids``) to the decision table, fenced, and
         return the committed decision of each of ``ids`` that has one (this batch's, or another's that landed
-        first). Besides the claims, the table itself is read after the listing: a batch that committed a
-        decision and finished since (its claim removed) marked a parked id failed, not done, so the inbox alone
-        would not leave it out."""
+        first). Where the step parks (``parks``), the table itself is read after the listing besides the inbox: a
+        batch that committed a parking and finished since (its claim removed) marked the id failed, not done, so
+        the inbox alone would not leave it out."""
         table, mine = self.decisions, [m for m in ids if m in decisions]
         met = True
         if mine:
@@ -81,7 +82,7 @@ class BatchClaims:
             self.claims.write(epoch, batch_id, mine, {table.effect.key: mine})
             rows = table.rows(decisions, mine, epoch, batch_id)
             met = self.apply(spark, epoch, batch_id, ids, {table.effect.key: (table.effect, rows)},
-                             late=lambda: set(table.read(mine, rounds)))[1]
+                             late=(lambda: set(table.read(mine, rounds))) if parks else None)[1]
         if not met:  # nobody else decided these: what landed is this batch's
             return {mid: decisions[mid] for mid in mine}
         return table.read(ids, rounds)

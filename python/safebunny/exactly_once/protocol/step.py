@@ -215,7 +215,7 @@ class Step:
         failed and rejected messages without rows, one row per merge key."""
         def commit(decisions: Mapping[str, Any], rounds: Mapping[str, str | None]) -> dict[str, Any]:  # fenced
             return self._claimed.commit_decisions(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, decisions,
-                                                  rounds)
+                                                  rounds, parks is not None)
 
         parks = self.settings.parks
         if run.rows:
