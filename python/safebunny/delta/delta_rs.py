@@ -152,7 +152,8 @@ class DeltaRsTarget(DeltaTarget):
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
             try:  # no table: create it, or fail if another writer did since (its snapshot was not this check's)
                 write_deltalake(self.path if table is None else table, data,
-                                mode="error" if table is None else "append", partition_by=list(partition_by) if partition_by else None,
+                                mode="error" if table is None else "append",
+                                partition_by=list(partition_by) if partition_by else None,
                                 commit_properties=CommitProperties(app_transactions=transactions) if transactions
                                 else None)
             except DeltaError as exc:
