@@ -8,6 +8,9 @@ from types import SimpleNamespace
 
 import safebunny
 from safebunny.exactly_once import FailedRow
+from safebunny.exactly_once.claims.batch_claims import BatchClaims
+from safebunny.exactly_once.inbox.decisions import parking
+from safebunny.exactly_once.inbox.table import Inbox
 from safebunny.saga.failures import FailureRouter
 from safebunny.saga.republish import COPY_ID
 
@@ -34,12 +37,17 @@ def test_a_replayed_batch_republishes_the_same_copies_and_poison_lists_each_mess
         saga.declare()
         router = FailureRouter(saga, saga.steps[0])
         ctx = SimpleNamespace(batch_id=7)
+        failed = [_failed("m-retry", 0), _failed("m-poison", 1)]
+        parks = router.parkings(failed)  # the step's ``parks``: committed, fenced, before anything is sent
+        assert set(parks) == {"m-poison"}
+        claims = BatchClaims("stock", Inbox(saga.config.layout.inbox, "stock"))
+        claims.commit_decisions(None, "E", 7, ["m-poison"], {"m-poison": parking(parks["m-poison"])},
+                                {"m-poison": None})
+        assert router.parkings(failed) == {}, "parked already: not decided again"
         for _ in range(2):  # the batch, then its replay after a crash before the commit
-            routed = router([_failed("m-retry", 0), _failed("m-poison", 1)], ctx)
+            routed = router(failed, ctx)
             assert routed == {"retried": 1, "parked": 1}  # what the batch's report counts
-        assert {mid: d["sent"] for mid, d in router.parked_ids.read().items()} == {"m-poison": True}  # a fresh
-        # copy of it is a duplicate from now on
-        # a copy of the parked message that fails now for a reason the tiers would retry is parked again as recorded:
+        # a copy of the parked message that fails now for a reason the tiers would retry is parked again as committed:
         # the same poison copy id, the same fails_as id (issue 48, item 3)
         assert router([_failed("m-poison", 0)], ctx) == {"retried": 0, "parked": 1}
 

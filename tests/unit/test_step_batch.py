@@ -76,22 +76,48 @@ def test_publish_rows_have_the_columns_the_sink_accepts():
         "outputIndex": "int", "headers": "map<string,string>"}
 
 
+def _park(tmp_path, epoch, batch_id, parkings, mark=False):
+    """Commit ``parkings`` (id -> record) as a saga step does (fenced, through its claims); ``mark``: then the
+    batch's inbox marker (its copies were confirmed before it)."""
+    from safebunny.exactly_once.claims.batch_claims import BatchClaims
+    from safebunny.exactly_once.inbox.decisions import parking
+    from safebunny.exactly_once.inbox.table import Inbox, InboxRow
+
+    claims = BatchClaims("s", Inbox(str(tmp_path / "inbox"), "s"))
+    ids = sorted(parkings)
+    rounds = {mid: r.get("redriven") for mid, r in parkings.items()}
+    committed = claims.commit_decisions(None, epoch, batch_id, ids, {m: parking(r) for m, r in parkings.items()},
+                                        rounds)
+    if mark:
+        claims.inbox.record([InboxRow(m, "c", None, "failed", "x", 1, (), "T") for m in ids], epoch, batch_id)
+        claims.release(epoch, batch_id, (True, []))
+    return committed
+
+
+def _parked_ids(tmp_path, legacy="s.parked.json"):
+    from safebunny.saga.parked_ids import ParkedIds
+
+    return ParkedIds(str(tmp_path / legacy), str(tmp_path / "inbox"), "s")
+
+
 def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_not(tmp_path):
-    """A saga step's ``Step(skip=...)``: the parked ids' fresh copies, marked on the batch's Arrow rows."""
-    from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
+    """A saga step's ``Step(skip=...)``: the parked ids' fresh copies, marked on the batch's Arrow rows, once the
+    parking batch's marker is in (its copies were confirmed before it)."""
+    from safebunny.saga.parked_ids import REDRIVEN
     from safebunny.saga.retry import ATTEMPT
 
-    parked = ParkedIds(str(tmp_path / "s.parked.json"))
+    parked = _parked_ids(tmp_path)
     ids = ["p", "p", "p", "q", None, "p"]
     headers = [None, {ATTEMPT: "1"}, {REDRIVEN: "yes"}, None, None, {"other": "x"}]
     table = _batch(ids, headers).table
     assert parked.fresh_copies(table) is None  # nothing parked: nothing to skip
     unskipped = Batch.of(table, skip=parked.fresh_copies)
     assert (unskipped.table, unskipped.skipped) == (table, 0)
-    parked.record({"p": {"error_type": "ValueError", "reason": "boom", "attempt": 1, "redriven": None}})
-    # recorded, its copies not confirmed yet (a crash between the two): a fresh copy is parked again, not skipped
-    assert parked.fresh_copies(table).to_pylist() == [False] * 6
-    parked.mark_sent(["p"])
+    _park(tmp_path, "E", 3, {"p": {"error_type": "ValueError", "reason": "boom", "attempt": 1, "redriven": None}})
+    # committed, its copies not confirmed yet (a crash between the two): a fresh copy is parked again, not skipped
+    assert parked.fresh_copies(table) is None
+    _park(tmp_path, "E", 3, {"p": {"error_type": "ValueError", "reason": "boom", "attempt": 1, "redriven": None}},
+          mark=True)  # the batch's replay: its own commit is in, nothing committed twice; then its marker
     assert parked.fresh_copies(table).to_pylist() == [True, False, False, False, False, True]
     batch = Batch.of(table, skip=parked.fresh_copies)
     kept, skipped = batch.table, batch.skipped
@@ -99,32 +125,56 @@ def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_
     assert kept.num_rows == 4
 
 
-def test_a_recorded_parking_rejects_every_copy_but_a_redriven_one_and_an_old_list_reads_as_sent(tmp_path):
-    """Issue 48, item 3: a saga step's ``Step(parked=...)``. A parking is honoured by any later copy of the message
-    (a redelivery in another epoch, a retry tier's copy), whatever the handler would say now; a copy that redrive
-    sent after the parking (another ``x-safebunny-redriven`` stamp) is decided afresh, and once that copy is
-    parked in turn, its stamp is the one honoured."""
-    from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
+def test_a_committed_parking_rejects_every_copy_but_a_redriven_one_and_an_old_file_is_still_honoured(tmp_path):
+    """Issue 48, item 3, and issue 58, item 1: a saga step's ``Step(parked=...)``, from the fenced decision table.
+    A parking is honoured by any later copy of the message (a redelivery in another epoch, a retry tier's copy),
+    whatever the handler would say now; a copy that redrive sent after the parking (another
+    ``x-safebunny-redriven`` stamp) is decided afresh, and once that copy is parked in turn, its stamp is the one
+    honoured; a second parking of one round never lands (the table's own read after the listing leaves it out)."""
+    from safebunny.saga.parked_ids import REDRIVEN
     from safebunny.saga.retry import ATTEMPT
 
-    parked = ParkedIds(str(tmp_path / "s.parked.json"))
+    parked = _parked_ids(tmp_path)
     ids = ["p", "p", "p", "q"]
     headers = [None, {ATTEMPT: "2"}, {REDRIVEN: "t1"}, None]
     table = _batch(ids, headers).table
     assert parked.recorded(table) == {}
-    parked.record({"p": {"error_type": "ServiceDown", "reason": "down", "attempt": 1, "redriven": None}})
+    _park(tmp_path, "E", 1, {"p": {"error_type": "ServiceDown", "reason": "down", "attempt": 1, "redriven": None}},
+          mark=True)
     (failed,) = parked.recorded(table.slice(1, 1)).values()  # the retry tier's copy
     assert (failed.message_id, failed.reason, failed.error_type) == ("p", "down", "ServiceDown")
-    assert set(parked.recorded(table)) == {"p"} and parked.honoured("p", {REDRIVEN: "t1"}) is None
-    parked.record({"p": {"error_type": "ServiceDown", "reason": "down again", "attempt": 1, "redriven": "t1"}})
-    assert parked.honoured("p", {REDRIVEN: "t1"})["reason"] == "down again" and parked.honoured("p", {}) is None
-    parked.record({"p": {"error_type": "Other", "reason": "later", "attempt": 3, "redriven": "t1"}})
-    assert parked.honoured("p", {REDRIVEN: "t1"})["reason"] == "down again", "a recorded parking is never redecided"
-    old = tmp_path / "old.parked.json"
-    old.write_text('["p"]')  # the format before: ids written after their copies were confirmed
-    legacy = ParkedIds(str(old))
-    assert legacy.fresh_copies(table).to_pylist() == [True, False, False, False]
-    assert legacy.recorded(table.slice(1, 1))["p"].reason  # parked again, with a reason saying where to look
+    assert set(parked.recorded(table)) == {"p"} and parked.parkings({"p": "t1"}) == {}
+    _park(tmp_path, "F", 0, {"p": {"error_type": "ServiceDown", "reason": "down again", "attempt": 1,
+                                   "redriven": "t1"}}, mark=True)
+    assert parked.parkings({"p": "t1"})["p"]["reason"] == "down again" and parked.parkings({"p": None})["p"][
+        "reason"] == "down"
+    later = _park(tmp_path, "G", 0, {"p": {"error_type": "Other", "reason": "later", "attempt": 3, "redriven": "t1"}})
+    assert later["p"]["reason"] == "down again", "a committed parking is never redecided"
+    assert parked.parkings({"p": "t1"})["p"]["reason"] == "down again"
+    (tmp_path / "old.parked.json").write_text('["r"]')  # an old version's file: ids whose copies were confirmed
+    legacy = _parked_ids(tmp_path, "old.parked.json")
+    old = _batch(["r", "r"], [None, {ATTEMPT: "1"}]).table
+    assert legacy.fresh_copies(old).to_pylist() == [True, False]
+    assert legacy.recorded(old.slice(1, 1))["r"].reason  # parked again, with a reason saying where to look
+
+
+def test_parkings_expire_with_their_own_retention_and_decisions_with_the_window(tmp_path):
+    """``Inbox.maintain(parked_for=...)``: a saga keeps parkings as long as its poison queue keeps the messages
+    (``poison_max_age``), its other decisions for the dedupe window."""
+    import datetime as dt
+
+    from safebunny.exactly_once.inbox.decisions import DecisionTable
+    from safebunny.exactly_once.inbox.table import Inbox
+
+    _park(tmp_path, "E", 1, {"p": {"error_type": "X", "reason": "r", "attempt": 1, "redriven": None}})
+    table = DecisionTable(str(tmp_path / "inbox"), "s")
+    table._delta.append(table.rows({"a": {"ok": True}}, ["a"], "E", 2), "other", 1)
+    inbox = Inbox(str(tmp_path / "inbox"), "s")
+    now = dt.datetime.now(dt.timezone.utc)
+    inbox.maintain(now + dt.timedelta(days=8), vacuum=False, parked_for=dt.timedelta(days=30))
+    assert set(table.read(["a", "p"])) == {"p"}, "past the window: the decision goes, the parking stays"
+    inbox.maintain(now + dt.timedelta(days=31), vacuum=False, parked_for=dt.timedelta(days=30))
+    assert table.read(["p"]) == {}
 
 
 def test_a_stand_in_id_is_the_position_in_the_batch_as_read_whatever_is_skipped():

@@ -139,6 +139,7 @@ class DeltaRsTarget(DeltaTarget):
     def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
                fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
         from deltalake import CommitProperties, Transaction, write_deltalake
+        from deltalake.exceptions import CommitFailedError, DeltaError
 
         def write() -> bool:
             table = self.handle()
@@ -149,9 +150,16 @@ class DeltaRsTarget(DeltaTarget):
                 guard(read, None if table is None else table.version())
             own = [(app_id, version)] if app_id is not None else []
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
-            write_deltalake(self.path if table is None else table, data, mode="append",
-                            partition_by=list(partition_by) if partition_by else None,
-                            commit_properties=CommitProperties(app_transactions=transactions) if transactions else None)
+            try:  # no table: create it, or fail if another writer did since (its snapshot was not this check's)
+                write_deltalake(self.path if table is None else table, data,
+                                mode="error" if table is None else "append",
+                                partition_by=list(partition_by) if partition_by else None,
+                                commit_properties=CommitProperties(app_transactions=transactions) if transactions
+                                else None)
+            except DeltaError as exc:
+                if table is None and "already exists" in str(exc):
+                    raise CommitFailedError(f"another writer created {self.path} first") from exc
+                raise
             return True
 
         return _retry_conflicts(write, self.path)

@@ -106,7 +106,8 @@ class SagaLayout:
         return self._under("poison", f"{label}.json")
 
     def parked_ids(self, unit_label: str) -> str:
-        """One query's parking decisions, recorded before their copies go out (:mod:`safebunny.saga.parked_ids`)."""
+        """The file where an older version kept one query's parking decisions: read, honoured, never written (they
+        are committed to the step's decision table now, :mod:`safebunny.saga.parked_ids`)."""
         return self._under("poison", f"{unit_label}.parked.json")
 
     def reports(self, unit_label: str) -> Any:

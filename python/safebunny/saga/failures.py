@@ -1,9 +1,10 @@
 """Where a saga step's failed rows go, the next retry tier or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
-the same copies (:mod:`safebunny.saga.republish`). A parking is recorded before its copies are published and
-honoured by every later attempt, in any epoch (:mod:`safebunny.saga.parked_ids`): a message parked once is parked
-again with the same copies, never applied. It returns how many rows it retried and parked: the batch's report
+the same copies (:mod:`safebunny.saga.republish`). A parking is decided by :meth:`FailureRouter.parkings` (the
+step's ``parks``) and committed to the step's fenced decision table before any effect or copy, then honoured by
+every later attempt, in any epoch (:mod:`safebunny.saga.parked_ids`): a message parked once is parked again with
+the same copies, never applied. It returns how many rows it retried and parked: the batch's report
 keeps them (:mod:`safebunny.saga.reports`)."""
 
 from __future__ import annotations
@@ -37,25 +38,40 @@ class FailureRouter:
     def __init__(self, saga: SagaShape, step: SagaStep) -> None:
         self.saga = saga
         self.step = step
-        self.parked_ids = ParkedIds(saga.config.layout.parked_ids(step.unit_label))
+        layout = saga.config.layout
+        self.parked_ids = ParkedIds(layout.parked_ids(step.unit_label), layout.inbox, step.node)
 
     @property
     def config(self) -> SagaConfig:
         """The saga's settings as they are now (the command line may point a loaded saga at another broker)."""
         return self.saga.config
 
+    def parkings(self, failed: list[FailedRow]) -> dict[str, dict[str, Any]]:
+        """The step's ``parks``: the parking record of each of ``failed`` that goes to poison now and has none (the
+        step commits them, fenced, before anything is applied or sent)."""
+        recorded = self.parked_ids.parkings({row.message_id: _round(row) for row in failed})
+        out = {}
+        for row in failed:
+            headers = dict((row.row or {}).get("headers") or {})
+            decision = decide(self.config.settings.retry, headers, row.error_type)
+            if row.message_id not in recorded and decision.target == "poison":
+                out[row.message_id] = {"error_type": row.error_type, "reason": row.reason[:2000],
+                                       "attempt": decision.attempt, "redriven": as_text(headers.get(REDRIVEN))}
+        return out
+
     def __call__(self, failed: list[FailedRow], ctx: Any) -> Counter[str]:
-        """Record the parkings of ``failed``, then publish their copies (confirmed); how many were retried and
-        parked."""
+        """Publish the copies of ``failed`` (confirmed), each parked one as its committed parking says; how many
+        were retried and parked."""
         batch: Counter[tuple[str, str]] = Counter()
         example: dict[tuple[str, str], tuple[str, str]] = {}
         copies: list[Copy] = []
-        parked: dict[str, dict[str, Any]] = {}
+        parked: set[str] = set()
+        honoured = self.parked_ids.parkings({row.message_id: _round(row) for row in failed}) if failed else {}
         for row in failed:
             source: Mapping[str, Any] = row.row or {}
             headers = dict(source.get("headers") or {})
-            recorded = self.parked_ids.honoured(row.message_id, headers)
-            if recorded is None:  # decided now
+            recorded = honoured.get(row.message_id)
+            if recorded is None:  # not parked: decided now (a retry tier; poison only where nothing was committed)
                 decision = decide(self.config.settings.retry, headers, row.error_type)
             else:  # parked before (a replay, another epoch): the same decision, the same copies and ids
                 decision = Decision("poison", None, int(recorded.get("attempt") or 1))
@@ -76,22 +92,19 @@ class FailureRouter:
             if poisoned and self.step.fails_as:
                 copies.append(self._failure_message(row, source, body))
             if poisoned:
-                parked[row.message_id] = {"error_type": row.error_type, "reason": row.reason[:2000],
-                                          "attempt": decision.attempt, "redriven": as_text(headers.get(REDRIVEN))}
+                parked.add(row.message_id)
             key = ("poisoned" if poisoned else f"sent to retry tier {decision.tier}", row.error_type or "error")
             batch[key] += 1
             example.setdefault(key, (row.message_id, row.reason[:300]))
             log.info("saga %s step %s: message %s %s (attempt %d): %s", self.config.name, self.step.label,
                      row.message_id, "poisoned" if poisoned else f"to retry tier {decision.tier}",
                      decision.attempt, row.reason[:300])
-        # the parkings first: once a poison copy or a fails_as message may be out, every later attempt must park
-        # the message the same way, whatever its handler would say then (DESIGN.md, one recorded decision per message)
-        self.parked_ids.record(parked)
+        # the parkings were committed before anything was applied or sent (parkings, the step's ``parks``): once a
+        # poison copy or a fails_as message may be out, every later attempt parks the message the same way
         crash_point("saga.after_parked_ids")
         publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}",
                        self.config.connection_name("failures", self.step.unit_label))
         crash_point("saga.after_failure_copies")
-        self.parked_ids.mark_sent(parked)  # fresh copies of these now count as duplicates
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)
         for (what, error_type), count in batch.items():
             mid, reason = example[(what, error_type)]
@@ -109,6 +122,11 @@ class FailureRouter:
                     failure_type,
                     source.get("contentType") or "application/json",
                     {CAUSATION_HEADER: row.message_id, REASON: row.reason[:2000]})
+
+
+def _round(row: FailedRow) -> str | None:
+    """The redrive stamp of a failed row's copy (a parking covers the copies of its own stamp)."""
+    return as_text(dict((row.row or {}).get("headers") or {}).get(REDRIVEN))
 
 
 def _bytes(value: Any) -> bytes:

@@ -159,7 +159,7 @@ class Saga:
                 executor_publish_rows=config.settings.executor_publish_rows,
                 executor_partition_rows=config.settings.executor_partition_rows,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
-                parked=failures.parked_ids.recorded))
+                parked=failures.parked_ids.recorded, parks=failures.parkings))
         return self._runtimes[label]
 
     def handler_of(self, step: SagaStep) -> Callable[..., Any]:

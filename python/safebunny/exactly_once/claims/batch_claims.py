@@ -4,7 +4,9 @@ claims, removed with the inbox marker (:mod:`~safebunny.exactly_once.claims.log`
 :class:`BatchClaims` is the protocol's step 4 and the claims' part of step 6 for one step: :meth:`apply_batch`
 writes the batch's claim (the ids it applies per target; for a row handler also the ids it decided) and applies
 each effect (:class:`~safebunny.exactly_once.claims.takeover.Takeover`), planning again when another batch
-commits to a target meanwhile; :meth:`release` removes the claim and every orphaned claim whose ids are all done.
+commits to a target meanwhile; :meth:`commit_decisions` commits a batch's decisions (a row handler's, and the
+parkings of any step) to the fenced decision table before anything else and reads back the ones that landed;
+:meth:`release` removes the claim and every orphaned claim whose ids are all done or parked.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -48,27 +50,50 @@ class BatchClaims:
         self.decisions = DecisionTable(inbox.state, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
-                    settled: Materialized, rows: bool) -> Claimed:
+                    settled: Materialized, rows: bool, decided: Sequence[str] = ()) -> Claimed:
         """Claim and apply the batch's settled effects (those with rows); ``handled`` is the handler's outcome
-        before settling, ``ids`` the new messages; a row handler's batch claims its decided ids even without
+        before settling, ``ids`` the new messages; a batch that committed decisions (a row handler's, and
+        ``decided``: more ids it committed there, parkings or a DataFrame step's) claims them even without
         effects. Claimed before listing the others, so of two batches on one id at least one sees the other's."""
         effects = {key: value for key, value in settled.effects.items() if value[1].num_rows}
-        if not effects and not (rows and ids):
+        if not effects and not ((rows or decided) and ids):
             return False, []
-        decided = [m for m in ids if m not in settled.failed] if rows else []
+        decided = sorted(set(decided) | ({m for m in ids if m not in settled.failed} if rows else set()))
         applied = applied_ids(handled.effects, effects, settled.failed)
-        if decided:  # the decision table's part, committed already (RowRun)
+        if decided:  # the decision table's part, committed already (commit_decisions)
             applied[self.decisions.effect.key] = set(decided)
         self.claims.write(epoch, batch_id, decided, applied)
         crash_point("step.after_claim")
         orphans, _ = self.apply(spark, epoch, batch_id, ids, effects)
         return True, orphans
 
+    def commit_decisions(self, spark: Any, epoch: str, batch_id: int, ids: Sequence[str],
+                         decisions: Mapping[str, Any], rounds: Mapping[str, str | None],
+                         parks: bool = True) -> dict[str, Any]:
+        """Claim and commit ``decisions`` (id -> decision, of some of ``ids``) to the decision table, fenced, and
+        return the committed decision of each of ``ids`` that has one (this batch's, or another's that landed
+        first). Where the step parks (``parks``), the table itself is read after the listing besides the inbox: a
+        batch that committed a parking and finished since (its claim removed) marked the id failed, not done, so
+        the inbox alone would not leave it out."""
+        table, mine = self.decisions, [m for m in ids if m in decisions]
+        met = True
+        if mine:
+            crash_point("step.before_decisions")
+            self.claims.write(epoch, batch_id, mine, {table.effect.key: mine})
+            rows = table.rows(decisions, mine, epoch, batch_id)
+            met = self.apply(spark, epoch, batch_id, ids, {table.effect.key: (table.effect, rows)},
+                             late=(lambda: set(table.read(mine, rounds))) if parks else None)[1]
+        if not met:  # nobody else decided these: what landed is this batch's
+            return {mid: decisions[mid] for mid in mine}
+        return table.read(ids, rounds)
+
     def apply(self, spark: Any, epoch: str, batch_id: int, ids: Sequence[str],
-              effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> tuple[list[Claim], bool]:
+              effects: Mapping[tuple, tuple[Effect, pa.Table]],
+              late: Callable[[], set[str]] | None = None) -> tuple[list[Claim], bool]:
         """Apply ``effects`` beside the node's other claims (:mod:`~safebunny.exactly_once.claims.takeover`); when
         another batch commits to a target meanwhile, plan again from what landed. Returns the other claims,
-        and whether another batch was met (:meth:`Takeover.apply`)."""
+        and whether another batch was met (:meth:`Takeover.apply`). ``late``: more ids to leave out, read after
+        each listing (beside the inbox's done ids)."""
         takeover = Takeover(spark, self.node, epoch, batch_id)
         pins: dict[tuple, int | None] = {}  # per target: a version read before the listing a fenced plan uses
         moved, pinned = 0, False
@@ -76,7 +101,8 @@ class BatchClaims:
             try:
                 histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
                 orphans = self._orphans(epoch, batch_id)
-                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id), pins, histories)
+                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id) | (
+                    late() if late is not None else set()), pins, histories)
                 return orphans, met
             except FenceMoved as exc:
                 if isinstance(exc, StalePlan) and not pinned:  # fenced before this listing: list again, once
@@ -91,13 +117,14 @@ class BatchClaims:
                 log.warning("step %s batch %d: another batch committed to a target this one planned against; "
                             "planning again (%d/%d)", self.node, batch_id, moved, _FENCE_ATTEMPTS)
 
-    def release(self, epoch: str, batch_id: int, claimed: Claimed) -> None:
-        """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done."""
+    def release(self, epoch: str, batch_id: int, claimed: Claimed, parked: Sequence[str] = ()) -> None:
+        """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done or
+        ``parked`` (ids this batch parked, as committed)."""
         wrote, orphans = claimed
         if wrote:
             self.claims.remove(epoch, batch_id)
         for claim in orphans:
-            if len(self.inbox.seen(sorted(claim.ids), "", -1)) == len(claim.ids):
+            if len(self.inbox.seen(sorted(claim.ids - set(parked)), "", -1)) == len(claim.ids - set(parked)):
                 self.claims.remove(claim.epoch, claim.batch_id)
 
     def _orphans(self, epoch: str, batch_id: int) -> list[Claim]:

@@ -4,7 +4,8 @@
 (``row_retries``), then failed with its reason (docs/exactly-once.md, "Row handlers"). The decisions go to
 the batch's outcome log first, an orphaned batch's decision is kept, and the successful ones are committed
 to the fenced decision table (:mod:`~safebunny.exactly_once.inbox.decisions`), whose landed decisions win, so
-an instance never takes two branches.
+an instance never takes two branches; so are the failures the step parks for good (``StepSettings(parks=...)``),
+in the same commit: a message ends applied or parked, never both.
 """
 
 from __future__ import annotations
@@ -24,13 +25,16 @@ from safebunny.exactly_once.collect.batch import NewMessages
 from safebunny.exactly_once.collect.materialize import Materialized, check_outcome
 from safebunny.exactly_once.handlers.frame_handler import describe
 from safebunny.exactly_once.handlers.row_types import build_tables, type_decisions
-from safebunny.exactly_once.inbox.decisions import OutcomeLog
-from safebunny.exactly_once.outcome import Effect, Outcome, StepContext
+from safebunny.exactly_once.inbox.decisions import OutcomeLog, parking, rounds_of
+from safebunny.exactly_once.outcome import FailedRow, Outcome, StepContext
 
-__all__ = ["RowRun", "from_rows"]
+__all__ = ["RowRun", "from_rows", "Parks"]
 
-#: applies effects keyed by target beside the node's other claims; True when another batch was met
-ApplyFenced = Callable[[Mapping[tuple, "tuple[Effect, pa.Table]"]], bool]
+#: commits decisions (id -> decision) fenced, given each message's round; the committed ones of the batch's ids
+CommitFenced = Callable[[Mapping[str, Any], Mapping[str, "str | None"]], dict[str, Any]]
+#: (failed rows, with their input rows) -> the parking record of each the step parks for good, not parked before
+#: (``StepSettings(parks=...)``: ``reason``, ``error_type``, ``attempt``, ``redriven``)
+Parks = Callable[[list[FailedRow]], Mapping[str, Mapping[str, Any]]]
 
 
 class RowRun:
@@ -43,10 +47,13 @@ class RowRun:
         self.row_retries = row_retries
 
     def run(self, new: NewMessages, handler: Callable[[dict[str, Any], StepContext], Any], ctx: StepContext,
-            replayed: bool, apply: ApplyFenced) -> Materialized:
-        """The batch's outcome from the decisions: recorded ones on a replay, else made now and committed."""
+            replayed: bool, commit: CommitFenced, parks: Parks | None = None,
+            rejected: Mapping[str, FailedRow] | None = None) -> tuple[Materialized, list[str]]:
+        """The batch's outcome from the decisions: recorded ones on a replay, else made now and committed (with
+        the parkings ``parks`` makes of the failed ones and of ``rejected``, the messages kept from the handler);
+        and the ids parked as committed."""
         if not new.count:
-            return Materialized()
+            return Materialized(), []
         decisions = self.outcomes.read(ctx.epoch, ctx.batch_id)
         if decisions is None:
             decisions = self._orphan_decisions(ctx, new.ids)
@@ -58,22 +65,25 @@ class RowRun:
             decisions = type_decisions(decisions, _target_schema)
             self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
         if not replayed:  # commit the decisions; where another batch's landed first, take those instead
-            adopted = self._commit(ctx, new, decisions, apply)
+            adopted = self._commit(new, decisions, commit, parks, rejected or {})
             if adopted:
                 decisions = type_decisions({**decisions, **adopted}, _target_schema)
                 self.outcomes.write(ctx.epoch, ctx.batch_id, decisions)
-        return build_tables(decisions, _target_schema, new.correlation_of())
+        parked = [mid for mid, decision in decisions.items() if decision.get("parked")]
+        return build_tables(decisions, _target_schema, new.correlation_of()), parked
 
-    def _commit(self, ctx: StepContext, new: NewMessages, decisions: Mapping[str, Any],
-                apply: ApplyFenced) -> dict[str, Any]:
-        """Claim and commit the batch's successful decisions, fenced; the committed decisions that differ
-        from this batch's when another batch was met (its decisions landed first, or this is a replay)."""
-        ok, table = [mid for mid in new.ids if decisions.get(mid, {}).get("ok")], self.claimed.decisions
-        if ok:
-            self.claimed.claims.write(ctx.epoch, ctx.batch_id, ok, {table.effect.key: ok})
-            if not apply({table.effect.key: (table.effect, table.rows(decisions, ok, ctx.epoch, ctx.batch_id))}):
-                return {}
-        committed = table.read(new.ids)
+    def _commit(self, new: NewMessages, decisions: Mapping[str, Any], commit: CommitFenced, parks: Parks | None,
+                rejected: Mapping[str, FailedRow]) -> dict[str, Any]:
+        """Commit the batch's successful decisions and its parkings, fenced; the committed decisions that differ
+        from this batch's (another batch's landed first, or this is a replay)."""
+        mine = {mid: decisions[mid] for mid in new.ids if decisions.get(mid, {}).get("ok")}
+        if parks is not None:
+            correlations = new.correlation_of()
+            failed = [FailedRow(mid, d["reason"], d.get("attempts", 1), correlations.get(mid), d.get("error_type"),
+                                new.row_of(mid)) for mid, d in decisions.items() if not d["ok"] and mid in new.order]
+            for mid, record in parks([*failed, *rejected.values()]).items():
+                mine[mid] = parking(record)
+        committed = commit(mine, rounds_of(new.table))
         return {mid: decision for mid, decision in committed.items() if decision != decisions.get(mid)}
 
     def _orphan_decisions(self, ctx: StepContext, ids: list[str]) -> dict[str, Any]:

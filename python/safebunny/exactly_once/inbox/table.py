@@ -206,17 +206,20 @@ class Inbox:
         found = self.target.read(equal)
         return INBOX_SCHEMA.empty_table() if found is None else found
 
-    def maintain(self, now: dt.datetime | None = None, vacuum: bool = True) -> dict[str, object]:
+    def maintain(self, now: dt.datetime | None = None, vacuum: bool = True,
+                 parked_for: dt.timedelta | None = None) -> dict[str, object]:
         """Drop this node's partitions older than its window, compact, vacuum and sweep staging files; delete
-        its committed row decisions older than the window too. Other nodes sharing the table keep their rows.
-        Run it from one job at a time (docs/exactly-once.md, "Maintenance")."""
+        its committed row decisions older than the window too, and its parkings older than ``parked_for`` (a saga:
+        its ``poison_max_age``, how long its poison queue keeps them; default the window). Other nodes sharing the
+        table keep their rows. Run it from one job at a time (docs/exactly-once.md, "Maintenance")."""
         keep_from = _date(now) - self.window
         cutoff = keep_from.date().isoformat()
         done: dict[str, object] = {"deleted": self.target.delete_before(self.node, "processedDate", cutoff),
                                    **self.target.compact(vacuum)}
         log.info("inbox %s maintained: %s", self.target.table, done)
         # the node's committed row decisions, where its claims live (exactly_once/inbox/decisions.py)
-        done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date())
+        parked_from = None if parked_for is None else (_date(now) - parked_for).date()
+        done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date(), parked_from)
         return done
 
 

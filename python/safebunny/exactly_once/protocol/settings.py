@@ -37,6 +37,8 @@ Prepare = Callable[[pa.Table, Any], "Prepared | None"]
 #: (the new messages' Arrow rows) -> the failed row of each message whose failure an earlier attempt recorded for
 #: good (a saga's parkings): those never reach the handler and go to ``on_failed`` as recorded
 Parked = Callable[[pa.Table], "Mapping[str, FailedRow]"]
+#: (failed rows) -> the parking record of each the step parks for good (committed, fenced, before anything is sent)
+Parks = Callable[[list[FailedRow]], "Mapping[str, Mapping[str, Any]]"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class StepSettings:
     prepare: Prepare | None = None
     skip: Skip | None = None
     parked: Parked | None = None
+    parks: Parks | None = None
 
     def __post_init__(self) -> None:
         if self.uri is not None:  # the password apart, as in ConnectionSettings: the repr never shows it

@@ -41,8 +41,9 @@ from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Publi
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
 from safebunny.exactly_once.handlers.row_handler import RowRun
+from safebunny.exactly_once.inbox.decisions import parking, rounds_of
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
-from safebunny.exactly_once.outcome import StepContext
+from safebunny.exactly_once.outcome import FailedRow, StepContext
 from safebunny.exactly_once.protocol.epoch import step_epoch
 from safebunny.exactly_once.protocol.report import BatchReport, Phases, log_report
 from safebunny.exactly_once.protocol.settings import Handler, StepSettings
@@ -64,6 +65,10 @@ class _Run:
     seen: Collection[str] = ()
     replayed: bool = False
     spark_read: SparkRead | None = None
+    #: the ids whose decision this batch committed to the decision table besides a row handler's (parkings, a
+    #: DataFrame step's applied ones); and those it leaves to another batch whose decision landed first
+    decided: Collection[str] = ()
+    yielded: Collection[str] = ()
 
 
 class Step:
@@ -110,7 +115,13 @@ class Step:
       failed for good and recorded so (in any epoch): it never reaches the handler, and goes to ``on_failed``
       with the recorded reason. A saga's parkings are recorded before their poison copies and compensation
       messages are sent (:meth:`safebunny.saga.parked_ids.ParkedIds.recorded`), so a redelivery that the
-      handler would now accept is parked again, never applied.
+      handler would now accept is parked again, never applied;
+    - ``parks``: ``parks(failed_rows)`` gives the parking record (``reason``, ``error_type``, ``attempt``,
+      ``redriven``) of each failed row that ``on_failed`` will park for good, not parked before. The step commits
+      them to its fenced decision table with its other decisions (a DataFrame step: ``{"ok": true}`` for each
+      message it applies) before any effect or send, so of two live batches on one message exactly one decision
+      lands: the other batch takes it, parking a message it would have applied or leaving one it failed to the
+      batch that applied it (:mod:`~safebunny.exactly_once.inbox.decisions`). A saga parks this way.
     """
 
     def __init__(self, node: str, inbox: str, settings: StepSettings | None = None) -> None:
@@ -207,16 +218,43 @@ class Step:
     def _handle(self, run: _Run, new: NewMessages, handler: Handler) -> tuple[Materialized, Materialized]:
         """3. The handler's outcome on the new messages (failing rows isolated), and that outcome settled:
         failed and rejected messages without rows, one row per merge key."""
-        if run.rows:
-            def apply(effects: Mapping[tuple, tuple[Any, pa.Table]]) -> bool:  # the decisions, fenced
-                return self._claimed.apply(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, effects)[1]
+        def commit(decisions: Mapping[str, Any], rounds: Mapping[str, str | None]) -> dict[str, Any]:  # fenced
+            return self._claimed.commit_decisions(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, decisions,
+                                                  rounds, parks is not None)
 
-            handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
+        parks = self.settings.parks
+        named = lambda table: table_identity(table, run.spark)  # noqa: E731 - one table, one name (docs)
+        if run.rows:
+            handled, run.decided = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, commit, parks,
+                                                  new.rejected)
+            handled = identified(handled, named)
+            result = settle_outcome(handled, new.order, new.rejected)
         else:
-            handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
-        handled = identified(handled, lambda table: table_identity(table, run.spark))
-        result = settle_outcome(handled, new.order, new.rejected)
+            handled = identified(run_frames(run.spark, new.for_handler(), handler, run.ctx,
+                                            self.settings.max_isolation_jobs), named)
+            result = settle_outcome(handled, new.order, new.rejected)
+            if parks is not None and not run.replayed and new.count:
+                handled, result = self._decide_frames(run, new, handled, result, commit)
         run.clock.lap("handler")
+        return handled, result
+
+    def _decide_frames(self, run: _Run, new: NewMessages, handled: Materialized, result: Materialized,
+                       commit: Callable[..., dict[str, Any]]) -> tuple[Materialized, Materialized]:
+        """3, with ``parks``: a DataFrame step's decisions committed, fenced: ``{"ok": true}`` per message applied
+        and the new parkings; a message another batch's decision covers follows it (parked, or left to that batch)."""
+        assert self.settings.parks is not None
+        failed = [replace(f, row=f.row or new.row_of(f.message_id)) for f in result.failed.values()]
+        mine: dict[str, Any] = {mid: {"ok": True} for mid in new.ids if mid not in result.failed}
+        mine.update({mid: parking(record) for mid, record in self.settings.parks(failed).items()})
+        committed = commit(mine, rounds_of(new.table))
+        run.decided = list(mine)
+        run.yielded = {mid for mid, d in committed.items() if d.get("ok") and mid in result.failed}
+        parked = {mid: FailedRow(mid, d["reason"], 1, new.correlation_of().get(mid), d.get("error_type"))
+                  for mid, d in committed.items() if d.get("parked") and mid not in result.failed}
+        if parked:  # another batch parked them first: no effect, no emit here
+            result = settle_outcome(handled, new.order, {**new.rejected, **parked})
+        for mid in run.yielded:  # another batch applied them: nothing to send or mark for them here
+            result.failed.pop(mid, None)
         return handled, result
 
     def _derive_emit_ids(self, run: _Run, new: NewMessages,
@@ -234,7 +272,7 @@ class Step:
         if run.replayed:
             return False, []
         claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
-                                            run.rows)
+                                            run.rows, run.decided)
         run.clock.lap("effects")
         crash_point("step.after_effects")
         return claimed
@@ -267,8 +305,8 @@ class Step:
         claim removed (and the orphaned claims whose ids are all done). An empty batch commits nothing."""
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
         if not run.replayed and run.batch.received:
-            self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
-            self._claimed.release(epoch, batch_id, claimed)
+            self.inbox.record(_inbox_rows(new, result, emitted, run.yielded), epoch, batch_id)
+            self._claimed.release(epoch, batch_id, claimed, [mid for mid in run.decided if mid in result.failed])
             run.clock.lap("inbox")
         if run.spark_read is not None:
             run.spark_read.wait()
@@ -292,10 +330,15 @@ class Step:
         return report
 
 
-def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]]) -> list[InboxRow]:
+def _inbox_rows(new: NewMessages, result: Materialized, emitted: Mapping[str, list[str]],
+                yielded: Collection[str] = ()) -> list[InboxRow]:
+    """The marker's rows: each new message done or failed, but those left to a batch whose decision landed first
+    (that batch, or the one that takes its messages over, marks them)."""
     out = []
     columns = zip(new.ids, new.correlations, new.causations, new.types, strict=True)
     for mid, correlation, causation, message_type in columns:
+        if mid in yielded:
+            continue
         failed = result.failed.get(mid)
         out.append(InboxRow(mid, correlation, causation, "failed" if failed else "done",
                             failed.reason if failed else None, failed.attempts if failed else 1,
