@@ -45,7 +45,7 @@ class BatchClaims:
         self.node = node
         self.inbox = inbox
         self.claims = ClaimLog(inbox.state, node)
-        self.decisions = DecisionTable(inbox.state, node)
+        self.decisions = DecisionTable(inbox.decisions, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
                     settled: Materialized, rows: bool) -> Claimed:

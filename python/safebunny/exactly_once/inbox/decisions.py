@@ -8,7 +8,8 @@ the first attempt decided, so the decisions are written (durably, atomically) be
 (:meth:`DecisionTable.read`), so an instance never takes two branches (docs/exactly-once.md, "The fence",
 item 5). A failed decision is never committed: the message is decided again when it comes back.
 
-Table ``<state>/_decisions`` (delta-rs, beside the claims): ``node``, ``messageId``, ``epoch``,
+Table ``<state>/_decisions`` (delta-rs, beside the claims), or ``<inbox>_decisions`` by name beside an inbox by name
+(:attr:`~safebunny.exactly_once.inbox.table.Inbox.decisions`): ``node``, ``messageId``, ``epoch``,
 ``batchId``, ``decision`` (JSON), ``decidedDate``. :meth:`DecisionTable.maintain` (called by
 ``Inbox.maintain``) deletes a node's rows older than its dedupe window.
 """
@@ -71,8 +72,8 @@ def jsonable(value: Any) -> Any:
 class DecisionTable:
     """The committed row-handler decisions of one node (the table is shared by the nodes of a state root)."""
 
-    def __init__(self, root: str, node: str) -> None:
-        self.path = f"{root.rstrip('/')}/_decisions"
+    def __init__(self, table: str, node: str) -> None:
+        self.path = table
         self.node = node
         self.effect = Effect("append", None, self.path)
         self._delta = delta_target(self.path)
