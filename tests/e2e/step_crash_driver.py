@@ -11,6 +11,7 @@ runs each scenario's query to its end, one after another in one SparkSession, so
 restarts the scenarios of several kill points. ``by_name`` (the Delta Spark tier) gives the inbox and the effect
 tables by name, ``<database>.inbox``, ``.effects``, ``.ledger``, in a database named after the workdir (its claims in
 ``WORKDIR/state``); the driver's session then has Delta and a Hive catalog (tests/e2e/driver_session.py).
+``SAFEBUNNY_TEST_STATE_ROOT`` (a folder, e.g. on a volume) holds the state and the journal in place of WORKDIR.
 It prints ``DRIVER-DONE <workdir>`` for each scenario that finished and ``DRIVER-FAILED <workdir>`` (its
 traceback on stderr) for one that did not, then goes on.
 """
@@ -50,7 +51,7 @@ def run(spark, uri: str, scenario: dict) -> None:
         database = by_name_database(workdir)
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
         inbox, effects_table, ledger_table = (f"{database}.{t}" for t in ("inbox", "effects", "ledger"))
-        state = os.path.join(workdir, "state")
+        state = os.path.join(os.environ.get("SAFEBUNNY_TEST_STATE_ROOT") or workdir, "state")
     else:
         inbox, state = os.path.join(workdir, "inbox"), None
         effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
@@ -73,9 +74,10 @@ def run(spark, uri: str, scenario: dict) -> None:
                                  emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
                                                        routing_key=out_queue)])
 
-    journal = scenario.get("journal") or f"journal-{checkpoint}"
+    journal = os.path.join(os.environ.get("SAFEBUNNY_TEST_STATE_ROOT") or workdir,
+                           scenario.get("journal") or f"journal-{checkpoint}")
     df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", scenario["queue"])
-          .option("queueType", "classic").option("journalLocation", os.path.join(workdir, journal))
+          .option("queueType", "classic").option("journalLocation", journal)
           .option("maxMessagesPerTrigger", os.environ.get("SAFEBUNNY_TEST_BATCH", "50"))
           .load())
     q = (df.writeStream.foreachBatch(step.foreach_batch(bill))
