@@ -1,7 +1,8 @@
 """A saga driver for the crash test: ``python saga_crash_driver.py URI NAME WORKDIR [start]``.
 
 Two steps (stock reserves, shipping ships), each with a Delta effect; ``start`` publishes 120 orders
-(``SAFEBUNNY_TEST_ORDERS``), three batches a step, first. Then ``saga.drain``. The test sets ``SAFEBUNNY_CRASH_AT`` to kill the whole driver mid-saga.
+(``SAFEBUNNY_TEST_ORDERS``), three batches a step, first. Then ``saga.drain``. The test sets
+``SAFEBUNNY_CRASH_AT`` to kill the whole driver mid-saga.
 ``SAFEBUNNY_TEST_STATE`` (a URI, e.g. ``s3://bucket/run``) puts the saga's root and the effect tables there
 instead of WORKDIR; Spark's checkpoints stay under WORKDIR (``Saga(checkpoints=...)``), or in
 ``SAFEBUNNY_TEST_CHECKPOINTS``. ``SAFEBUNNY_TEST_SCHEMA`` (the Delta Spark tier) keeps every Delta table by name in
