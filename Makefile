@@ -9,7 +9,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: venv broker-package broker browser install test-runtime test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
+.PHONY: venv broker-package broker browser fuse install test-runtime test-compat install-delta delta-jars test-delta bench-delta test test-unit test-integration test-e2e lint demo bench bench-full shim shim-jar notebooks clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,11 @@ broker:
 # Debian's headless Chromium and its driver, for the saga page's browser test (tests/e2e/test_view_browser.py).
 browser:
 	tools/apt_install.sh /usr/bin/chromium=chromium /usr/bin/chromedriver=chromium-driver
+
+# Debian's libfuse2, which fusepy loads: tests/volume_mount.py mounts a FUSE folder that behaves as a Unity Catalog
+# volume (no rename, no hard link) for tests/delta_spark/test_saga_on_volume.py.
+fuse:
+	tools/apt_install.sh /usr/lib/$$(uname -m)-linux-gnu/libfuse.so.2=libfuse2
 
 # A real (non-editable) install, as a user gets: Spark's data-source lookup (pkgutil) sees it,
 # and every run of a target sees the code as it is now.
@@ -86,12 +91,12 @@ $(PYD):
 	$(PYTHON) -m venv $(VENV_DELTA)
 	$(PYD) -m pip install -q --upgrade pip setuptools wheel
 
-install-delta: $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION) delta-jars
+install-delta: $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION) delta-jars fuse
 
 $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION): $(PYD) $(PACKAGE_FILES)
 	rm -rf build
 	$(PYD) -m pip install -q "pyspark[sql,connect]==$(DELTA_PYSPARK)" "delta-spark==$(DELTA_VERSION)" "pandas<3" \
-		pytest pytest-timeout hypothesis 2>&1 | { grep -v "^WARNING: Location" || true; }
+		pytest pytest-timeout hypothesis "fusepy>=3" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -c "import pyspark, delta, safebunny, pyspark_safebunny; v = pyspark.__version__; \
 		assert v == '$(DELTA_PYSPARK)', f'installing safebunny replaced PySpark $(DELTA_PYSPARK) with {v}'"

@@ -36,7 +36,9 @@ setup(
                  "moto[server]>=5",  # an S3-compatible store on a loopback port for the object-store tests
                  "matplotlib>=3.7", "tqdm>=4.60",  # the demo's chart and progress bar, which the suite runs
                  # the saga page in a real browser: drives Debian's chromium through its chromedriver (no download)
-                 "selenium>=4.20"],
+                 "selenium>=4.20",
+                 # a FUSE mount that behaves as a Unity Catalog volume (no rename, no hard link), on Debian's libfuse2
+                 "fusepy>=3"],
         "plots": ["matplotlib>=3.7", "tqdm>=4.60"],  # the demo's chart and progress bar
         "bench": ["matplotlib>=3.7", "psutil", "tqdm>=4.60", "py-spy"],
         "stream": [],  # kept so that 'safebunny[stream]' still installs: rstream is a dependency now

@@ -553,6 +553,19 @@ def spark(tmp_path_factory):  # type: ignore[no-untyped-def]
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def volume(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A FUSE folder under /Volumes that behaves as a Unity Catalog volume (no rename, no hard link; tests/
+    volume_mount.py), unmounted after the module; skipped, saying why, where FUSE, libfuse2 or fusepy is missing."""
+    from volume_mount import mount, why_not
+
+    reason = why_not()
+    if reason:
+        pytest.skip(f"no FUSE volume: {reason}")
+    with mount(tmp_path_factory.mktemp("volume")) as mounted:
+        yield mounted
+
+
 @pytest.fixture
 def database(spark, unique_name):  # type: ignore[no-untyped-def]
     """A database of the shared session's catalog for one test of the Delta Spark tier (its tables are managed

@@ -13,7 +13,6 @@ from pyspark.sql.types import StructType
 from safebunny.amqp.message_rows import arrow_schema
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import SourceOptions, parse_source_options
-from safebunny.storage.volumes import refuse_volume
 
 __all__ = ["source_schema", "schema_for", "resolve_queue_type", "require_journal"]
 
@@ -50,8 +49,8 @@ def resolve_queue_type(options: SourceOptions) -> str:
 
 
 def require_journal(options: SourceOptions, queue_type: str) -> None:
-    """Classic and quorum queues need ``journalLocation``, off Unity Catalog volumes; say so before the query
-    starts."""
+    """Classic and quorum queues need ``journalLocation`` (a Unity Catalog volume works: its files are written whole
+    there); say so before the query starts."""
     if queue_type == "stream":
         return
     if not options.journal_location:
@@ -65,4 +64,3 @@ def require_journal(options: SourceOptions, queue_type: str) -> None:
             "readStream and trigger(availableNow=True).)",
             "journalLocation",
         )
-    refuse_volume(options.journal_location, "Option 'journalLocation'", "journalLocation")

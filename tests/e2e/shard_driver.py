@@ -9,7 +9,10 @@ driver's. ``SAFEBUNNY_TEST_LEDGER=1`` gives stock a second Delta table (``ledger
 ``SAFEBUNNY_TEST_CHECKPOINTS`` (a folder), the Spark checkpoints go there (``Saga(checkpoints=...)``).
 ``SAFEBUNNY_TEST_TABLES`` (a folder holding the Delta tables ``reservations``, ``ledger`` and ``shipments``, made by
 the test; the Delta Spark tier) gives the effect tables by name, ``sb_drivers.<table>``, each driver registering
-those names on those folders in its own catalog (tests/delta_spark/test_drivers_by_name.py).
+those names on those folders in its own catalog (tests/delta_spark/test_drivers_by_name.py);
+``SAFEBUNNY_TEST_DATABASE`` names that database (default ``sb_drivers``). ``SAFEBUNNY_TEST_SAGA_TABLES=1`` keeps the
+saga's own inbox by name there too (``SagaSettings(tables=...)``, registered on the folder ``saga_inbox`` made by the
+test), and ``SAFEBUNNY_TEST_ROOT`` puts the saga's root there (tests/delta_spark/test_saga_on_volume.py: a volume).
 """
 
 import os
@@ -21,7 +24,8 @@ from driver_session import driver_session  # tests/e2e, the script's own folder
 import safebunny
 
 STOCK_SHARDS, SHIPPING_SHARDS = 2, 2  # enough for a takeover and a balance; each shard is a query to start
-DATABASE, TABLES = "sb_drivers", ("reservations", "ledger", "shipments")
+DATABASE, TABLES = os.environ.get("SAFEBUNNY_TEST_DATABASE", "sb_drivers"), ("reservations", "ledger", "shipments")
+SAGA_TABLES = os.environ.get("SAFEBUNNY_TEST_SAGA_TABLES") == "1"
 
 
 def table(workdir: str, name: str) -> str:
@@ -29,17 +33,21 @@ def table(workdir: str, name: str) -> str:
     return f"{DATABASE}.{name}" if os.environ.get("SAFEBUNNY_TEST_TABLES") else os.path.join(workdir, name)
 
 
-def register(spark, tables: str) -> None:
+def register(spark, tables: str, saga: str) -> None:
     """This driver's names for the Delta tables under ``tables`` (its own catalog, as another cluster's)."""
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} LOCATION '{os.path.join(tables, '_database')}'")
-    for name in TABLES:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {DATABASE}.{name} USING DELTA LOCATION '{os.path.join(tables, name)}'")
+    names = {name: name for name in TABLES}
+    if SAGA_TABLES:
+        names[f"{saga.replace('-', '_')}_inbox"] = "saga_inbox"
+    for name, folder in names.items():
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {DATABASE}.{name} USING DELTA LOCATION '{os.path.join(tables, folder)}'")
 
 
 def define(uri: str, name: str, workdir: str, driver: str | None) -> safebunny.Saga:
-    saga = safebunny.Saga(name, uri=uri, root=os.path.join(workdir, "saga"), settings=safebunny.SagaSettings(
+    root = os.environ.get("SAFEBUNNY_TEST_ROOT") or os.path.join(workdir, "saga")
+    saga = safebunny.Saga(name, uri=uri, root=root, settings=safebunny.SagaSettings(
         retry=safebunny.Retry(delays=("1s",)), batch_size=15, driver=driver,
-        checkpoints=os.environ.get("SAFEBUNNY_TEST_CHECKPOINTS")))
+        checkpoints=os.environ.get("SAFEBUNNY_TEST_CHECKPOINTS"), tables=DATABASE if SAGA_TABLES else None))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string",
                produces=["StockReserved"], shards=STOCK_SHARDS)
@@ -67,7 +75,7 @@ if __name__ == "__main__":
     uri, name, workdir, driver = sys.argv[1:5]
     spark = driver_session(f"safebunny-driver-{driver}")
     if os.environ.get("SAFEBUNNY_TEST_TABLES"):
-        register(spark, os.environ["SAFEBUNNY_TEST_TABLES"])
+        register(spark, os.environ["SAFEBUNNY_TEST_TABLES"], name)
     go = os.environ.get("SAFEBUNNY_TEST_GO")
     while go and not os.path.exists(go):
         time.sleep(0.2)

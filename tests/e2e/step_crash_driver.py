@@ -14,6 +14,7 @@ tables by name, ``<database>.inbox``, ``.effects``, ``.ledger``, in a database n
 ``qualified`` spells those names ``spark_catalog.<database>.<table>`` (one table, a second spelling).
 ``SAFEBUNNY_TEST_KILL_ON_CREATE=<table>`` (by name) kills the driver the moment that table's first log file lands
 in its location, before the catalog has its name (a create cut short).
+``SAFEBUNNY_TEST_STATE_ROOT`` (a folder, e.g. on a volume) holds the state and the journal in place of WORKDIR.
 It prints ``DRIVER-DONE <workdir>`` for each scenario that finished and ``DRIVER-FAILED <workdir>`` (its
 traceback on stderr) for one that did not, then goes on.
 """
@@ -58,7 +59,7 @@ def run(spark, uri: str, scenario: dict) -> None:
         inbox, effects_table, ledger_table = (f"{spelled}.{t}" for t in ("inbox", "effects", "ledger"))
         if os.environ.get("SAFEBUNNY_TEST_KILL_ON_CREATE"):
             _kill_when_created(spark, database, os.environ["SAFEBUNNY_TEST_KILL_ON_CREATE"])
-        state = os.path.join(workdir, "state")
+        state = os.path.join(os.environ.get("SAFEBUNNY_TEST_STATE_ROOT") or workdir, "state")
     else:
         inbox, state = os.path.join(workdir, "inbox"), None
         effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
@@ -81,9 +82,10 @@ def run(spark, uri: str, scenario: dict) -> None:
                                  emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
                                                        routing_key=out_queue)])
 
-    journal = scenario.get("journal") or f"journal-{checkpoint}"
+    journal = os.path.join(os.environ.get("SAFEBUNNY_TEST_STATE_ROOT") or workdir,
+                           scenario.get("journal") or f"journal-{checkpoint}")
     df = (spark.readStream.format("safebunny").option("uri", uri).option("queue", scenario["queue"])
-          .option("queueType", "classic").option("journalLocation", os.path.join(workdir, journal))
+          .option("queueType", "classic").option("journalLocation", journal)
           .option("maxMessagesPerTrigger", os.environ.get("SAFEBUNNY_TEST_BATCH", "50"))
           .load())
     q = (df.writeStream.foreachBatch(step.foreach_batch(bill))

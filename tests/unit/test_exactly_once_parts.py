@@ -134,7 +134,10 @@ def test_maintain_deletes_a_nodes_row_decisions_older_than_its_window(tmp_path):
 
     path = str(tmp_path / "inbox")
     start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-    billing, other = DecisionTable(path, "billing"), DecisionTable(path, "other")
+    decisions = Inbox(path, "billing").decisions  # the inbox's folder, as its state location
+    assert decisions == f"{path}/_decisions" and Inbox("main.sagas.inbox", "b", state=path).decisions == (
+        "main.sagas.inbox_decisions")  # by name beside an inbox by name
+    billing, other = DecisionTable(decisions, "billing"), DecisionTable(decisions, "other")
     decision = {"ok": True, "effects": [], "emits": []}
     for table in (billing, other):
         rows = table.rows({"m1": decision}, ["m1"], "E", 0, today=start.date())

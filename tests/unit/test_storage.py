@@ -101,9 +101,10 @@ def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_pa
     step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI, state=str(tmp_path / "state")))
     assert step._claimed.claims.folder == f"{tmp_path}/state/_claims/billing"
     assert step._rows.outcomes.root == f"{tmp_path}/state"
-    assert step._claimed.decisions.path == f"{tmp_path}/state/_decisions"
+    assert step._claimed.decisions.path == "main.sagas.inbox_decisions", "by name beside an inbox by name"
     by_path = Step("billing", inbox=str(tmp_path / "inbox"), settings=StepSettings(uri=URI))
     assert by_path._claimed.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside the inbox"
+    assert by_path._claimed.decisions.path == f"{tmp_path}/inbox/_decisions"
 
 
 def test_a_lease_round_trips_with_its_payload_beside_it_under_the_holder_key_its_user_names(tmp_path):

@@ -4,12 +4,14 @@
         payment ──PaymentCharged──▶ shipping (ship)
         payment ──PaymentDeclined──▶ stock (release: compensates OrderPlaced)
 
-Delta tables under ``<root>/tables``: ``reservations`` (one row per reservation, ``qty`` > 0, and one
+Delta tables under ``<root>/tables`` (or by name in a schema, ``tables="main.demo"``, with the saga's own tables:
+``SagaSettings(tables=...)``): ``reservations`` (one row per reservation, ``qty`` > 0, and one
 per release, ``qty`` < 0), ``payments`` (``status`` charged or declined) and ``shipments``. A card
 number ending in ``0002`` is declined, as in card test suites.
 
 The CLI can load it: ``safebunny status safebunny.demo.fulfilment`` (broker from ``SAFEBUNNY_URI``,
-files from ``SAFEBUNNY_DEMO_DIR``, the saga's name from ``SAFEBUNNY_DEMO_NAME``: ``make demo`` prints them).
+files from ``SAFEBUNNY_DEMO_DIR``, the saga's name from ``SAFEBUNNY_DEMO_NAME``, its schema of tables from
+``SAFEBUNNY_DEMO_TABLES``: ``make demo`` prints them).
 """
 
 from __future__ import annotations
@@ -27,19 +29,22 @@ DECLINED_CARD = "4000-0000-0000-0002"
 ORDER_SCHEMA = "orderId string, sku string, qty int, amount double, card string"
 
 
-def tables(root: str | Path) -> dict[str, str]:
-    """The demo's Delta tables: name -> path."""
-    base = Path(root) / "tables"
-    return {name: str(base / name) for name in ("reservations", "payments", "shipments")}
+def tables(root: str | Path, schema: str | None = None) -> dict[str, str]:
+    """The demo's Delta tables: name -> path under ``root``, or -> ``<schema>.<name>``."""
+    names = ("reservations", "payments", "shipments")
+    return {name: f"{schema}.{name}" if schema else str(Path(root) / "tables" / name) for name in names}
 
 
-def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] = ("1s", "2s")) -> Any:
-    """The fulfilment saga on the broker at ``uri``, with its checkpoints, inboxes and tables under ``root``."""
+def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] = ("1s", "2s"),
+          schema: str | None = None, checkpoints: str | None = None) -> Any:
+    """The fulfilment saga on the broker at ``uri``, with its checkpoints, inboxes and tables under ``root``;
+    ``schema``: its tables and the saga's by name there (``root`` then holds plain files only and may be a Unity
+    Catalog volume); ``checkpoints``: the Spark checkpoints' folder (``SagaSettings(checkpoints=...)``)."""
     from pyspark.sql import functions as F
 
-    paths = tables(root)
+    paths = tables(root, schema)
     saga = safebunny.Saga(name, uri=uri, root=str(Path(root) / "saga"), settings=safebunny.SagaSettings(
-        retry=safebunny.Retry(delays=delays)))
+        retry=safebunny.Retry(delays=delays), tables=schema, checkpoints=checkpoints))
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema=ORDER_SCHEMA,
                produces=["StockReserved"])
@@ -78,4 +83,4 @@ def build(uri: str, root: str | Path, name: str = NAME, delays: tuple[str, ...] 
 
 saga = build(os.environ.get("SAFEBUNNY_URI", "amqp://guest:guest@127.0.0.1:5672/%2F"),
              Path(os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo")).resolve(),
-             name=os.environ.get("SAFEBUNNY_DEMO_NAME", NAME))
+             name=os.environ.get("SAFEBUNNY_DEMO_NAME", NAME), schema=os.environ.get("SAFEBUNNY_DEMO_TABLES") or None)

@@ -39,6 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duplicates", type=float, default=0.05, help="share of orders published twice")
     p.add_argument("--dir", default=os.environ.get("SAFEBUNNY_DEMO_DIR", ".demo"),
                    help="work directory for checkpoints, inboxes, tables and the chart (default .demo)")
+    p.add_argument("--tables", default=None, metavar="SCHEMA",
+                   help="keep every Delta table (the saga's and the demo's) by name in this schema (Delta Spark in the "
+                        "session); --dir then holds plain files only and may be a Unity Catalog volume")
+    p.add_argument("--checkpoints", default=None, metavar="DIR",
+                   help="the Spark checkpoints' folder (default: under --dir; give one apart from a volume)")
     p.add_argument("--name", default=None,
                    help="saga name (default safebunny-demo-<random>, new each run); its queues are named after it")
     p.add_argument("--keep", action="store_true",

@@ -57,12 +57,15 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
     from safebunny.optional import available
 
     plan = plan_orders(args.orders, args.declined, args.malformed, args.duplicates)
-    saga = fulfilment.build(uri, work, name=args.name or f"{fulfilment.NAME}-{uuid.uuid4().hex[:8]}")
+    schema = getattr(args, "tables", None)
+    saga = fulfilment.build(uri, work, name=args.name or f"{fulfilment.NAME}-{uuid.uuid4().hex[:8]}", schema=schema,
+                            checkpoints=getattr(args, "checkpoints", None))
     safebunny.topology.delete(saga)          # what an earlier run under this name left behind
     safebunny.topology.declare(saga)
     steps = list(saga.steps)
     print(f"declared saga {saga.name!r}: {len(steps)} steps, retry tiers and poison queues (watch it: "
-          f"SAFEBUNNY_DEMO_NAME={saga.name} SAFEBUNNY_DEMO_DIR={work} safebunny status safebunny.demo.fulfilment)")
+          f"SAFEBUNNY_DEMO_NAME={saga.name} SAFEBUNNY_DEMO_DIR={work}"
+          f"{f' SAFEBUNNY_DEMO_TABLES={schema}' if schema else ''} safebunny status safebunny.demo.fulfilment)")
 
     for orders in filter(None, (plan.orders, plan.duplicates)):  # the duplicates: some of the orders again
         saga.start(spark.createDataFrame(orders, fulfilment.ORDER_SCHEMA), node="orders", type="OrderPlaced",
@@ -77,7 +80,7 @@ def run(spark: Any, uri: str, work: Path, args: argparse.Namespace) -> tuple[Sum
         saga.drain(spark)
         elapsed = monitor.elapsed
 
-    paths = fulfilment.tables(work)
+    paths = fulfilment.tables(work, schema)
     status = {f"{r['node']}.{r['type']}": r for r in to_rows(saga.status())}
     poisoned = [p.correlationId for s in steps for p in saga.poison_rows(s.node, s.consumes)]
     summary = summarise(

@@ -37,19 +37,32 @@ def _max_age(option: str, value: str | None, what: str) -> str | None:
     return value
 
 
+def _schema(value: str | None) -> str | None:
+    """``SagaSettings(tables=...)``: a schema as ``catalog.schema`` (Unity Catalog) or ``schema``, or None."""
+    if value is not None and not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)?", str(value)):
+        raise SafeBunnyOptionError(
+            "tables must name the schema that holds the saga's Delta tables, as 'catalog.schema' (Unity Catalog, "
+            f"e.g. 'main.sagas') or 'schema', letters, digits and '_' only; got {value!r}.", "tables")
+    return value
+
+
 @dataclass(frozen=True)
 class SagaLayout:
     """Where a saga keeps its state under ``root``: the one place that names these paths. ``driver``: this
     process's name among several drivers (its checkpoints and journals live under ``root/drivers/<driver>``);
     ``checkpoints``: another home for the steps' Spark checkpoints (``<checkpoints>/<driver>/<step>`` among
-    several drivers)."""
+    several drivers); ``tables``: the schema that holds the saga's Delta tables by name (``<tables>.<saga>_inbox``,
+    ...; ``saga``: the saga's name), whose root then holds plain files only and may be a Unity Catalog volume."""
 
     root: str
     driver: str | None = None
     checkpoints: str | None = None
+    tables: str | None = None
+    saga: str = "saga"
 
     def __post_init__(self) -> None:
-        refuse_volume(self.root, "The saga's root", "root")  # before anything is written under it
+        if _schema(self.tables) is None:  # a delta-rs inbox under the root: never on a volume
+            refuse_volume(self.root, "The saga's root", "root")  # before anything is written under it
         object.__setattr__(self, "root", absolute_location(self.root))
         if self.driver is not None:
             check_name("driver", self.driver)
@@ -64,15 +77,27 @@ class SagaLayout:
         """What belongs to this driver alone: the root, or ``root/drivers/<driver>`` among several."""
         return self.root if self.driver is None else self._under("drivers", self.driver)
 
+    def _table(self, kind: str) -> str:
+        """The saga's Delta table ``kind``: by name in ``tables``, or a folder under the root."""
+        if self.tables is None:
+            return self._under(kind)
+        return f"{self.tables}.{re.sub(r'[^A-Za-z0-9_]', '_', self.saga)}_{kind}"
+
     @property
     def inbox(self) -> str:
         """The steps' inbox (one Delta table, every node's)."""
-        return self._under("inbox")
+        return self._table("inbox")
+
+    @property
+    def state(self) -> str | None:
+        """The steps' claims and outcome logs with an inbox by name (``root/state``); else None, the inbox's folder
+        (their row decisions: a Delta table beside the inbox, :attr:`Inbox.decisions`)."""
+        return None if self.tables is None else self._under("state")
 
     @property
     def started(self) -> str:
         """The started records ``saga.start`` appends (:mod:`safebunny.saga.instances`)."""
-        return self._under("started")
+        return self._table("started")
 
     @property
     def leases(self) -> str:
@@ -133,10 +158,12 @@ class SagaSettings:
     unrouted_max_age: str | None = "7D"
     driver: str | None = None
     checkpoints: str | None = None
+    tables: str | None = None
     executor_publish_rows: ExecutorPublishRows = AUTO
     executor_partition_rows: int = DEFAULT_PARTITION_ROWS
 
     def __post_init__(self) -> None:
+        _schema(self.tables)
         _max_age("poison_max_age", self.poison_max_age, "parked messages")
         _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
         if self.delivery_limit < 1 or (self.batch_size is not None and self.batch_size < 1):

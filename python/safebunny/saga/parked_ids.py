@@ -46,11 +46,11 @@ class ParkedIds:
     file an older version wrote for this query (``legacy``, read only)."""
 
     def __init__(self, legacy: str, inbox: str, node: str, state: str | None = None) -> None:
-        from safebunny.exactly_once.inbox.table import state_location
+        from safebunny.exactly_once.inbox.table import decisions_location
 
         self.filesystem, self.path = resolve_location(legacy, "root")
         self.inbox_location, self.node = inbox, node
-        self.decisions = DecisionTable(state_location(inbox, state), node)
+        self.decisions = DecisionTable(decisions_location(inbox, state), node)
         self._inbox: Any = None
         self._legacy: tuple[Any, dict[str, dict[str, Any]]] | None = None  # (file stamp, decisions)
         self._batch: tuple[frozenset[str], list[tuple[str, dict[str, Any]]]] | None = None  # the last read

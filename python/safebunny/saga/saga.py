@@ -38,7 +38,8 @@ class Saga:
     ``delivery_limit`` unless ``quorum=False``; ``batch_size`` is each step's default; ``strict=True`` turns the
     definition checks' warnings into errors; ``management_url`` and ``poison_max_age`` in docs/operations.md;
     ``unrouted_max_age``, ``driver`` and ``executor_publish_rows``/``executor_partition_rows`` in docs/sagas.md;
-    ``checkpoints`` in docs/databricks.md."""
+    ``checkpoints`` and ``tables`` (every Delta table of the saga by name in that schema, its root then a Unity
+    Catalog volume or any folder of plain files) in docs/databricks.md."""
 
     def __init__(self, name: str, uri: str, root: str, settings: SagaSettings | None = None, *,
                  password: str | None = None) -> None:
@@ -51,8 +52,8 @@ class Saga:
             raise SafeBunnyOptionError(
                 f"Saga's settings must be a safebunny.SagaSettings, but got a {type(settings).__name__}; "
                 "write Saga(name, uri, root, SagaSettings(retry=..., ...)).", "settings")
-        self.config = SagaConfig(name, uri, SagaLayout(root, settings.driver, settings.checkpoints), settings,
-                                 password)
+        layout = SagaLayout(root, settings.driver, settings.checkpoints, settings.tables, name)
+        self.config = SagaConfig(name, uri, layout, settings, password)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
         self._started: set[tuple[str, str]] = set()
@@ -75,7 +76,7 @@ class Saga:
 
     @property
     def inbox_path(self) -> str:
-        """The steps' inbox (a Delta table)."""
+        """The steps' inbox (a Delta table: a path under the root, or a name with ``SagaSettings(tables=...)``)."""
         return self.config.layout.inbox
 
     @property
@@ -156,6 +157,7 @@ class Saga:
                 on_failed=failures, router=topology.router(self, step.node),
                 # the step reads its epoch in the checkpoint over Spark Connect; a shard's query has its own
                 checkpoint=config.layout.checkpoint(label), journal=config.layout.journal(label),
+                state=config.layout.state,
                 executor_publish_rows=config.settings.executor_publish_rows,
                 executor_partition_rows=config.settings.executor_partition_rows,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,

@@ -3,10 +3,10 @@
 A batch's messages are written here *before* its end offset is returned to Spark, and read
 back by the executors; a replay after a crash therefore returns exactly the logged batch.
 Files are Arrow IPC streams named by the batch's sequence range, written to a temporary
-name and renamed, so a reader never sees half a file. Any filesystem pyarrow knows works
-(local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``; on Databricks the cloud URI behind a
-volume: a ``/Volumes/`` path is refused, :mod:`safebunny.storage.volumes`). Deliveries become the source's
-Arrow rows here (:func:`deliveries_to_table`), and journaled rows come back in the query's current shape
+name and renamed, so a reader never sees half a file (on an object store or a Unity Catalog volume, which have no
+rename, each is written whole in place: :func:`~safebunny.storage.writes.writes_whole`). Any filesystem pyarrow
+knows works (local paths, ``file://``, ``s3://``, ``gs://``, ``hdfs://``, ``/Volumes/...``). Deliveries become the
+source's Arrow rows here (:func:`deliveries_to_table`), and journaled rows come back in the query's current shape
 (:func:`fit_headers`).
 """
 
@@ -23,7 +23,6 @@ from safebunny.amqp.message_rows import AmqpColumns, arrow_schema
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import list_records, remove_record
-from safebunny.storage.volumes import refuse_volume
 from safebunny.storage.writes import write_atomically
 
 if TYPE_CHECKING:
@@ -75,7 +74,6 @@ class Journal:
     """Batches of one query's source, under ``location``."""
 
     def __init__(self, location: str) -> None:
-        refuse_volume(location, "Option 'journalLocation'", "journalLocation")  # before anything is written
         self.location = location
         self.fs, self.root = resolve_location(location)
 

@@ -23,6 +23,7 @@ from safebunny.errors import JournalOwnerError, SafeBunnyError
 from safebunny.source.journal import Journal
 from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
+from safebunny.storage.writes import writes_whole
 
 __all__ = ["OWNER_FILE", "LEASE_SECONDS", "OFFSET_KEY", "JournalOwner", "JournalOwnerError"]
 
@@ -69,8 +70,9 @@ class JournalOwner:
         self.instance = uuid.uuid4().hex
         self.id: str | None = None
         self._logged = False
-        self._local = isinstance(journal.fs, pafs.LocalFileSystem)
         self._path = f"{journal.root.rstrip('/')}/{OWNER_FILE}"
+        # a rename of the stale owner aside where the filesystem has renames (not an object store or a volume)
+        self._local = isinstance(journal.fs, pafs.LocalFileSystem) and not writes_whole(journal.fs, self._path)
         self.renew_seconds = RENEW_SECONDS
         self._renewer: Renewer | None = None
 

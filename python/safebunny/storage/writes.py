@@ -3,8 +3,10 @@
 On a local (or mounted) filesystem the bytes go to a temporary name beside the target, are flushed to disk
 (``fsync``: a rename alone can survive a power cut that the data does not) and renamed onto the target. An
 object store has no atomic rename, but a PUT is atomic by itself, so there the bytes are written to the
-target directly (docs/databricks.md, "Plain files on a store"). :func:`write_if_absent` creates a file only
-when none exists: atomic on local and mounted filesystems, best effort on an object store.
+target directly (docs/databricks.md, "Plain files on a store"). A Unity Catalog volume (``/Volumes/...``) is
+written the same way: its FUSE mount has no rename and no hard link (:func:`writes_whole`).
+:func:`write_if_absent` creates a file only when none exists: atomic on local and mounted filesystems, an
+exclusive create on a volume, best effort on an object store.
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from typing import Any
 from pyarrow import fs as pafs
 
 from safebunny.storage.location import is_object_store
+from safebunny.storage.volumes import is_volume_path
 
-__all__ = ["write_atomically", "write_if_absent"]
+__all__ = ["write_atomically", "write_if_absent", "writes_whole"]
+
+
+def writes_whole(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether a file at ``path`` is written whole in place, never through a rename or a hard link: on an object
+    store (a PUT is whole or absent) and on a Unity Catalog volume (whose mount has neither)."""
+    return is_object_store(filesystem) or (isinstance(filesystem, pafs.LocalFileSystem) and is_volume_path(path))
 
 
 def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Callable[[Any], None],
@@ -30,7 +39,7 @@ def write_atomically(filesystem: pafs.FileSystem, path: str, data: bytes | Calla
     folder = path.rsplit("/", 1)[0]
     if folder:
         filesystem.create_dir(folder, recursive=True)
-    if is_object_store(filesystem):  # a PUT is whole or absent; a "rename" there would not be atomic
+    if writes_whole(filesystem, path):  # a PUT is whole or absent; a "rename" there would not be atomic
         _write(filesystem, path, data)
         return
     tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -53,9 +62,11 @@ def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool
     """Create ``path`` holding ``data`` (synced) unless a file is there; True when this call created it.
 
     Locally (and on FUSE mounts such as ``/dbfs/``) it is atomic and the file is complete when it appears: a
-    hard link of a synced temporary file, or an exclusive create where the mount has no hard links. On an
-    object store the object is written when absent and read back: best effort against two writers in the
-    same second."""
+    hard link of a synced temporary file, or an exclusive create where the mount has no hard links (a volume:
+    that at once). On an object store the object is written when absent and read back: best effort against two
+    writers in the same second."""
+    if isinstance(filesystem, pafs.LocalFileSystem) and is_volume_path(path):
+        return _create_exclusive(path, data)
     if isinstance(filesystem, pafs.LocalFileSystem):
         tmp = _write_synced(f"{path}.{uuid.uuid4().hex}.tmp", data)
         try:
@@ -64,12 +75,7 @@ def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool
         except FileExistsError:
             return False
         except OSError:  # no hard links here (some FUSE mounts): an exclusive create instead
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                return False
-            _write_synced(fd, data)
-            return True
+            return _create_exclusive(path, data)
         finally:
             os.unlink(tmp)
     if filesystem.get_file_info(path).type != pafs.FileType.NotFound:
@@ -77,6 +83,15 @@ def write_if_absent(filesystem: pafs.FileSystem, path: str, data: bytes) -> bool
     _write(filesystem, path, data)
     with filesystem.open_input_stream(path) as f:
         return bool(f.read() == data)
+
+
+def _create_exclusive(path: str, data: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    _write_synced(fd, data)
+    return True
 
 
 def _write_synced(target: str | int, data: bytes) -> str | int:

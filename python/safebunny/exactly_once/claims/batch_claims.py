@@ -20,10 +20,11 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
+from safebunny.delta.backend import table_identity
 from safebunny.exactly_once.claims.fence import FenceMoved, StalePlan
 from safebunny.exactly_once.claims.log import Claim, ClaimLog, applied_ids
 from safebunny.exactly_once.claims.takeover import Takeover
-from safebunny.exactly_once.collect.materialize import Materialized
+from safebunny.exactly_once.collect.materialize import Materialized, identified
 from safebunny.exactly_once.inbox.decisions import DecisionTable
 from safebunny.exactly_once.inbox.table import Inbox
 from safebunny.exactly_once.outcome import Effect
@@ -47,7 +48,7 @@ class BatchClaims:
         self.node = node
         self.inbox = inbox
         self.claims = ClaimLog(inbox.state, node)
-        self.decisions = DecisionTable(inbox.state, node)
+        self.decisions = DecisionTable(inbox.decisions, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
                     settled: Materialized, rows: bool, decided: Sequence[str] = ()) -> Claimed:
@@ -95,6 +96,8 @@ class BatchClaims:
         and whether another batch was met (:meth:`Takeover.apply`). ``late``: more ids to leave out, read after
         each listing (beside the inbox's done ids)."""
         takeover = Takeover(spark, self.node, epoch, batch_id)
+        # named by identity (a no-op for the handler's effects, named so already): the decision table's too
+        effects = identified(Materialized(effects=dict(effects)), lambda table: table_identity(table, spark)).effects
         pins: dict[tuple, int | None] = {}  # per target: a version read before the listing a fenced plan uses
         moved, pinned = 0, False
         while True:

@@ -14,7 +14,8 @@ exactly one decision lands, applied or parked (docs/exactly-once.md, "Failure ro
 A parking covers one *round* of a message: the copies with the :data:`REDRIVEN` stamp it was decided on (none, or
 the one a redrive set), so a redriven copy is decided afresh; an applied decision covers every copy.
 
-Table ``<state>/_decisions`` (delta-rs, beside the claims): ``node``, ``messageId``, ``epoch``,
+Table ``<state>/_decisions`` (delta-rs, beside the claims), or ``<inbox>_decisions`` by name beside an inbox by name
+(:attr:`~safebunny.exactly_once.inbox.table.Inbox.decisions`): ``node``, ``messageId``, ``epoch``,
 ``batchId``, ``decision`` (JSON), ``decidedDate``. :meth:`DecisionTable.maintain` (called by
 ``Inbox.maintain``) deletes a node's decisions older than its dedupe window, and its parkings older than theirs
 (a saga's poison queue keeps a parked message for ``poison_max_age``).
@@ -103,8 +104,8 @@ def rounds_of(table: pa.Table) -> dict[str, str | None]:
 class DecisionTable:
     """The committed row-handler decisions of one node (the table is shared by the nodes of a state root)."""
 
-    def __init__(self, root: str, node: str) -> None:
-        self.path = f"{root.rstrip('/')}/_decisions"
+    def __init__(self, table: str, node: str) -> None:
+        self.path = table
         self.node = node
         self.effect = Effect("append", None, self.path)
         self._delta = delta_target(self.path)

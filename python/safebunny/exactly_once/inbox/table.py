@@ -33,7 +33,7 @@ from safebunny.exactly_once.inbox.index import SeenIndex
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
-__all__ = ["INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "state_location"]
+__all__ = ["decisions_location", "INBOX_SCHEMA", "PARTITIONS", "Inbox", "InboxRow", "DEFAULT_WINDOW", "state_location"]
 
 log = logging.getLogger("safebunny.inbox")
 DEFAULT_WINDOW = dt.timedelta(days=7)
@@ -169,6 +169,12 @@ class Inbox:
         """The node's state location (:func:`state_location`), absolute; raises for a table name without one."""
         return state_location(self.path, self._state)
 
+    @property
+    def decisions(self) -> str:
+        """The table of the node's committed row decisions: by name beside an inbox by name (``<inbox>_decisions``,
+        so nothing of delta-rs goes to the state location), else ``<state>/_decisions``."""
+        return decisions_location(self.path, self._state)
+
     def app_id(self, epoch: str) -> str:
         return f"safebunny.inbox.{self.node}.{epoch}"
 
@@ -219,15 +225,22 @@ class Inbox:
         log.info("inbox %s maintained: %s", self.target.table, done)
         # the node's committed row decisions, where its claims live (exactly_once/inbox/decisions.py)
         parked_from = None if parked_for is None else (_date(now) - parked_for).date()
-        done["decisions"] = DecisionTable(self.state, self.node).maintain(keep_from.date(), parked_from)
+        done["decisions"] = DecisionTable(self.decisions, self.node).maintain(keep_from.date(), parked_from)
         return done
+
+
+def decisions_location(inbox: str, state: str | None) -> str:
+    """The table of a node's committed row decisions (and parkings): ``<inbox>_decisions`` by name beside an inbox by
+    name (nothing of delta-rs in the state location), else ``<state>/_decisions``."""
+    return inbox + "_decisions" if not is_path(inbox) else f"{state_location(inbox, state).rstrip('/')}/_decisions"
 
 
 def state_location(inbox: str, state: str | None) -> str:
     """Where a step keeps what is not a row of its inbox (its claims, outcome logs and the table of its row
     decisions): ``state`` when given, else the folder of an inbox given by path. An inbox given by table
     name has no folder, and the driver's working directory is no durable place (a job retried on a new
-    cluster, or serverless, loses it): ``state`` is required there. Never on a Unity Catalog volume."""
+    cluster, or serverless, loses it): ``state`` is required there, and may be a Unity Catalog volume (it holds
+    plain files only: the row decisions are a table by name beside the inbox)."""
     if state is None and not is_path(inbox):
         raise SafeBunnyOptionError(
             f"The inbox {inbox!r} is a table name, so the step has no folder for its claims, outcome logs and row "
@@ -235,7 +248,8 @@ def state_location(inbox: str, state: str | None) -> str:
             "URI such as 's3://bucket/sagas/orders/state', or a folder under the saga's root), never the "
             "driver's local disk.", "state")
     location = inbox if state is None else state
-    refuse_volume(location, "The step's state location (option 'state'; by default the inbox's folder)", "state")
+    if is_path(inbox):  # its row decisions are a delta-rs table there (:attr:`Inbox.decisions`)
+        refuse_volume(location, "The step's state location (option 'state'; by default the inbox's folder)", "state")
     return absolute_location(location)
 
 
