@@ -167,7 +167,7 @@ def test_parkings_expire_with_their_own_retention_and_decisions_with_the_window(
     from safebunny.exactly_once.inbox.table import Inbox
 
     _park(tmp_path, "E", 1, {"p": {"error_type": "X", "reason": "r", "attempt": 1, "redriven": None}})
-    table = DecisionTable(str(tmp_path / "inbox"), "s")
+    table = DecisionTable(str(tmp_path / "inbox" / "_decisions"), "s")
     table._delta.append(table.rows({"a": {"ok": True}}, ["a"], "E", 2), "other", 1)
     inbox = Inbox(str(tmp_path / "inbox"), "s")
     now = dt.datetime.now(dt.timezone.utc)
