@@ -48,16 +48,17 @@ class BatchClaims:
         self.decisions = DecisionTable(inbox.state, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
-                    settled: Materialized, rows: bool) -> Claimed:
+                    settled: Materialized, rows: bool, recorded: bool = False) -> Claimed:
         """Claim and apply the batch's settled effects (those with rows); ``handled`` is the handler's outcome
-        before settling, ``ids`` the new messages; a row handler's batch claims its decided ids even without
-        effects. Claimed before listing the others, so of two batches on one id at least one sees the other's."""
+        before settling, ``ids`` the new messages; a row handler's batch, and a batch whose DataFrame outcome is
+        ``recorded``, claims its decided ids even without effects (a later epoch finds their record through it).
+        Claimed before listing the others, so of two batches on one id at least one sees the other's."""
         effects = {key: value for key, value in settled.effects.items() if value[1].num_rows}
-        if not effects and not (rows and ids):
+        if not effects and not ((rows or recorded) and ids):
             return False, []
-        decided = [m for m in ids if m not in settled.failed] if rows else []
+        decided = [m for m in ids if m not in settled.failed] if rows or recorded else []
         applied = applied_ids(handled.effects, effects, settled.failed)
-        if decided:  # the decision table's part, committed already (RowRun)
+        if rows and decided:  # the decision table's part, committed already (RowRun)
             applied[self.decisions.effect.key] = set(decided)
         self.claims.write(epoch, batch_id, decided, applied)
         crash_point("step.after_claim")
@@ -91,14 +92,16 @@ class BatchClaims:
                 log.warning("step %s batch %d: another batch committed to a target this one planned against; "
                             "planning again (%d/%d)", self.node, batch_id, moved, _FENCE_ATTEMPTS)
 
-    def release(self, epoch: str, batch_id: int, claimed: Claimed) -> None:
-        """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done."""
+    def release(self, epoch: str, batch_id: int, claimed: Claimed) -> list[Claim]:
+        """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done (those
+        are returned: nothing reads their batches' records any more)."""
         wrote, orphans = claimed
         if wrote:
             self.claims.remove(epoch, batch_id)
-        for claim in orphans:
-            if len(self.inbox.seen(sorted(claim.ids), "", -1)) == len(claim.ids):
-                self.claims.remove(claim.epoch, claim.batch_id)
+        retired = [claim for claim in orphans if len(self.inbox.seen(sorted(claim.ids), "", -1)) == len(claim.ids)]
+        for claim in retired:
+            self.claims.remove(claim.epoch, claim.batch_id)
+        return retired
 
     def _orphans(self, epoch: str, batch_id: int) -> list[Claim]:
         """The node's other claims whose batch never wrote its marker (stale ones removed), however old."""

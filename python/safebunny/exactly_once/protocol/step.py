@@ -39,6 +39,7 @@ from safebunny.exactly_once.collect.materialize import Materialized, settle_outc
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
+from safebunny.exactly_once.handlers.frame_record import FrameRecords
 from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 from safebunny.exactly_once.outcome import StepContext
@@ -82,6 +83,10 @@ class Step:
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
+    - ``record_frame_outcomes``: a DataFrame handler's outcome (effect and emit rows, failed rows) is recorded
+      before any of it is applied or sent, and a replay of its messages in any epoch applies and sends the record
+      instead of running the handler again (:mod:`~safebunny.exactly_once.handlers.frame_record`; a row handler's
+      decisions are always recorded);
     - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
       as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
@@ -122,6 +127,7 @@ class Step:
         self.inbox = Inbox(inbox, node, settings.window, backend=settings.inbox_backend, state=settings.state)
         self._claimed = BatchClaims(node, self.inbox)
         self._rows = RowRun(self._claimed, settings.row_retries)
+        self._frames = FrameRecords(self._claimed) if settings.record_frame_outcomes else None
         self._publisher = EmitPublisher(node, settings.publishing(node))  # one per step: reads "auto" once
         self.reports: deque[BatchReport] = deque(maxlen=200)
         self._journal = JournalRead(settings.journal, settings.checkpoint) \
@@ -208,7 +214,12 @@ class Step:
 
             handled = self._rows.run(new.for_handler(), handler, run.ctx, run.replayed, apply)
         else:
-            handled = run_frames(run.spark, new.for_handler(), handler, run.ctx, self.settings.max_isolation_jobs)
+            def compute(part: NewMessages) -> Materialized:
+                return run_frames(run.spark, part, handler, run.ctx, self.settings.max_isolation_jobs)
+
+            # recorded: a replay (any epoch) takes what the first attempt decided, recorded before anything is applied
+            handled = compute(new.for_handler()) if self._frames is None else \
+                self._frames.run(new.for_handler(), run.ctx, compute)
         result = settle_outcome(handled, new.order, new.rejected)
         run.clock.lap("handler")
         return handled, result
@@ -228,7 +239,7 @@ class Step:
         if run.replayed:
             return False, []
         claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
-                                            run.rows)
+                                            run.rows, recorded=self._frames is not None)
         run.clock.lap("effects")
         crash_point("step.after_effects")
         return claimed
@@ -262,7 +273,9 @@ class Step:
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
         if not run.replayed and run.batch.received:
             self.inbox.record(_inbox_rows(new, result, emitted), epoch, batch_id)
-            self._claimed.release(epoch, batch_id, claimed)
+            for orphan in self._claimed.release(epoch, batch_id, claimed):
+                if self._frames is not None:
+                    self._frames.forget(orphan.epoch, orphan.batch_id)
             run.clock.lap("inbox")
         if run.spark_read is not None:
             run.spark_read.wait()
@@ -270,6 +283,8 @@ class Step:
         crash_point("step.after_inbox")
         if run.rows:
             self._rows.outcomes.forget_before(epoch, batch_id)
+        elif self._frames is not None:
+            self._frames.forget_before(epoch, batch_id)
 
     def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
                 routed: Mapping[str, int]) -> BatchReport:
