@@ -28,7 +28,7 @@ CASES = {"same": ("ck", True), "new": ("ck-new", True), "new-unrecorded": ("ck-n
 @pytest.fixture(scope="module")
 def killed_and_replayed(broker, amqp_uri, tmp_path_factory):
     """Each case killed in a driver of its own, then one driver restarting all of them."""
-    admin = Admin(amqp_uri)
+    admin = Admin(amqp_uri)  # closed while the drivers run (an idle connection may be reset meanwhile)
     runs, commands, scenarios = {}, [], []
     try:
         for case, (restart_checkpoint, record) in CASES.items():
@@ -44,9 +44,11 @@ def killed_and_replayed(broker, amqp_uri, tmp_path_factory):
             commands.append(([sys.executable, str(DRIVER), amqp_uri], env))
             scenarios.append({**scenario, "checkpoint": restart_checkpoint})
             runs[case] = (queue, out, workdir)
+        admin.close()
         crashed = dict(zip(runs, run_drivers(commands, 400), strict=True))
         yield runs, crashed, restart_in_one_driver(DRIVER, amqp_uri, scenarios)
     finally:
+        admin = Admin(amqp_uri)
         for queue, out, _ in runs.values():
             admin.delete_queue(queue)
             admin.delete_queue(out)

@@ -134,6 +134,7 @@ class SagaSettings:
     checkpoints: str | None = None
     executor_publish_rows: ExecutorPublishRows = AUTO
     executor_partition_rows: int = DEFAULT_PARTITION_ROWS
+    record_frame_outcomes: bool = True
 
     def __post_init__(self) -> None:
         _max_age("poison_max_age", self.poison_max_age, "parked messages")

@@ -6,7 +6,9 @@ checkpoint), following DESIGN.md's inbox protocol:
 1. drop in-batch duplicates (first by the source's order);
 2. new(N) = the messages whose id is not ``done`` in this node's inbox within the window, leaving
    out the rows (E, N) itself wrote, so a replay of N sees the same new(N);
-3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated);
+3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated); a DataFrame handler's
+   outcome is recorded before anything else, and a replay in any epoch takes the record instead
+   (:mod:`~safebunny.exactly_once.handlers.frame_record`);
 4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
    each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
    epoch already applied (:mod:`~safebunny.exactly_once.claims.log`);
