@@ -90,11 +90,12 @@ def decode(data: bytes, where: str = "a record") -> Recorded:
 def only(outcome: Materialized, ids: Collection[str], failed: bool = True) -> Materialized:
     """The part of ``outcome`` that ``ids`` caused: their effect and emit rows, and (with ``failed``) their
     failed rows."""
-    wanted = pa.array(sorted(ids), pa.string())
+    wanted = sorted(ids)
     out = Materialized()
     for target, source in ((out.effects, outcome.effects), (out.emits, outcome.emits)):
         for key, (item, table) in source.items():
-            keep = pc.fill_null(pc.is_in(table.column("messageId"), value_set=wanted), False)
+            column = table.column("messageId")
+            keep = pc.fill_null(pc.is_in(column, value_set=pa.array(wanted, column.type)), False)
             target[key] = (item, table.filter(keep))
     if failed:
         out.failed = {mid: row for mid, row in outcome.failed.items() if mid in ids}
