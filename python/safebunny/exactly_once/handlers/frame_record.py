@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 import urllib.parse
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -46,9 +47,9 @@ _MAGIC = b"SBFRAME1"
 Recorded = tuple[list[str], Materialized]
 
 
-def encode(ids: Sequence[str], outcome: Materialized) -> bytes:
-    """A record: a JSON manifest (the ids covered, the failed rows, each effect's and emit's target and its
-    table's length) then each table as an Arrow IPC stream."""
+def encode(ids: Sequence[str], outcome: Materialized) -> list[Any]:
+    """A record's parts, to be written one after another: a JSON manifest (the ids covered, the failed rows, each
+    effect's and emit's target and its table's length) then each table as an Arrow IPC stream."""
     items, blobs = [], []
     for role, entries in (("effect", outcome.effects), ("emit", outcome.emits)):
         for item, table in entries.values():
@@ -62,7 +63,7 @@ def encode(ids: Sequence[str], outcome: Materialized) -> bytes:
             items.append({"role": role, **target, "bytes": blob.size})
     failed = [[f.message_id, f.reason, f.attempts, f.correlation_id, f.error_type] for f in outcome.failed.values()]
     manifest = orjson.dumps({"ids": list(ids), "failed": failed, "items": items})
-    return b"".join([_MAGIC, struct.pack(">Q", len(manifest)), manifest, *(b.to_pybytes() for b in blobs)])
+    return [_MAGIC, struct.pack(">Q", len(manifest)), manifest, *blobs]
 
 
 def decode(data: bytes, where: str = "a record") -> Recorded:
@@ -119,7 +120,13 @@ class FrameRecords:
         return None if data is None else decode(data, f"The file {path!r}")
 
     def write(self, epoch: str, batch_id: int, ids: Sequence[str], outcome: Materialized) -> None:
-        write_atomically(self.filesystem, self._path(epoch, batch_id), encode(ids, outcome))
+        parts = encode(ids, outcome)
+
+        def write(stream: Any) -> None:  # the Arrow buffers as they are, no copy joined in memory
+            for part in parts:
+                stream.write(part)
+
+        write_atomically(self.filesystem, self._path(epoch, batch_id), write)
 
     def run(self, new: NewMessages, ctx: StepContext, compute: Callable[[NewMessages], Materialized]) -> Materialized:
         """The outcome of the handler on ``new``: what the records hold for its messages (the module's rules), the
@@ -130,7 +137,10 @@ class FrameRecords:
         left = [position for position, mid in enumerate(new.ids) if mid not in covered]
         if own and not left:
             return recorded
-        outcome = merge_all([recorded, compute(new.subset(left))]) if left else recorded
+        if len(left) == new.count:  # nothing recorded for these messages (the usual case): the handler gets them all
+            outcome = compute(new)
+        else:
+            outcome = merge_all([recorded, compute(new.subset(left))]) if left else recorded
         self.write(ctx.epoch, ctx.batch_id, new.ids, outcome)  # whole, before the claim that names its ids
         crash_point("step.after_frame_record")
         return outcome
