@@ -11,6 +11,9 @@ emits published from the executors (``executor_publish_rows`` below the batch). 
 steady state (the batches after the cold first one, as in ``bench.connector``). The run checks one effect
 row per input and ``n`` emitted messages, and writes ``bench/results/step.json``.
 
+``--record-cost``: the step with its DataFrame outcome recorded (``record_frame_outcomes=True``) against the same step
+without, alternating, in one run (no raw loop); it writes ``bench/results/step_record.json``.
+
 ``--by-name``: the step's inbox and effect table are tables by name on Delta Spark (the Databricks path: the
 ``.venv-delta`` interpreter, ``make install-delta``), against the raw stage loop in the same run; the executor
 case is left out; it writes ``bench/results/step_by_name.json``.
@@ -42,8 +45,8 @@ TARGETS = {"step": 1.0, "executors": 0.9, "by_name": 0.7}
 
 
 def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, workdir: Path,
-             timeout_s: float = 900.0, executors: bool = False,
-             by_name: bool = False) -> tuple[conn.ConnRun, float, dict[str, float]]:
+             timeout_s: float = 900.0, executors: bool = False, by_name: bool = False,
+             record: bool = True) -> tuple[conn.ConnRun, float, dict[str, float]]:
     """Drain ``n`` messages through one Step (its emits from the driver, or from the executors; its inbox and effect
     table paths on delta-rs, or ``by_name`` tables on Delta Spark); returns its steady run, the whole query's wall
     seconds and the median seconds per phase of its full batches after the first (``BatchReport.phases``)."""
@@ -61,7 +64,7 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     step = safebunny.Step(node="bench", inbox=inbox, settings=safebunny.StepSettings(
         uri=uri, journal=journal, checkpoint=checkpoint,
         executor_publish_rows=max(1, batch // 2) if executors else None,
-        state=str(run_dir / "state") if by_name else None))
+        state=str(run_dir / "state") if by_name else None, record_frame_outcomes=record))
 
     def handle(orders: Any, ctx: Any) -> Any:
         body = F.col("value").cast("string")
@@ -104,8 +107,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--by-name", action="store_true", help="inbox and effect table by name on Delta Spark")
     parser.add_argument("--delta-jars", default=os.path.expanduser("~/.cache/safebunny/delta-jars/4.4.0"),
                         help="Delta Spark's jars (make delta-jars), with --by-name")
+    parser.add_argument("--record-cost", action="store_true",
+                        help="the step with its DataFrame outcome recorded against the same step without")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.record_cost:
+        record_cost(args.n, args.batch, args.rounds)
+        return
     rounds = []
     cases: tuple[str, ...] = ("raw", "step") if args.by_name else ("raw", "step", "step-executors")
     with bench_session("sb-bench-step-") as session:
@@ -183,6 +191,44 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(__file__).parent / "results" / "step.json"
         out.parent.mkdir(exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def record_cost(n: int, batch: int, rounds: int) -> None:
+    """The step's rate with ``record_frame_outcomes`` on over off, alternating which runs first, median of rounds."""
+    out: list[dict[str, Any]] = []
+    with bench_session("sb-bench-step-record-") as session:
+        book = session.book(_URI)
+        spark = session.start_spark(None)
+        for index in range(rounds):
+            got: dict[bool, Any] = {}
+            for record in ((True, False) if index % 2 == 0 else (False, True)):
+                for attempt in range(4):  # a query whose Python worker missed Spark's fixed 10 s connect-back
+                    q_in, q_out = book.declare(f"rec-{record}-in-{index}-{attempt}", "classic"), book.declare(
+                        f"rec-{record}-out-{index}-{attempt}", "classic")
+                    raw.publish_window(_URI, q_in, n)
+                    try:
+                        run, _, phases = run_step(spark, _URI, q_in, q_out, n, batch, session.workdir, record=record)
+                    except Exception as exc:  # noqa: BLE001 - only that start failure is retried, on new queues
+                        if "failed to connect back" not in str(exc) or attempt == 3:
+                            raise
+                        print(f"retrying the {'recorded' if record else 'unrecorded'} step: {str(exc)[:120]}")
+                        continue
+                    finally:
+                        book.delete(q_in)
+                        book.delete(q_out)
+                    break
+                got[record] = {"msgs_s": round(run.rate), "batch_ms": run.batch_ms, "phase_s": phases}
+            out.append({"recorded": got[True], "unrecorded": got[False],
+                        "ratio": round(got[True]["msgs_s"] / got[False]["msgs_s"], 3)})
+            print(f"round {index + 1}: recorded {got[True]['msgs_s']:,} msg/s, unrecorded {got[False]['msgs_s']:,} "
+                  f"msg/s, ratio {out[-1]['ratio']}; phases (median s) recorded {got[True]['phase_s']}, "
+                  f"unrecorded {got[False]['phase_s']}")
+    ratio = statistics.median(r["ratio"] for r in out)
+    print(f"recorded / unrecorded, {batch:,}/batch, median of {rounds} rounds: {ratio}")
+    result = {"n": n, "batch": batch, "rounds": out, "median_ratio": ratio, "load": os.getloadavg(),
+              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (Path(__file__).parent / "results").mkdir(exist_ok=True)
+    (Path(__file__).parent / "results" / "step_record.json").write_text(json.dumps(result, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from its call to its return, as a user waits for it (query starts included). Its
 ``2 * orders / seconds``. The raw baseline, in the same round on the same broker: ``bench.raw.stage_loop``
 (pika consume -> orjson -> confirmed publish -> batched ack) over as many messages from a quorum queue to
 another. Rounds alternate which runs first; each round checks one effect row per order in both tables.
-Writes ``saga_drain.json`` to ``bench/results`` (or ``--out``).
+Writes ``saga_drain.json`` to ``bench/results`` (or ``--out``). ``--record-cost``: the saga with its DataFrame
+outcomes recorded (``record_frame_outcomes``, the default) against the same saga without, instead of the raw loop
+(``saga_drain_record.json``).
 """
 
 from __future__ import annotations
@@ -39,12 +41,12 @@ _URI = os.environ.get("SAFEBUNNY_BENCH_AMQP_URI", "amqp://guest:guest@127.0.0.1:
 TARGETS = {20_000: 0.3, 100_000: 0.5}
 
 
-def _saga(uri: str, workdir: Path, batch_size: int | None = None) -> tuple[Any, dict[str, str]]:
+def _saga(uri: str, workdir: Path, batch_size: int | None = None, record: bool = True) -> tuple[Any, dict[str, str]]:
     import safebunny
 
     name = f"bench-drain-{uuid.uuid4().hex[:6]}"
     tables = {"reservations": str(workdir / "reservations"), "shipments": str(workdir / "shipments")}
-    settings = safebunny.SagaSettings(batch_size=batch_size)  # None: the default
+    settings = safebunny.SagaSettings(batch_size=batch_size, record_frame_outcomes=record)  # None: the default
     saga = safebunny.Saga(name, uri=uri, root=str(workdir / "saga"), settings=settings)
 
     @saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string, amount double",
@@ -72,12 +74,13 @@ def _distinct_rows(path: str) -> tuple[int, int]:
     return len(ids), len(set(ids))
 
 
-def drain_saga(spark: Any, uri: str, orders: int, workdir: Path, batch_size: int | None = None) -> dict[str, Any]:
+def drain_saga(spark: Any, uri: str, orders: int, workdir: Path, batch_size: int | None = None,
+               record: bool = True) -> dict[str, Any]:
     """Publish ``orders`` orders, then time ``saga.drain``; checks one effect row per order in each table."""
     from safebunny.saga import topology
 
     run_dir = workdir / f"saga-{uuid.uuid4().hex[:8]}"
-    saga, tables = _saga(uri, run_dir, batch_size)
+    saga, tables = _saga(uri, run_dir, batch_size, record)
     try:
         frame = spark.range(orders).selectExpr("concat('o', id) AS orderId", "CAST(id % 997 AS DOUBLE) AS amount")
         saga.start(frame, node="orders", type="OrderPlaced", business_key="orderId")
@@ -114,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=None,
                         help="SagaSettings(batch_size=...) instead of the default (1000 before issue 50)")
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--record-cost", action="store_true",
+                        help="the saga with DataFrame outcomes recorded against the same saga without (no raw loop)")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sizes = [int(s) for s in args.orders.split(",") if s.strip()]
+    base = "saga unrecorded (per hop)" if args.record_cost else "raw stage loop"
     cases = []
     with bench_session("sb-bench-drain-") as session:
         workdir = session.workdir
@@ -128,15 +134,18 @@ def main(argv: list[str] | None = None) -> int:
                 load = os.getloadavg()[0]
                 got: dict[str, Any] = {}
                 for case in (("raw", "saga") if index % 2 == 0 else ("saga", "raw")):
-                    got[case] = (_raw(book, orders) if case == "raw"
-                                 else drain_saga(spark, _URI, orders, workdir, args.batch_size))
+                    if case == "raw" and args.record_cost:  # the same saga, its outcomes not recorded
+                        got[case] = drain_saga(spark, _URI, orders, workdir, args.batch_size, False)["msgs_s_per_hop"]
+                    else:
+                        got[case] = (_raw(book, orders) if case == "raw"
+                                     else drain_saga(spark, _URI, orders, workdir, args.batch_size))
                 ratio = got["saga"]["msgs_s_per_hop"] / got["raw"]
                 rounds.append({"raw_stage_msgs_s": round(got["raw"]), **got["saga"], "ratio": round(ratio, 3),
                                "load_1m": round(load, 2)})
                 r = rounds[-1]
                 print(f"{orders:,} orders, round {index + 1}: saga drain {r['seconds']} s = {r['msgs_s_per_hop']:,} "
                       f"msg/s per hop ({r['drain_rounds']} drain rounds, {r['batches']} batches, largest "
-                      f"{r['largest_batch']}); raw stage loop {r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']} "
+                      f"{r['largest_batch']}); {base} {r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']} "
                       f"(target >= {TARGETS.get(orders, '-')}); load {r['load_1m']}", flush=True)
             ratio = statistics.median(r["ratio"] for r in rounds)
             target = TARGETS.get(orders)
@@ -151,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         name = "saga_drain.json" if args.batch_size is None else f"saga_drain_batch{args.batch_size}.json"
+        if args.record_cost:  # "raw" is the saga without recording: the ratio is recorded over unrecorded
+            name = "saga_drain_record.json"
         (out / name).write_text(json.dumps(result, indent=2) + "\n")
         return 0
 

@@ -15,6 +15,9 @@ tables by name, ``<database>.inbox``, ``.effects``, ``.ledger``, in a database n
 ``SAFEBUNNY_TEST_KILL_ON_CREATE=<table>`` (by name) kills the driver the moment that table's first log file lands
 in its location, before the catalog has its name (a create cut short).
 ``SAFEBUNNY_TEST_STATE_ROOT`` (a folder, e.g. on a volume) holds the state and the journal in place of WORKDIR.
+``counter`` (a file): the handler's outputs depend on a counter there that every handler call moves (an
+``attempt`` column in both effects, the emit's ``outputIndex``); ``record`` (default true) is the step's
+``record_frame_outcomes``.
 It prints ``DRIVER-DONE <workdir>`` for each scenario that finished and ``DRIVER-FAILED <workdir>`` (its
 traceback on stderr) for one that did not, then goes on.
 """
@@ -43,7 +46,8 @@ def _scenarios(argv: list[str]) -> list[dict]:
              "journal": os.environ.get("SAFEBUNNY_TEST_JOURNAL"),
              "effects": os.environ.get("SAFEBUNNY_TEST_EFFECTS", "append"),
              "executor_rows": int(os.environ.get("SAFEBUNNY_TEST_EXECUTOR_PUBLISH_ROWS", "0")) or None,
-             "by_name": os.environ.get("SAFEBUNNY_TEST_BY_NAME") == "1"}]
+             "by_name": os.environ.get("SAFEBUNNY_TEST_BY_NAME") == "1",
+             "record": os.environ.get("SAFEBUNNY_TEST_RECORD") != "0"}]
 
 
 pause = float(os.environ.get("SAFEBUNNY_TEST_HANDLER_SLEEP", "0"))  # slow batches: a broker restart lands mid-stream
@@ -64,7 +68,9 @@ def run(spark, uri: str, scenario: dict) -> None:
         inbox, state = os.path.join(workdir, "inbox"), None
         effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=uri, state=state, executor_publish_rows=scenario.get("executor_rows") or None))
+        uri=uri, state=state, executor_publish_rows=scenario.get("executor_rows") or None,
+        record_frame_outcomes=scenario.get("record", True)))
+    counter = scenario.get("counter")
     # effects "both" adds a merge into WORKDIR/ledger (one row per message, a per-message counter that counts
     # how often the merge ran for it), so a crash can fall between two effects of one batch
     both = scenario.get("effects") == "both"
@@ -73,13 +79,19 @@ def run(spark, uri: str, scenario: dict) -> None:
         if pause:
             time.sleep(pause)
         invoices = orders.select("messageId", F.col("value").cast("string").alias("order"))
+        if counter:  # a handler that is not deterministic: each call reads and moves a counter
+            attempt = int(open(counter).read() or 0) + 1 if os.path.exists(counter) else 1
+            with open(counter, "w") as f:
+                f.write(str(attempt))
+            invoices = invoices.withColumn("attempt", F.lit(attempt))
         effects = [safebunny.append(invoices, effects_table)]
         if both:
             ledger = invoices.select("messageId", F.lit(ctx.batch_id).alias("batchId"),
-                                     F.lit(ctx.epoch).alias("epoch"))
+                                     F.lit(ctx.epoch).alias("epoch"), *(["attempt"] if counter else []))
             effects.append(safebunny.merge(ledger, ledger_table, on=["messageId"]))
         return safebunny.Outcome(effects=effects,
-                                 emits=[safebunny.emit(invoices, type="InvoiceRequested", exchange="",
+                                 emits=[safebunny.emit(invoices.withColumn("outputIndex", F.col("attempt"))
+                                                       if counter else invoices, type="InvoiceRequested", exchange="",
                                                        routing_key=out_queue)])
 
     journal = os.path.join(os.environ.get("SAFEBUNNY_TEST_STATE_ROOT") or workdir,

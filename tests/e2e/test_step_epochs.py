@@ -63,7 +63,8 @@ def test_a_row_handler_keeps_the_orphaned_epochs_decisions(spark, amqp_uri, make
 
 def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_uri, make_queue, admin, tmp_path):
     """The orphaned batch reached the append and not the merge: the new epoch merges its messages and appends
-    only the message the orphan never claimed."""
+    only the message the orphan never claimed. The orphan's messages are merged as the orphan decided (its recorded
+    outcome: rows saying E0), the new message as the new epoch does."""
     out = make_queue(suffix="-out")
     effects, ledger, inbox = str(tmp_path / "effects"), str(tmp_path / "ledger"), str(tmp_path / "inbox")
 
@@ -96,7 +97,7 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
     appended = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(effects).read().to_pylist())
     assert appended == [("m1", "E0"), ("m2", "E0"), ("m3", "E1")]
     merged = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(ledger).read().to_pylist())
-    assert merged == [("m1", "E1"), ("m2", "E1"), ("m3", "E1")]
+    assert merged == [("m1", "E0"), ("m2", "E0"), ("m3", "E1")]
     assert len({p.message_id for _, p, _ in admin.get_all(out)}) == 3
 
 
@@ -276,8 +277,11 @@ def test_two_live_batches_on_the_same_messages_apply_each_effect_once(spark, amq
             orphans = step_a._claimed._orphans("EA", 1)  # noqa: SLF001 - A's listing after B's claim was written
         return original_apply(self, effects, orphans, late_done, pins, histories)
 
-    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA"))
-    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB"))
+    # the fence alone (outcomes not recorded): each row's epoch says which batch computed and applied it
+    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA",
+                                                                                   record_frame_outcomes=False))
+    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB",
+                                                                                   record_frame_outcomes=False))
     takeover_module.apply_effect = apply_effect
     takeover_module.Takeover.apply = plan_after_both_claims
     try:
@@ -387,8 +391,11 @@ def test_a_batch_fenced_while_it_stalled_between_two_tables_resumes_without_appl
             assert resume.wait(120)
         return written
 
-    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA"))
-    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB"))
+    # the fence alone (outcomes not recorded): each row's epoch says which batch computed and applied it
+    step_a = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EA",
+                                                                                   record_frame_outcomes=False))
+    step_b = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(epoch="EB",
+                                                                                   record_frame_outcomes=False))
     takeover_module.apply_effect = apply_effect
     try:
         thread, errors = _run_in_thread(spark, lambda: step_a.process(_batch(spark, ids), 1, handle))

@@ -102,6 +102,7 @@ def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_pa
     assert step._claimed.claims.folder == f"{tmp_path}/state/_claims/billing"
     assert step._rows.outcomes.root == f"{tmp_path}/state"
     assert step._claimed.decisions.path == "main.sagas.inbox_decisions", "by name beside an inbox by name"
+    assert step._frames.folder == f"{tmp_path}/state/_frames/billing", "DataFrame outcomes beside the claims"
     by_path = Step("billing", inbox=str(tmp_path / "inbox"), settings=StepSettings(uri=URI))
     assert by_path._claimed.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside the inbox"
     assert by_path._claimed.decisions.path == f"{tmp_path}/inbox/_decisions"

@@ -161,6 +161,7 @@ class SagaSettings:
     tables: str | None = None
     executor_publish_rows: ExecutorPublishRows = AUTO
     executor_partition_rows: int = DEFAULT_PARTITION_ROWS
+    record_frame_outcomes: bool = True
 
     def __post_init__(self) -> None:
         _schema(self.tables)

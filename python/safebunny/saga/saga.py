@@ -37,7 +37,8 @@ class Saga:
     The settings: ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
     ``delivery_limit`` unless ``quorum=False``; ``batch_size`` is each step's default; ``strict=True`` turns the
     definition checks' warnings into errors; ``management_url`` and ``poison_max_age`` in docs/operations.md;
-    ``unrouted_max_age``, ``driver`` and ``executor_publish_rows``/``executor_partition_rows`` in docs/sagas.md;
+    ``unrouted_max_age``, ``driver``, ``executor_publish_rows``/``executor_partition_rows`` and
+    ``record_frame_outcomes`` (each step's :class:`~safebunny.exactly_once.StepSettings`) in docs/sagas.md;
     ``checkpoints`` and ``tables`` (every Delta table of the saga by name in that schema, its root then a Unity
     Catalog volume or any folder of plain files) in docs/databricks.md."""
 
@@ -160,6 +161,7 @@ class Saga:
                 state=config.layout.state,
                 executor_publish_rows=config.settings.executor_publish_rows,
                 executor_partition_rows=config.settings.executor_partition_rows,
+                record_frame_outcomes=config.settings.record_frame_outcomes,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
                 parked=failures.parked_ids.recorded, parks=failures.parkings))
         return self._runtimes[label]

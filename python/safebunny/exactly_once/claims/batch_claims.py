@@ -51,19 +51,22 @@ class BatchClaims:
         self.decisions = DecisionTable(inbox.decisions, node)
 
     def apply_batch(self, spark: Any, epoch: str, batch_id: int, ids: list[str], handled: Materialized,
-                    settled: Materialized, rows: bool, decided: Sequence[str] = ()) -> Claimed:
+                    settled: Materialized, rows: bool, decided: Sequence[str] = (), recorded: bool = False) -> Claimed:
         """Claim and apply the batch's settled effects (those with rows); ``handled`` is the handler's outcome
         before settling, ``ids`` the new messages; a batch that committed decisions (a row handler's, and
         ``decided``: more ids it committed there, parkings or a DataFrame step's) claims them even without
-        effects. Claimed before listing the others, so of two batches on one id at least one sees the other's."""
+        effects, and so does a batch whose DataFrame outcome is ``recorded`` (a later epoch finds their record
+        through its claim). Claimed before listing the others, so of two batches on one id at least one sees the
+        other's."""
         effects = {key: value for key, value in settled.effects.items() if value[1].num_rows}
-        if not effects and not ((rows or decided) and ids):
+        if not effects and not ((rows or decided or recorded) and ids):
             return False, []
-        decided = sorted(set(decided) | ({m for m in ids if m not in settled.failed} if rows else set()))
+        ok = {m for m in ids if m not in settled.failed}
+        committed = set(decided) | (ok if rows else set())  # in the decision table already (commit_decisions)
         applied = applied_ids(handled.effects, effects, settled.failed)
-        if decided:  # the decision table's part, committed already (commit_decisions)
-            applied[self.decisions.effect.key] = set(decided)
-        self.claims.write(epoch, batch_id, decided, applied)
+        if committed:
+            applied[self.decisions.effect.key] = committed
+        self.claims.write(epoch, batch_id, sorted(committed | (ok if recorded else set())), applied)
         crash_point("step.after_claim")
         orphans, _ = self.apply(spark, epoch, batch_id, ids, effects)
         return True, orphans
@@ -120,15 +123,19 @@ class BatchClaims:
                 log.warning("step %s batch %d: another batch committed to a target this one planned against; "
                             "planning again (%d/%d)", self.node, batch_id, moved, _FENCE_ATTEMPTS)
 
-    def release(self, epoch: str, batch_id: int, claimed: Claimed, parked: Sequence[str] = ()) -> None:
+    def release(self, epoch: str, batch_id: int, claimed: Claimed, parked: Sequence[str] = ()) -> list[Claim]:
         """After the batch's inbox marker: remove its claim, and each orphaned one whose ids are all done or
-        ``parked`` (ids this batch parked, as committed)."""
+        ``parked`` (ids this batch parked, as committed); those are returned (nothing reads their batches' records
+        any more)."""
         wrote, orphans = claimed
         if wrote:
             self.claims.remove(epoch, batch_id)
-        for claim in orphans:
-            if len(self.inbox.seen(sorted(claim.ids - set(parked)), "", -1)) == len(claim.ids - set(parked)):
-                self.claims.remove(claim.epoch, claim.batch_id)
+        left = set(parked)
+        retired = [claim for claim in orphans
+                   if len(self.inbox.seen(sorted(claim.ids - left), "", -1)) == len(claim.ids - left)]
+        for claim in retired:
+            self.claims.remove(claim.epoch, claim.batch_id)
+        return retired
 
     def _orphans(self, epoch: str, batch_id: int) -> list[Claim]:
         """The node's other claims whose batch never wrote its marker (stale ones removed), however old."""

@@ -112,7 +112,10 @@ class NewMessages:
         """These messages without the rejected ones: what the handler is given."""
         if not self.rejected:
             return self
-        positions = [p for p, mid in enumerate(self.ids) if mid not in self.rejected]
+        return self.subset([p for p, mid in enumerate(self.ids) if mid not in self.rejected])
+
+    def subset(self, positions: Sequence[int]) -> NewMessages:
+        """The messages at ``positions`` (indexes into :attr:`ids`, in order), without rejections."""
         take = pa.array(positions, pa.int64())
         prepared = None if self.prepared is None else Prepared(self.prepared.table.take(take), self.prepared.schema)
         return NewMessages(self.table.take(take), self.schema, [self.ids[p] for p in positions],

@@ -60,6 +60,7 @@ class StepSettings:
     state: str | None = None
     row_retries: int = 2
     max_isolation_jobs: int = 64
+    record_frame_outcomes: bool = True
     on_failed: FailedCallback | None = None
     router: Router | None = None
     epoch: str | None = None

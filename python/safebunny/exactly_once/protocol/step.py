@@ -6,7 +6,9 @@ checkpoint), following DESIGN.md's inbox protocol:
 1. drop in-batch duplicates (first by the source's order);
 2. new(N) = the messages whose id is not ``done`` in this node's inbox within the window, leaving
    out the rows (E, N) itself wrote, so a replay of N sees the same new(N);
-3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated);
+3. run the handler on new(N) and collect its outcome (rows that make it fail are isolated); a DataFrame handler's
+   outcome is recorded before anything else, and a replay in any epoch takes the record instead
+   (:mod:`~safebunny.exactly_once.handlers.frame_record`);
 4. unless (E, N) is recorded already: write the batch's claim (its ids and effect targets), apply
    each Delta effect with app transaction (E, N), leaving out rows that an orphaned claim of another
    epoch already applied (:mod:`~safebunny.exactly_once.claims.log`);
@@ -40,6 +42,7 @@ from safebunny.exactly_once.collect.materialize import Materialized, identified,
 from safebunny.exactly_once.emits.retrying_publisher import EmitPublisher, Published
 from safebunny.exactly_once.emits.routed_rows import batch_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import run_frames
+from safebunny.exactly_once.handlers.frame_record import FrameRecords
 from safebunny.exactly_once.handlers.row_handler import RowRun
 from safebunny.exactly_once.inbox.decisions import parking, rounds_of
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
@@ -88,6 +91,10 @@ class Step:
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
+    - ``record_frame_outcomes``: a DataFrame handler's outcome (effect and emit rows, failed rows) is recorded
+      before any of it is applied or sent, and a replay of its messages in any epoch applies and sends the record
+      instead of running the handler again (:mod:`~safebunny.exactly_once.handlers.frame_record`; a row handler's
+      decisions are always recorded);
     - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
       as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
@@ -138,6 +145,7 @@ class Step:
         self.inbox = Inbox(inbox, node, settings.window, backend=settings.inbox_backend, state=settings.state)
         self._claimed = BatchClaims(node, self.inbox)
         self._rows = RowRun(self._claimed, settings.row_retries)
+        self._frames = FrameRecords(self._claimed) if settings.record_frame_outcomes else None
         self._publisher = EmitPublisher(node, settings.publishing(node))  # one per step: reads "auto" once
         self.reports: deque[BatchReport] = deque(maxlen=200)
         self._journal = JournalRead(settings.journal, settings.checkpoint) \
@@ -230,8 +238,13 @@ class Step:
             handled = identified(handled, named)
             result = settle_outcome(handled, new.order, new.rejected)
         else:
-            handled = identified(run_frames(run.spark, new.for_handler(), handler, run.ctx,
-                                            self.settings.max_isolation_jobs), named)
+            def compute(part: NewMessages) -> Materialized:
+                return run_frames(run.spark, part, handler, run.ctx, self.settings.max_isolation_jobs)
+
+            # recorded: a replay (any epoch) takes what the first attempt decided, recorded before anything is applied
+            handled = compute(new.for_handler()) if self._frames is None else \
+                self._frames.run(new.for_handler(), run.ctx, compute)
+            handled = identified(handled, named)
             result = settle_outcome(handled, new.order, new.rejected)
             if parks is not None and not run.replayed and new.count:
                 handled, result = self._decide_frames(run, new, handled, result, commit)
@@ -272,7 +285,7 @@ class Step:
         if run.replayed:
             return False, []
         claimed = self._claimed.apply_batch(run.spark, run.ctx.epoch, run.ctx.batch_id, new.ids, handled, result,
-                                            run.rows, run.decided)
+                                            run.rows, run.decided, recorded=self._frames is not None)
         run.clock.lap("effects")
         crash_point("step.after_effects")
         return claimed
@@ -306,7 +319,10 @@ class Step:
         epoch, batch_id = run.ctx.epoch, run.ctx.batch_id
         if not run.replayed and run.batch.received:
             self.inbox.record(_inbox_rows(new, result, emitted, run.yielded), epoch, batch_id)
-            self._claimed.release(epoch, batch_id, claimed, [mid for mid in run.decided if mid in result.failed])
+            parked = [mid for mid in run.decided if mid in result.failed]
+            for orphan in self._claimed.release(epoch, batch_id, claimed, parked):
+                if self._frames is not None:
+                    self._frames.forget(orphan.epoch, orphan.batch_id)
             run.clock.lap("inbox")
         if run.spark_read is not None:
             run.spark_read.wait()
@@ -314,6 +330,8 @@ class Step:
         crash_point("step.after_inbox")
         if run.rows:
             self._rows.outcomes.forget_before(epoch, batch_id)
+        elif self._frames is not None:
+            self._frames.forget_before(epoch, batch_id)
 
     def _report(self, run: _Run, new: NewMessages, result: Materialized, emitted: int, published: Published,
                 routed: Mapping[str, int]) -> BatchReport:
