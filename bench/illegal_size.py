@@ -12,7 +12,7 @@ after a crash does. Sources: ``pyds`` (a minimal Python data source with no brok
 as it finds safebunny: written to a temporary directory put on ``PYTHONPATH``),
 ``rate`` (Spark's ``rate-micro-batch``), ``safebunny`` (``format("safebunny")`` on RabbitMQ queues of
 ``--uri``, filled before each iteration), ``saga`` (a three-step saga's step queries, started with
-``safebunny.saga.runner.start_query`` as ``drain`` does, on orders started before each iteration).
+``safebunny.saga.run.runner.start_query`` as ``drain`` does, on orders started before each iteration).
 ``--sink`` is what the foreachBatch function does with the batch: ``arrow`` (``toArrow``, as a saga step
 does), ``count``, or ``none``. Run it with ``-m`` from the repository root (``bench/profile.py`` would hide
 the standard library's ``profile`` module from a script run by path).
@@ -280,7 +280,7 @@ def _saga(args: argparse.Namespace, tag: str, work: str) -> Any:
 
 
 def _saga_queries(spark: Any, saga: Any, args: argparse.Namespace) -> list[Any]:
-    from safebunny.saga.queries import start_query
+    from safebunny.saga.run.queries import start_query
 
     queries = []
     for step in saga.units():

@@ -2,7 +2,7 @@
 
     python -m bench.report_write [--repeat 500]
 
-Fills a fresh ``ReportStore`` under a temporary folder with :data:`~safebunny.saga.reports.KEEP` reports, then
+Fills a fresh ``ReportStore`` under a temporary folder with :data:`~safebunny.saga.run.reports.KEEP` reports, then
 times ``ReportStore.record`` (read the file, add the report, rewrite it whole: write, then rename) and, apart,
 its read and its write alone; prints the file's size and the median and p90 of each in milliseconds.
 """
@@ -20,7 +20,7 @@ import time
 import orjson
 
 from safebunny.exactly_once.protocol.report import BatchReport
-from safebunny.saga.reports import KEEP, ReportStore, add_report
+from safebunny.saga.run.reports import KEEP, ReportStore, add_report
 from safebunny.storage.writes import write_atomically
 
 __all__ = ["main"]

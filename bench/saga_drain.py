@@ -77,7 +77,7 @@ def _distinct_rows(path: str) -> tuple[int, int]:
 def drain_saga(spark: Any, uri: str, orders: int, workdir: Path, batch_size: int | None = None,
                record: bool = True) -> dict[str, Any]:
     """Publish ``orders`` orders, then time ``saga.drain``; checks one effect row per order in each table."""
-    from safebunny.saga import topology
+    from safebunny.saga.define import topology
 
     run_dir = workdir / f"saga-{uuid.uuid4().hex[:8]}"
     saga, tables = _saga(uri, run_dir, batch_size, record)

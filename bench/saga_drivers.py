@@ -59,7 +59,7 @@ def _case(uri: str, kind: str, shards: int) -> Iterator[tuple[Any, str, str, dic
     """A saga of its own for one case, its root in a temporary folder: (saga, name, folder, the case's driver
     processes by name). Afterwards a driver still running is killed, the saga's queues deleted and the folder
     removed, whether the case ended or failed."""
-    from safebunny.saga import topology
+    from safebunny.saga.define import topology
 
     workdir = tempfile.mkdtemp(prefix=f"sb-{kind}-")
     name = f"bench-{kind}-{uuid.uuid4().hex[:6]}"
@@ -169,7 +169,7 @@ def drain_case(spark: Any, uri: str, shards: int, messages: int, drivers: list[s
 
 
 def _takeover_case(spark: Any, uri: str, shards: int) -> dict[str, Any]:
-    from safebunny.saga import topology
+    from safebunny.saga.define import topology
 
     with _case(uri, "takeover", shards) as (saga, name, workdir, processes):
         saga.declare()

@@ -139,7 +139,7 @@ def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work
     """Three chained plain queries with ``trigger`` as a user writes them, or (``paced``) run the way a saga runs
     its steps: a zero trigger, the first query paced by its source at the trigger's interval, the others taking
     each upstream output as it arrives (safebunny.source.pacing)."""
-    from safebunny.saga.queries import interval_ms
+    from safebunny.saga.run.queries import interval_ms
 
     tag = uuid.uuid4().hex[:6]
     queues = [f"sb-lat-plain-{tag}-{i}" for i in range(HOPS + 1)]
@@ -219,7 +219,7 @@ def _saga(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work:
     finally:
         running.stop()
         _delete(uri, hops)
-        from safebunny.saga import topology
+        from safebunny.saga.define import topology
 
         topology.delete(saga)  # the saga's exchange, step, retry and poison queues
 

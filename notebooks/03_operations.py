@@ -121,7 +121,7 @@ print("\n".join(sorted({n for n in status.note if n})))  # why unacked is empty,
 
 # COMMAND ----------
 
-from safebunny.saga.instances import view_name
+from safebunny.saga.look.instances import view_name
 
 saga.instances(spark)  # noqa: F821
 view = view_name(saga)

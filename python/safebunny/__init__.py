@@ -19,7 +19,7 @@ from safebunny.errors import (
     SafeBunnyOptionError,
     SafeBunnyPublishError,
 )
-from safebunny.saga import topology
+from safebunny.saga.define import topology
 
 # imported on first use (see safebunny._lazy): a process that needs one module does not load them all
 _LAZY = {
@@ -83,7 +83,7 @@ __all__ = [
 
 __version__ = "0.1.0"
 _logs.install()
-# `import safebunny.topology` works too (the saga's topology, safebunny.saga.topology)
+# `import safebunny.topology` works too (the saga's topology, safebunny.saga.define.topology)
 _sys.modules.setdefault("safebunny.topology", topology)
 
 

@@ -95,4 +95,5 @@ class SafeBunnySparkVersionError(SafeBunnyError, RuntimeError):
 
 
 class SafeBunnyTopologyError(SafeBunnyError):
-    """A queue or exchange exists with other arguments than the saga declares (:mod:`safebunny.saga.topology`)."""
+    """A queue or exchange exists with other arguments than the saga declares
+    (:mod:`safebunny.saga.define.topology`)."""

@@ -30,7 +30,7 @@ from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, TABLES, define  # noqa: 
 from test_saga_drivers import _driver, _log, _shard_queues, _standby_then_orders, _stop  # noqa: E402
 
 from conftest import wait_until  # noqa: E402
-from safebunny.saga import topology  # noqa: E402
+from safebunny.saga.define import topology  # noqa: E402
 
 ORDERS = 60
 CRASH_AT = "step.after_one_effect:3"  # the third effect commit of driver a: a batch with its ledger or both in

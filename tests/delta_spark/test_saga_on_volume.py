@@ -26,7 +26,7 @@ import safebunny  # noqa: E402
 from conftest import queue_totals, wait_until  # noqa: E402
 from safebunny.demo.main import main as demo  # noqa: E402
 from safebunny.exactly_once.inbox.table import INBOX_SCHEMA, PARTITIONS  # noqa: E402
-from safebunny.saga.drain import waiting  # noqa: E402
+from safebunny.saga.run.drain import waiting  # noqa: E402
 
 DRIVER = Path(__file__).parents[1] / "e2e" / "saga_crash_driver.py"
 ORDERS = 30  # three batches of 10 a step

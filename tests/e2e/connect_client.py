@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga.drain import waiting
+from safebunny.saga.run.drain import waiting
 
 url, scenario, uri, workdir = sys.argv[1:5]
 spark = SparkSession.builder.remote(url).create()

@@ -25,7 +25,7 @@ from pyspark.sql import types as T  # noqa: N812
 
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.collect.materialize import _collect_all, collect_local, column_selections
-from safebunny.saga.definition import SagaStep
+from safebunny.saga.define.definition import SagaStep
 
 SOURCE = T.StructType([T.StructField("messageId", T.StringType()), T.StructField("correlationId", T.StringType()),
                        T.StructField("type", T.StringType()), T.StructField("value", T.BinaryType())])

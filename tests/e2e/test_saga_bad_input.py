@@ -12,7 +12,7 @@ import pytest
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga.queries import source_frame
+from safebunny.saga.run.queries import source_frame
 
 
 def _rows(path):

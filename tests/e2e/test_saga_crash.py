@@ -15,7 +15,7 @@ import pytest
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga.drain import waiting
+from safebunny.saga.run.drain import waiting
 
 pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 

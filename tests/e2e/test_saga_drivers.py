@@ -21,7 +21,7 @@ import pytest
 
 from conftest import wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga import topology
+from safebunny.saga.define import topology
 
 pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 

@@ -14,7 +14,7 @@ import orjson
 
 from conftest import wait_until
 from safebunny.cli.locate import load_saga
-from safebunny.saga.metrics import SagaMetrics
+from safebunny.saga.look.metrics import SagaMetrics
 
 SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
 EXE = str(Path(sys.executable).with_name("safebunny"))

@@ -10,7 +10,7 @@ import uuid
 from pyspark.sql import functions as F  # noqa: N812
 
 import safebunny
-from safebunny.saga.instances import instances_table
+from safebunny.saga.look.instances import instances_table
 
 
 def test_a_parked_order_started_again_is_a_duplicate_and_trace_agrees_with_poison(spark, amqp_uri, tmp_path):

@@ -23,8 +23,8 @@ import pytest
 
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga import topology
-from safebunny.saga.drain import waiting
+from safebunny.saga.define import topology
+from safebunny.saga.run.drain import waiting
 
 pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
 

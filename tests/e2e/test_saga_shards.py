@@ -11,7 +11,7 @@ from collections import Counter
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.ids import correlation_id_for
-from safebunny.saga import topology
+from safebunny.saga.define import topology
 
 SHARDS = 3
 

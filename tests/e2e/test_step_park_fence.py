@@ -16,7 +16,7 @@ import pytest
 import safebunny
 from safebunny import crashpoints
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.saga.parked_ids import ParkedIds
+from safebunny.saga.run.parked_ids import ParkedIds
 
 SCHEMA = "messageId string, value binary, correlationId string"
 

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import wait_until
 from safebunny.cli.locate import load_saga
-from safebunny.saga.view_html import STEP_FIELDS
+from safebunny.saga.look.view_html import STEP_FIELDS
 
 SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
 EXE = str(Path(sys.executable).with_name("safebunny"))
@@ -86,7 +86,7 @@ def test_the_page_in_chromium_shows_what_status_says(spark, cli_env: Path, amqp_
         assert boxes == {"stock.OrderPlaced", "shipping.StockReserved", "orders", "poison"}
         assert _rendered(driver, node="poison", field="parked_total") == [str(sum(s.poisoned for s in status.values()))]
         # instances by state, as saga.instances() counts them
-        from safebunny.saga.instances import instances_table
+        from safebunny.saga.look.instances import instances_table
 
         states = {}
         for row in instances_table(saga).to_pylist():
@@ -177,8 +177,8 @@ def _step_shows(driver, label: str, state: str) -> None:  # type: ignore[no-unty
     """Step ``label``'s box and row say ``state`` in words, in the state's colours, and so does the banner."""
     from selenium.webdriver.common.by import By
 
-    from safebunny.saga.status import ALARMING
-    from safebunny.saga.view_html import STATE_COLOURS
+    from safebunny.saga.look.status import ALARMING
+    from safebunny.saga.look.view_html import STATE_COLOURS
 
     assert _rendered(driver, step=label, field="state") == [state, state], label
     fill, outline = STATE_COLOURS[state]

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import safebunny
 from safebunny.exactly_once import FailedRow
-from safebunny.saga.failures import FailureRouter
+from safebunny.saga.run.failures import FailureRouter
 
 
 def test_a_poisoned_message_publishes_its_fails_as_message(amqp_uri, admin, unique_name, tmp_path):

@@ -9,7 +9,7 @@ import safebunny
 from brokers import ThrowawayBroker, free_port
 from conftest import wait_until
 from safebunny.amqp.management import queue_counts
-from safebunny.saga import topology
+from safebunny.saga.define import topology
 
 
 def test_status_shows_the_unacked_messages_of_a_step_queue(management_broker: ThrowawayBroker, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -88,7 +88,7 @@ def test_the_unrouted_stream_has_a_retention_and_an_existing_one_keeps_its_own(a
 
 def test_status_counts_the_unrouted_messages_and_warns(amqp_uri, tmp_path, capsys, monkeypatch) -> None:
     from safebunny.cli.main import main
-    from safebunny.saga.status import unrouted_depth
+    from safebunny.saga.look.status import unrouted_depth
 
     name = f"sbu-{uuid.uuid4().hex[:8]}"
     module = tmp_path / "unrouted_saga.py"

@@ -11,8 +11,8 @@ from safebunny.exactly_once import FailedRow
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.inbox.decisions import parking
 from safebunny.exactly_once.inbox.table import Inbox
-from safebunny.saga.failures import FailureRouter
-from safebunny.saga.republish import COPY_ID
+from safebunny.saga.run.failures import FailureRouter
+from safebunny.saga.run.republish import COPY_ID
 
 
 def _saga(uri, tmp):

@@ -13,8 +13,8 @@ import pytest
 from pyspark.sql import types as T
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga.bodies import Body, MalformedMessage
-from safebunny.saga.definition import SagaStep
+from safebunny.saga.define.bodies import Body, MalformedMessage
+from safebunny.saga.define.definition import SagaStep
 
 SOURCE = T.StructType([T.StructField("messageId", T.StringType()), T.StructField("correlationId", T.StringType()),
                        T.StructField("type", T.StringType()), T.StructField("value", T.BinaryType())])

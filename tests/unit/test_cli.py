@@ -16,7 +16,7 @@ from safebunny.cli.locate import load_saga, split_locator
 from safebunny.cli.main import build_parser, main
 from safebunny.cli.render import cell, key_values, table, to_json, to_rows
 from safebunny.ids import correlation_id_for
-from safebunny.saga.trace import candidates
+from safebunny.saga.look.trace import candidates
 
 
 # ------------------------------------------------------------------------------------------ parsing

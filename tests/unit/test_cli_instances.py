@@ -6,7 +6,7 @@ import pytest
 
 from safebunny.cli import instances
 from safebunny.cli.main import build_parser
-from safebunny.saga.instance_state import STATES
+from safebunny.saga.look.instance_state import STATES
 
 
 def test_instances_takes_a_state_and_a_limit() -> None:

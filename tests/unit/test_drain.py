@@ -11,10 +11,10 @@ from types import SimpleNamespace
 
 import pytest
 
-import safebunny.saga.drain as draining
-from safebunny.saga import runner
-from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.drain import drain
+import safebunny.saga.run.drain as draining
+from safebunny.saga.define.config import SagaConfig, SagaLayout
+from safebunny.saga.run import runner
+from safebunny.saga.run.drain import drain
 
 CONFIG = SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-drain"))
 

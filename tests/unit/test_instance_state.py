@@ -6,7 +6,7 @@ import datetime as dt
 from types import SimpleNamespace
 
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga.instance_state import Parked, instance_rows
+from safebunny.saga.look.instance_state import Parked, instance_rows
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -105,7 +105,7 @@ def test_a_running_instance_says_where_it_waits_now_and_since_when() -> None:
     assert got["flight"]["waitingSince"] == T0 + dt.timedelta(minutes=1)  # when stock sent it on
     assert got["paying"]["waitingSince"] == T0 + dt.timedelta(minutes=2, seconds=1)
     assert got["queued"]["waitingSince"] == T0  # started, its first step has not run
-    from safebunny.saga.instances import waiting_since
+    from safebunny.saga.look.instances import waiting_since
 
     assert waiting_since(list(got.values())) == {"payment.StockReserved": T0 + dt.timedelta(minutes=1),
                                                  "shipping.PaymentCharged": T0 + dt.timedelta(minutes=2, seconds=1),

@@ -368,7 +368,7 @@ def test_importing_the_plugin_loads_neither_the_saga_config_nor_arrow() -> None:
     import sys
 
     code = ("import sys, pyspark_safebunny; "
-            "print(sorted(m for m in ('pyarrow', 'numpy', 'safebunny.saga.config', 'safebunny.exactly_once', "
+            "print(sorted(m for m in ('pyarrow', 'numpy', 'safebunny.saga.define.config', 'safebunny.exactly_once', "
             "'safebunny.storage') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"importing the plugin loaded {out.strip()}"
@@ -420,7 +420,7 @@ def test_one_lease_type_with_one_liveness_rule() -> None:
 
 
 #: a module of ``cli/`` or ``demo/`` is named for the command it runs (``cli/status.py`` runs ``safebunny status``,
-#: over ``saga/status.py``), so those two folders are left out of the name check below
+#: over ``saga/look/status.py``), so those two folders are left out of the name check below
 NAMED_FOR_COMMANDS = {"cli", "demo"}
 #: names still shared, each with the reason: the connection options' module is reshaped by the typed settings work
 SHARED_NAMES = {"connection.py"}  # amqp/connection.py (opening connections), options/connection.py (their options)
@@ -448,3 +448,27 @@ def test_the_spark_edge_is_one_room() -> None:
         spark = sorted(n for n in _imports(path) if n.split(".")[0] in ("pyspark", "py4j", "pyspark_safebunny"))
         assert not spark, f"{path.name} imports {spark}: it belongs in safebunny/spark/"
         assert not path.stem.startswith("spark"), f"{path.name} is named for Spark: it belongs in safebunny/spark/"
+
+
+#: saga/'s rooms by job, each may import only the rooms before it; the facade (saga/saga.py) sits above them all
+SAGA_ROOMS = ("define", "run", "look")
+
+
+@pytest.mark.parametrize("path", sorted((CORE / "saga").rglob("*.py")), ids=lambda p: str(p.relative_to(CORE)))
+def test_the_saga_rooms_point_one_way(path: Path) -> None:
+    """define/ (a saga's steps, graph, topology, settings) knows nothing of running or looking; run/ (queries, drain,
+    failures, leases) nothing of looking; look/ (status, trace, the page) reads what the others write; none of them
+    imports the ``Saga`` facade, which holds them together."""
+    rel = path.relative_to(CORE / "saga")
+    if len(rel.parts) < 2:
+        assert rel.name in ("__init__.py", "saga.py"), f"saga/{rel} is loose: put it in one of {SAGA_ROOMS}"
+        return
+    room = rel.parts[0]
+    assert room in SAGA_ROOMS, f"saga/{rel}: {room} is not one of the saga's rooms {SAGA_ROOMS}"
+    later = SAGA_ROOMS[SAGA_ROOMS.index(room) + 1:]
+    for name in _imports(path):
+        parts = name.split(".")
+        if parts[:2] != ["safebunny", "saga"] or len(parts) < 3:
+            continue
+        assert parts[2] not in later, f"saga/{rel} imports {name}: {room}/ must not depend on {parts[2]}/"
+        assert parts[2] != "saga", f"saga/{rel} imports the Saga facade ({name}): pass what it needs instead"

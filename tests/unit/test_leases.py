@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny.exactly_once.protocol.report import BatchReport
-from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.leases import HOLD_S, SETTLE_S, TTL_S, Balancer, LeaseStore, assign, handovers, live, mine
-from safebunny.saga.reports import ReportStore
+from safebunny.saga.define.config import SagaConfig, SagaLayout
+from safebunny.saga.run.leases import HOLD_S, SETTLE_S, TTL_S, Balancer, LeaseStore, assign, handovers, live, mine
+from safebunny.saga.run.reports import ReportStore
 from safebunny.storage.lease import Lease
 
 NOW = dt.datetime(2026, 11, 26, 10, 0, 0, tzinfo=dt.timezone.utc)
@@ -180,7 +180,7 @@ def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
     (the fence keeps a stopped batch's replay exact)."""
     from types import SimpleNamespace
 
-    from safebunny.saga import runner
+    from safebunny.saga.run import runner
 
     class Query:
         def __init__(self):
@@ -200,11 +200,11 @@ def test_a_handover_waits_for_the_shards_running_batch_to_end(monkeypatch):
 def test_a_handover_still_due_between_lease_renewals_is_made_once_the_wait_ends(tmp_path, monkeypatch):
     """The regression CI caught: a tick between two lease renewals answered 'nothing due', so the runner forgot
     the handover's wait every second and a shard whose query was always busy (orders kept coming) never moved."""
-    from safebunny.saga import runner
+    from safebunny.saga.run import runner
 
     now = [1000.0]
     monkeypatch.setattr(runner.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr("safebunny.saga.leases.time.monotonic", lambda: now[0])
+    monkeypatch.setattr("safebunny.saga.run.leases.time.monotonic", lambda: now[0])
     clock = [NOW - dt.timedelta(seconds=30)]
     saga = _saga(tmp_path)
     balancer = Balancer(saga, clock=lambda: clock[0], renew_s=3600)  # renewed by the test only

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from safebunny.amqp.management import management_url_for
-from safebunny.saga.metrics import render
+from safebunny.saga.look.metrics import render
 
 
 def test_render_writes_help_type_and_one_line_per_step_leaving_unknowns_out() -> None:

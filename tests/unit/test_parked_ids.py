@@ -1,4 +1,4 @@
-"""A saga step's parkings in the fenced decision table (:mod:`safebunny.saga.parked_ids`,
+"""A saga step's parkings in the fenced decision table (:mod:`safebunny.saga.run.parked_ids`,
 :meth:`safebunny.exactly_once.claims.batch_claims.BatchClaims.commit_decisions`), with real delta-rs tables: writers
 at once lose nothing, and two writers of one message's decision land one."""
 
@@ -9,7 +9,7 @@ import threading
 from safebunny.exactly_once.claims.batch_claims import BatchClaims
 from safebunny.exactly_once.inbox.decisions import parking
 from safebunny.exactly_once.inbox.table import Inbox
-from safebunny.saga.parked_ids import ParkedIds
+from safebunny.saga.run.parked_ids import ParkedIds
 
 
 def _commit_at_once(tmp_path, batches):

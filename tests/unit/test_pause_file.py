@@ -7,7 +7,7 @@ import time
 import pytest
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga.config import SagaLayout
+from safebunny.saga.define.config import SagaLayout
 from safebunny.storage.pause import clear_pause, paused_until, write_pause
 
 

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from safebunny.saga.config import SagaLayout
-from safebunny.saga.parked import PoisonLedger, state_of
+from safebunny.saga.define.config import SagaLayout
+from safebunny.saga.look.parked import PoisonLedger, state_of
 
 T0 = dt.datetime(2026, 11, 24, 3, 0, tzinfo=dt.timezone.utc)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from safebunny.saga.reports import RestartLog
+from safebunny.saga.run.reports import RestartLog
 
 
 def test_restarts_count_up_with_the_errors_first_line(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_restarts_count_up_with_the_errors_first_line(tmp_path: Path) -> None:
 def test_a_restart_is_recorded_where_the_view_reads_it(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from safebunny.saga.queries import note_restart
+    from safebunny.saga.run.queries import note_restart
 
     saga = SimpleNamespace(config=SimpleNamespace(name="shop", layout=SimpleNamespace(root=str(tmp_path))))
     note_restart(saga, "payment.StockReserved", RuntimeError("the provider is down"))  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import pytest
 
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga.retry import ATTEMPT, FIRST_FAILURE, REASON, decide, failure_headers, parse_duration_ms
+from safebunny.saga.define.retry import ATTEMPT, FIRST_FAILURE, REASON, decide, failure_headers, parse_duration_ms
 
 
 @pytest.mark.parametrize("text,ms", [("250ms", 250), ("10s", 10_000), ("1m", 60_000), ("2h", 7_200_000),

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from safebunny.saga import runner
-from safebunny.saga.config import SagaConfig, SagaLayout
-from safebunny.saga.queries import is_available_now
-from safebunny.saga.runner import RunningSaga
+from safebunny.saga.define.config import SagaConfig, SagaLayout
+from safebunny.saga.run import runner
+from safebunny.saga.run.queries import is_available_now
+from safebunny.saga.run.runner import RunningSaga
 
 
 class _Query:

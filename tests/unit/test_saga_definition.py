@@ -10,10 +10,10 @@ import pytest
 
 import safebunny
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import definition as checks
-from safebunny.saga.definition import SagaStep
-from safebunny.saga.parked import latest_per_id
-from safebunny.saga.republish import copy_id
+from safebunny.saga.define import definition as checks
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.look.parked import latest_per_id
+from safebunny.saga.run.republish import copy_id
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -114,7 +114,7 @@ def test_the_poison_listing_keeps_the_latest_copy_of_each_message():
 
 
 def test_a_row_handler_emitting_a_type_outside_produces_is_checked(tmp_path):
-    from safebunny.saga.definition import wrap
+    from safebunny.saga.define.definition import wrap
 
     for strict in (False, True):
         saga = _saga(tmp_path, strict=strict)
@@ -133,8 +133,8 @@ def test_a_row_handler_emitting_a_type_outside_produces_is_checked(tmp_path):
 
 
 def test_a_row_handler_gets_a_mistyped_body_as_malformed(tmp_path):
-    from safebunny.saga.bodies import MalformedMessage
-    from safebunny.saga.definition import wrap
+    from safebunny.saga.define.bodies import MalformedMessage
+    from safebunny.saga.define.definition import wrap
 
     saga, seen = _saga(tmp_path), []
     saga.step("a", consumes="T", from_node="b", schema="userId string", rows=True)(lambda m, c: None)

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from safebunny.exactly_once.protocol.report import BatchReport
-from safebunny.saga.reports import COUNTERS, KEEP, ReportStore, add_report, summary
+from safebunny.saga.run.reports import COUNTERS, KEEP, ReportStore, add_report, summary
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -101,8 +101,8 @@ def test_the_recorder_stores_each_batch_with_messages_once_and_drain_reads_its_t
     """A saga step's foreachBatch function stores the report its Step returned (retried and parked from the
     failure router); drain's progress is the stored received total, the same in any process."""
     import safebunny
-    from safebunny.saga.drain import moved_so_far
-    from safebunny.saga.queries import StepRecorder
+    from safebunny.saga.run.drain import moved_so_far
+    from safebunny.saga.run.queries import StepRecorder
 
     saga = safebunny.Saga("fulfilment", uri="amqp://guest:guest@127.0.0.1:5672/%2F", root=str(tmp_path))
     saga.step("stock", consumes="OrderPlaced", from_node="orders", schema="orderId string")(lambda df, ctx: None)

@@ -12,11 +12,11 @@ import pytest
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
-from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
-from safebunny.saga.definition import SagaStep
-from safebunny.saga.reports import COUNTERS, StepCounters
-from safebunny.saga.status import combined
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.look.status import combined
+from safebunny.saga.run.reports import COUNTERS, StepCounters
 
 
 def _step(shards: int | None = None) -> SagaStep:
@@ -118,7 +118,7 @@ def test_several_drivers_keep_their_own_checkpoints_and_journals(tmp_path) -> No
 
 def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Issue 48, item 2: ``Saga(driver=..., checkpoints=...)`` gave every driver the same checkpoint."""
-    from safebunny.saga.config import SagaLayout
+    from safebunny.saga.define.config import SagaLayout
 
     home = tmp_path / "ck"
     a, b = (SagaLayout(str(tmp_path / "root"), d, str(home)) for d in ("a", "b"))
@@ -129,7 +129,7 @@ def test_drivers_with_a_checkpoints_home_keep_a_folder_each_there(tmp_path) -> N
 
 
 def test_among_several_drivers_every_step_must_be_sharded() -> None:
-    from safebunny.saga.definition import require_shards
+    from safebunny.saga.define.definition import require_shards
 
     require_shards("fulfilment", "host-a", [_step(1), _step(4)])
     with pytest.raises(SafeBunnyOptionError, match=r"driver 'host-a'.*payment.StockReserved.*shards=N"):
@@ -145,7 +145,7 @@ def test_a_driver_name_follows_the_naming_rules() -> None:
 
 def test_the_command_line_shows_one_row_per_shard() -> None:
     from safebunny.cli import access
-    from safebunny.saga.status import ShardStatus
+    from safebunny.saga.look.status import ShardStatus
 
     saga = SimpleNamespace(shards=lambda: [ShardStatus("stock.OrderPlaced", 0, "s.stock.OrderPlaced.shard.0", 3, True,
                                                        "host-b", "2026-11-24T10:00:00+00:00", 1.5)])
@@ -171,7 +171,7 @@ def test_a_steps_query_takes_the_sources_growing_batches_unless_batch_size_is_se
     drains in large batches and a trickle in small ones; ``batch_size`` still bounds it."""
     from dataclasses import replace
 
-    from safebunny.saga.queries import source_options
+    from safebunny.saga.run.queries import source_options
 
     saga = _saga(None)
     assert saga.config.settings.batch_size is None and _step().batch_size is None

@@ -95,7 +95,7 @@ def _park(tmp_path, epoch, batch_id, parkings, mark=False):
 
 
 def _parked_ids(tmp_path, legacy="s.parked.json"):
-    from safebunny.saga.parked_ids import ParkedIds
+    from safebunny.saga.run.parked_ids import ParkedIds
 
     return ParkedIds(str(tmp_path / legacy), str(tmp_path / "inbox"), "s")
 
@@ -103,8 +103,8 @@ def _parked_ids(tmp_path, legacy="s.parked.json"):
 def test_a_fresh_copy_of_a_parked_id_is_skipped_and_a_retry_or_redrive_of_it_is_not(tmp_path):
     """A saga step's ``Step(skip=...)``: the parked ids' fresh copies, marked on the batch's Arrow rows, once the
     parking batch's marker is in (its copies were confirmed before it)."""
-    from safebunny.saga.parked_ids import REDRIVEN
-    from safebunny.saga.retry import ATTEMPT
+    from safebunny.saga.define.retry import ATTEMPT
+    from safebunny.saga.run.parked_ids import REDRIVEN
 
     parked = _parked_ids(tmp_path)
     ids = ["p", "p", "p", "q", None, "p"]
@@ -131,8 +131,8 @@ def test_a_committed_parking_rejects_every_copy_but_a_redriven_one_and_an_old_fi
     whatever the handler would say now; a copy that redrive sent after the parking (another
     ``x-safebunny-redriven`` stamp) is decided afresh, and once that copy is parked in turn, its stamp is the one
     honoured; a second parking of one round never lands (the table's own read after the listing leaves it out)."""
-    from safebunny.saga.parked_ids import REDRIVEN
-    from safebunny.saga.retry import ATTEMPT
+    from safebunny.saga.define.retry import ATTEMPT
+    from safebunny.saga.run.parked_ids import REDRIVEN
 
     parked = _parked_ids(tmp_path)
     ids = ["p", "p", "p", "q"]

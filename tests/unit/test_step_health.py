@@ -1,12 +1,12 @@
 """A step's state in words from what ``status()`` reads, and what is wrong with a saga as a whole
-(safebunny.saga.status.step_health and saga_problems: pure, no broker)."""
+(safebunny.saga.look.status.step_health and saga_problems: pure, no broker)."""
 
 from __future__ import annotations
 
 import pytest
 
 from safebunny.cli.status import state_lines
-from safebunny.saga.status import STEP_STATES, saga_problems, step_health
+from safebunny.saga.look.status import STEP_STATES, saga_problems, step_health
 
 NOW = 1_800_000_000.0
 

@@ -6,8 +6,8 @@ import pytest
 
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.streams.probe import parse_inequivalent
 
 

@@ -1,5 +1,5 @@
 """The saga page without a broker: the graph and its layout, the Mermaid text, and the HTML rendered from data
-(safebunny.saga.graph, safebunny.saga.view_html, safebunny.saga.view.SagaView)."""
+(safebunny.saga.define.graph, safebunny.saga.look.view_html, safebunny.saga.look.view.SagaView)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
-from safebunny.saga.graph import graph_of, layout, mermaid
-from safebunny.saga.view import SagaView
-from safebunny.saga.view_html import STATE_COLOURS, STEP_FIELDS, render
+from safebunny.saga.define.graph import graph_of, layout, mermaid
+from safebunny.saga.look.view import SagaView
+from safebunny.saga.look.view_html import STATE_COLOURS, STEP_FIELDS, render
 
 
 def _step(node, consumes, from_node, produces=(), compensates=None, fails_as=None):  # type: ignore[no-untyped-def]

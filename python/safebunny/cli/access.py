@@ -20,11 +20,11 @@ from safebunny.cli.exits import USAGE, CliError
 from safebunny.cli.locate import load_saga
 from safebunny.cli.render import to_rows
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import topology as _topology  # loaded by ``import safebunny`` already
+from safebunny.saga.define import topology as _topology  # loaded by ``import safebunny`` already
 from safebunny.uri import redact, validate_uri, with_password
 
 if TYPE_CHECKING:
-    from safebunny.saga.definition import SagaStep
+    from safebunny.saga.define.definition import SagaStep
     from safebunny.saga.saga import Saga
 
 __all__ = ["open_saga", "resolve_uri", "status", "instances", "problems"]
@@ -110,9 +110,10 @@ def topology(saga: Saga) -> list[dict[str, Any]]:
 
 
 def mermaid(saga: Saga) -> str:
-    """The saga's flow as a Mermaid flowchart (:func:`safebunny.saga.graph.mermaid`), from its definition alone."""
-    from safebunny.saga.graph import graph_of
-    from safebunny.saga.graph import mermaid as as_mermaid
+    """The saga's flow as a Mermaid flowchart (:func:`safebunny.saga.define.graph.mermaid`), from its definition
+    alone."""
+    from safebunny.saga.define.graph import graph_of
+    from safebunny.saga.define.graph import mermaid as as_mermaid
 
     return as_mermaid(graph_of(saga.name, saga.steps))
 
@@ -133,23 +134,23 @@ def status(saga: Saga) -> list[dict[str, Any]]:
 
 
 def problems(saga: Saga, rows: list[dict[str, Any]]) -> list[str]:
-    """What is wrong with the saga as a whole (:func:`safebunny.saga.status.saga_problems`), from ``status``'s
+    """What is wrong with the saga as a whole (:func:`safebunny.saga.look.status.saga_problems`), from ``status``'s
     rows: its queues not declared, no state under its root."""
-    from safebunny.saga.status import has_state, saga_problems
+    from safebunny.saga.look.status import has_state, saga_problems
 
     return saga_problems(saga.name, [r.get("backlog") for r in rows], has_state(saga), saga.config.layout.root)
 
 
 def unrouted(saga: Saga) -> tuple[str, int | None]:
     """The saga's unrouted stream and how many messages it holds (None: not declared)."""
-    from safebunny.saga.status import unrouted_depth
+    from safebunny.saga.look.status import unrouted_depth
 
     return _topology.unrouted_name(saga), unrouted_depth(saga)
 
 
 def instances(saga: Saga, state: str | None) -> list[dict[str, Any]]:
-    """One row per saga instance (``state`` keeps one state), from :mod:`safebunny.saga.instances`."""
-    from safebunny.saga.instances import instances_table
+    """One row per saga instance (``state`` keeps one state), from :mod:`safebunny.saga.look.instances`."""
+    from safebunny.saga.look.instances import instances_table
 
     return to_rows(instances_table(saga, state))
 

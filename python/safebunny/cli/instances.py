@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_LIMIT", "STATES"]
 
 COLUMNS = ["businessKey", "correlationId", "state", "step", "stepsDone", "started", "lastUpdate", "reason"]
-#: the states an instance can be in (safebunny.saga.instance_state.STATES, without importing the saga here)
+#: the states an instance can be in (safebunny.saga.look.instance_state.STATES, without importing the saga here)
 STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
 #: instances shown without --limit or --all (the newest)
 DEFAULT_LIMIT = 50

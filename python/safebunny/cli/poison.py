@@ -11,7 +11,7 @@ from safebunny.cli.exits import NOT_FOUND, USAGE, CliError
 from safebunny.cli.render import print_record, print_rows
 
 if TYPE_CHECKING:
-    from safebunny.saga.definition import SagaStep
+    from safebunny.saga.define.definition import SagaStep
     from safebunny.saga.saga import Saga
 
 __all__: list[str] = []

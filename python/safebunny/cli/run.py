@@ -2,7 +2,7 @@
 
 ``--once`` drains the saga (``saga.drain``) and exits with a code that says what is left
 (:mod:`safebunny.cli.exits`); ``--continuous`` runs ``saga.run(spark, trigger="availableNow")`` until
-Ctrl-C or SIGTERM; ``--metrics-port`` serves :class:`~safebunny.saga.metrics.SagaMetrics` meanwhile. The
+Ctrl-C or SIGTERM; ``--metrics-port`` serves :class:`~safebunny.saga.look.metrics.SagaMetrics` meanwhile. The
 exit codes and the session's choice (``--remote``, ``--master``, else ``getOrCreate()``): docs/operations.md
 ("Running a saga as a job task").
 """
@@ -74,7 +74,7 @@ def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_
     metrics = running = None
     try:
         if metrics_port is not None:
-            from safebunny.saga.metrics import SagaMetrics
+            from safebunny.saga.look.metrics import SagaMetrics
 
             metrics = SagaMetrics(saga, port=metrics_port, host=metrics_host).start(spark)
             print(f"saga {saga.name}: metrics at {metrics.url}", flush=True)

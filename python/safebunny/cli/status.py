@@ -18,8 +18,8 @@ __all__: list[str] = []
 
 
 def columns() -> list[str]:
-    """A step's line: depths, its counters (:data:`~safebunny.saga.reports.COUNTERS`), rate, last batch, breaker."""
-    from safebunny.saga.reports import COUNTERS  # loaded with the saga by now; ``safebunny --help`` stays light
+    """A step's line: depths, its counters (:data:`~safebunny.saga.run.reports.COUNTERS`), rate, last batch, breaker."""
+    from safebunny.saga.run.reports import COUNTERS  # loaded with the saga by now; ``safebunny --help`` stays light
 
     return ["step", "state", "backlog", "ready", "unacked", "retrying", "poisoned", *COUNTERS, "rate", "lastBatch",
             "breaker"]
@@ -51,7 +51,7 @@ def _print(args: argparse.Namespace, rows: list[dict[str, Any]], saga: Saga, emp
 
 def state_lines(rows: list[dict[str, Any]]) -> list[str]:
     """Each step's state in words (``saga.status()``'s ``state`` and ``state_detail``), the alarming ones first."""
-    from safebunny.saga.status import STEP_STATES
+    from safebunny.saga.look.status import STEP_STATES
 
     ordered = sorted(rows, key=lambda r: STEP_STATES.index(r["state"]) if r.get("state") in STEP_STATES else 0)
     return [f"{r['step']}: {r.get('state')}: {r.get('state_detail')}" for r in ordered]

@@ -18,7 +18,7 @@ COLUMNS = ["time", "step", "messageId", "causationId", "attempt", "outcome"]
 
 
 def _trace(args: argparse.Namespace, saga: Saga) -> int:
-    from safebunny.saga.trace import candidates  # the saga modules load when a command needs them
+    from safebunny.saga.look.trace import candidates  # the saga modules load when a command needs them
 
     rows = access.trace(saga, args.key)  # the key as a correlation id, else its candidates
     if rows:

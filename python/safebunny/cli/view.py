@@ -65,13 +65,13 @@ class ViewServer:
         self._server.server_close()
 
     def page(self, instance: str | None) -> str:
-        from safebunny.saga.view import view
+        from safebunny.saga.look.view import view
 
         with self._lock:
             return str(view(self.saga, instance, self.actions, self.refresh_s, self.token, served=True))
 
     def data(self, instance: str | None) -> dict[str, Any]:
-        from safebunny.saga.view import gather
+        from safebunny.saga.look.view import gather
 
         with self._lock:
             return gather(self.saga, instance)
@@ -152,7 +152,7 @@ class ViewServer:
 def _once(args: argparse.Namespace, saga: Saga) -> int:
     """``--once``: the page written once (``--out FILE``, else stdout), as ``saga.view()`` makes it; exit 1 with
     the saga's problems on stderr (as ``safebunny status`` says them) when it is not declared or has no state."""
-    from safebunny.saga.view import view
+    from safebunny.saga.look.view import view
 
     page = view(saga)
     if args.out:

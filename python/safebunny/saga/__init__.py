@@ -7,19 +7,20 @@ from typing import TYPE_CHECKING
 
 from safebunny import _lazy
 
-_LAZY = {"Retry": "safebunny.saga.retry", "Saga": "safebunny.saga.saga", "SagaSettings": "safebunny.saga.config",
-         "SagaMetrics": "safebunny.saga.metrics",
-         "StepStatus": "safebunny.saga.status",
-         "TraceEntry": "safebunny.saga.trace", "SagaView": "safebunny.saga.view"}
+_LAZY = {"Retry": "safebunny.saga.define.retry", "Saga": "safebunny.saga.saga",
+         "SagaSettings": "safebunny.saga.define.config",
+         "SagaMetrics": "safebunny.saga.look.metrics",
+         "StepStatus": "safebunny.saga.look.status",
+         "TraceEntry": "safebunny.saga.look.trace", "SagaView": "safebunny.saga.look.view"}
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)  # on first use: a submodule alone stays light
 
 if TYPE_CHECKING:
-    from safebunny.saga.config import SagaSettings
-    from safebunny.saga.metrics import SagaMetrics
-    from safebunny.saga.retry import Retry
+    from safebunny.saga.define.config import SagaSettings
+    from safebunny.saga.define.retry import Retry
+    from safebunny.saga.look.metrics import SagaMetrics
+    from safebunny.saga.look.status import StepStatus
+    from safebunny.saga.look.trace import TraceEntry
+    from safebunny.saga.look.view import SagaView
     from safebunny.saga.saga import Saga
-    from safebunny.saga.status import StepStatus
-    from safebunny.saga.trace import TraceEntry
-    from safebunny.saga.view import SagaView
 
 __all__ = ["Saga", "SagaSettings", "Retry", "SagaMetrics", "StepStatus", "TraceEntry", "SagaView"]

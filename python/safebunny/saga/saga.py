@@ -2,7 +2,7 @@
 
 The facade: the definition (:meth:`Saga.step`, :meth:`Saga.check`, :meth:`Saga.declare`) and each step's
 exactly-once Step; running, status, poison, instances and trace live in their own modules, which read the
-saga's :class:`~safebunny.saga.config.SagaConfig` (settings and every path under the root).
+saga's :class:`~safebunny.saga.define.config.SagaConfig` (settings and every path under the root).
 """
 
 from __future__ import annotations
@@ -13,17 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step, StepSettings
-from safebunny.saga import definition, instances, parked, topology, trace
-from safebunny.saga.config import SagaConfig, SagaLayout, SagaSettings
-from safebunny.saga.definition import SagaStep, wrap
-from safebunny.saga.failures import FailureRouter
-from safebunny.saga.status import StepStatus, shard_status, status_fields
-from safebunny.saga.trace import TraceEntry
+from safebunny.saga.define import definition, topology
+from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
+from safebunny.saga.define.definition import SagaStep, wrap
+from safebunny.saga.look import instances, parked, trace
+from safebunny.saga.look.status import StepStatus, shard_status, status_fields
+from safebunny.saga.look.trace import TraceEntry
+from safebunny.saga.run.failures import FailureRouter
+from safebunny.saga.run.reports import ReportStore
 from safebunny.storage.pause import clear_pause, write_pause
 from safebunny.uri import split_password, validate_uri
 
 if TYPE_CHECKING:
-    from safebunny.saga.view import SagaView
+    from safebunny.saga.look.view import SagaView
 
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
@@ -31,8 +33,8 @@ __all__ = ["Saga", "StepStatus", "TraceEntry"]
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
     under ``root``: ``Saga(name, uri, root, settings, password=...)``, every other setting a keyword of
-    ``settings``, a :class:`~safebunny.saga.config.SagaSettings` (e.g. ``SagaSettings(batch_size=500)``), all
-    kept in :attr:`config` (a :class:`~safebunny.saga.config.SagaConfig`). A password inside ``uri`` is kept
+    ``settings``, a :class:`~safebunny.saga.define.config.SagaSettings` (e.g. ``SagaSettings(batch_size=500)``), all
+    kept in :attr:`config` (a :class:`~safebunny.saga.define.config.SagaConfig`). A password inside ``uri`` is kept
     apart from it (as ``password``, which also takes it directly), so the queries' plans never show it.
     The settings: ``retry`` sets the retry tiers; consumer queues are quorum queues with an explicit
     ``delivery_limit`` unless ``quorum=False``; ``batch_size`` is each step's default; ``strict=True`` turns the
@@ -172,9 +174,9 @@ class Saga:
 
     def reports_of(self, step: SagaStep) -> list[BatchReport]:
         """Step ``step``'s recent batches with messages (of all its shards, or of one shard's query), oldest first,
-        as stored under ``root`` by whichever process ran them (:mod:`safebunny.saga.reports`)."""
+        as stored under ``root`` by whichever process ran them (:mod:`safebunny.saga.run.reports`)."""
         units = step.units() if step.shard is None else [step]
-        return sorted((r for u in units for r in self.config.layout.reports(u.unit_label).reports()),
+        return sorted((r for u in units for r in ReportStore(self.config.layout.root, u.unit_label).reports()),
                       key=lambda r: r.finished_at)
 
     # -- running ---------------------------------------------------------------------------------
@@ -192,11 +194,11 @@ class Saga:
 
     def run(self, spark: Any, trigger: str = "1 second", balance: bool = True) -> Any:
         """Start every step as its own streaming query; returns a handle with ``stop()``
-        (:class:`~safebunny.saga.runner.RunningSaga`). ``trigger``: a processing-time interval (``"1 second"``), or
+        (:class:`~safebunny.saga.run.runner.RunningSaga`). ``trigger``: a processing-time interval (``"1 second"``), or
         ``"availableNow"`` for rounds of availableNow queries (Databricks serverless). Among several drivers,
         ``balance=False`` leaves every shard with the first driver to attach (docs/sagas.md, "Sharded steps and
         several drivers")."""
-        from safebunny.saga.runner import RunningSaga
+        from safebunny.saga.run.runner import RunningSaga
 
         self.declare()
         return RunningSaga(spark, self, trigger, balance=balance)
@@ -205,7 +207,7 @@ class Saga:
         """Run availableNow rounds until nothing moves and no retry tier holds a message; the rounds run.
         A step whose query fails starts again from its checkpoint in the next round; after ``restarts``
         failures of one step in a row, its error is raised."""
-        from safebunny.saga.drain import drain
+        from safebunny.saga.run.drain import drain
 
         self.declare()
         return drain(spark, self, timeout, restarts)
@@ -221,25 +223,25 @@ class Saga:
     # -- watching --------------------------------------------------------------------------------
     def status(self) -> list[StepStatus]:
         """One :class:`StepStatus` per step, the same in any process: broker depths, unacked (management
-        API), the counters each batch recorded under the root (:mod:`safebunny.saga.reports`), the breaker."""
+        API), the counters each batch recorded under the root (:mod:`safebunny.saga.run.reports`), the breaker."""
         return [StepStatus(**fields) for fields, _ in status_fields(self)]
 
     def shards(self) -> list[Any]:
-        """One :class:`~safebunny.saga.status.ShardStatus` per shard of each sharded step: backlog, whether a
+        """One :class:`~safebunny.saga.look.status.ShardStatus` per shard of each sharded step: backlog, whether a
         driver holds it, the driver of its last batch and how long ago (from any process)."""
         return shard_status(self)
 
     def trace(self, correlation_id: str) -> list[TraceEntry]:
         """The path of one saga instance through the steps' inboxes, in processing order. Takes a
         correlation id or a business key (the key's derived correlation id is tried too); a parked message's
-        last entry says ``parked`` (:mod:`safebunny.saga.trace`)."""
+        last entry says ``parked`` (:mod:`safebunny.saga.look.trace`)."""
         return trace.trace(self, correlation_id)
 
     def instances(self, spark: Any = None, state: str | None = None) -> Any:
         """One row per saga instance (business key, correlation id, state, current or last step, started,
         last update, steps done) as a DataFrame in the active (or given) session, also registered as the
         SQL view ``<saga name>_instances`` (``-`` as ``_``). ``state``: ``running``, ``retrying``,
-        ``parked``, ``compensated`` or ``completed`` (see :mod:`safebunny.saga.instance_state`)."""
+        ``parked``, ``compensated`` or ``completed`` (see :mod:`safebunny.saga.look.instance_state`)."""
         return instances.instances_frame(self, spark, state)
 
     def poison_rows(self, node: str, type: str, all: bool = False) -> list[parked.Parked]:  # noqa: A002
@@ -271,11 +273,11 @@ class Saga:
         return parked.discard(self.config, node, type, list(ids), reason)
 
     def view(self, instance: str | None = None) -> SagaView:
-        """The saga as one self-contained HTML page (:class:`~safebunny.saga.view.SagaView`, a ``str``): its graph,
+        """The saga as one self-contained HTML page (:class:`~safebunny.saga.look.view.SagaView`, a ``str``): its graph,
         per step its status, rates, last batch, restarts and driver, instances by state with the oldest stuck
         ones, the poison list, and with ``instance`` (a correlation id or business key) that instance's trace as
         a timeline. Built from the saga's durable state and the broker, as :meth:`status` is, so it works from
         any process; ``displayHTML(saga.view())`` on Databricks, rich output in Jupyter (docs/operations.md)."""
-        from safebunny.saga.view import view
+        from safebunny.saga.look.view import view
 
         return view(self, instance)

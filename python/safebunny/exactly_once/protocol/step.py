@@ -114,14 +114,14 @@ class Step:
     - ``prepare``: for DataFrame handlers, ``prepare(arrow_rows, spark_schema)`` turns the new messages' rows into the
       handler's input on the driver (a :class:`~safebunny.exactly_once.collect.batch.Prepared`: one row per
       message, plus the messages it rejects) before any Spark job, or returns None to pass the rows as
-      they are. A saga parses bodies this way (:meth:`safebunny.saga.bodies.Body.prepare`);
+      they are. A saga parses bodies this way (:meth:`safebunny.saga.define.bodies.Body.prepare`);
     - ``skip``: ``skip(arrow_rows)`` gives a boolean mask (or None) of the batch's rows to count as duplicates
       without handling them, applied on the driver to the batch as read. A saga skips fresh copies of the
-      messages it parked this way (:meth:`safebunny.saga.parked_ids.ParkedIds.fresh_copies`);
+      messages it parked this way (:meth:`safebunny.saga.run.parked_ids.ParkedIds.fresh_copies`);
     - ``parked``: ``parked(new_arrow_rows)`` gives the failed row of each new message that an earlier attempt
       failed for good and recorded so (in any epoch): it never reaches the handler, and goes to ``on_failed``
       with the recorded reason. A saga's parkings are recorded before their poison copies and compensation
-      messages are sent (:meth:`safebunny.saga.parked_ids.ParkedIds.recorded`), so a redelivery that the
+      messages are sent (:meth:`safebunny.saga.run.parked_ids.ParkedIds.recorded`), so a redelivery that the
       handler would now accept is parked again, never applied;
     - ``parks``: ``parks(failed_rows)`` gives the parking record (``reason``, ``error_type``, ``attempt``,
       ``redriven``) of each failed row that ``on_failed`` will park for good, not parked before. The step commits

@@ -1,5 +1,5 @@
 """The state of each saga instance, derived from the steps' inbox rows, the parked messages and the started
-records (pure functions; :mod:`safebunny.saga.instances` reads those and builds the DataFrame).
+records (pure functions; :mod:`safebunny.saga.look.instances` reads those and builds the DataFrame).
 
 An instance is the set of messages with one correlation id. States by precedence: ``parked``, ``retrying``,
 ``running``, ``discarded``, ``compensated``, ``completed``; what each means and what a terminal step is:

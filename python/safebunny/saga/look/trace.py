@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, replace
 
 from safebunny.errors import SafeBunnyError
 from safebunny.ids import correlation_id_for
-from safebunny.saga import topology
-from safebunny.saga.config import SagaShape
-from safebunny.saga.parked import read_parked
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaShape
+from safebunny.saga.look.parked import read_parked
 
 __all__ = ["TraceEntry", "candidates"]
 

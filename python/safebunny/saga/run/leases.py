@@ -9,10 +9,10 @@ with :data:`TTL_S`: the hosts' clocks must agree to within a few seconds of it);
 holder the driver, its payload what :func:`mine` names.
 
 The module is pure but for :class:`LeaseStore`, which reads and writes the files, and :class:`Balancer`, one
-driver's side of balancing: :class:`RunningSaga <safebunny.saga.runner.RunningSaga>` of a saga with ``driver=``
+driver's side of balancing: :class:`RunningSaga <safebunny.saga.run.runner.RunningSaga>` of a saga with ``driver=``
 calls :meth:`Balancer.tick` from its supervisor about once a second and restarts the query of each shard it gets
 back; the lease is written only by :meth:`Balancer.renew`, from a renewer thread (:meth:`Balancer.start`) every
-:data:`RENEW_S` seconds. This driver holds a shard when the shard's stored reports (:mod:`safebunny.saga.reports`)
+:data:`RENEW_S` seconds. This driver holds a shard when the shard's stored reports (:mod:`safebunny.saga.run.reports`)
 name its own last batch with messages, finished after its query for the shard last (re)started and within
 :data:`HOLD_S`. The rules: docs/sagas.md ("Balance between live drivers").
 """
@@ -28,7 +28,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
-from safebunny.saga.config import SagaShape
+from safebunny.saga.define.config import SagaShape
+from safebunny.saga.run.reports import ReportStore
 from safebunny.storage.lease import Lease, Renewer, read_leases, write_lease
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import remove_record
@@ -193,7 +194,7 @@ class Balancer:
         holds as far as its batches tell."""
         out = {}
         for label, since in self.running.items():
-            counters = self.config.layout.reports(label).counters(now)
+            counters = ReportStore(self.config.layout.root, label).counters(now)
             if counters.last_driver != self.me or counters.last_batch is None:
                 continue
             last = dt.datetime.fromisoformat(counters.last_batch)

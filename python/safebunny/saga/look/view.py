@@ -2,7 +2,7 @@
 ``saga.status()`` is, so any process sees the same, over Spark Connect too), and the page itself.
 
 :func:`gather` returns the page's data as plain JSON values (``safebunny view`` serves it as ``/status.json``);
-:mod:`safebunny.saga.view_html` turns it into HTML without a broker. A section that cannot be read (the broker
+:mod:`safebunny.saga.look.view_html` turns it into HTML without a broker. A section that cannot be read (the broker
 down, no inbox yet) is left empty with the reason in ``errors``, so the rest of the page still shows.
 """
 
@@ -12,11 +12,11 @@ import datetime as dt
 from typing import Any
 
 from safebunny.errors import SafeBunnyError
-from safebunny.saga.config import SagaShape
-from safebunny.saga.graph import graph_of
-from safebunny.saga.instance_state import STATES
-from safebunny.saga.parked import HIDDEN_STATES, read_all_parked
-from safebunny.saga.reports import RATE_WINDOW_S, RestartLog
+from safebunny.saga.define.config import SagaShape
+from safebunny.saga.define.graph import graph_of
+from safebunny.saga.look.instance_state import STATES
+from safebunny.saga.look.parked import HIDDEN_STATES, read_all_parked
+from safebunny.saga.run.reports import RATE_WINDOW_S, RestartLog
 from safebunny.uri import redact
 
 __all__ = ["SagaView", "gather", "view", "STUCK_STATES", "STUCK_LISTED"]
@@ -66,8 +66,8 @@ def _steps(saga: Any, now: dt.datetime, table: Any) -> tuple[list[dict[str, Any]
     """Per step: its definition, ``status()``'s fields, rates, last batch age, restarts and holders; and the parked
     messages of every step (all states), read once for the poison list and the instances (``table(parked)``:
     the instances, read once)."""
-    from safebunny.saga.instances import waiting_since
-    from safebunny.saga.status import status_fields
+    from safebunny.saga.look.instances import waiting_since
+    from safebunny.saga.look.status import status_fields
 
     parked_of = read_all_parked(saga)
     every = [p for found in parked_of.values() for p in found]
@@ -132,8 +132,8 @@ def _section(errors: dict[str, str], name: str, read: Any, empty: Any) -> Any:
 def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None = None) -> dict[str, Any]:
     """The page's data as JSON values: the saga, its graph, per step its status and more, the shards, the unrouted
     stream, instances by state, the poison list, and ``instance``'s trace (a correlation id or a business key)."""
-    from safebunny.saga.instances import instances_table
-    from safebunny.saga.status import has_state, saga_problems, unrouted_depth
+    from safebunny.saga.look.instances import instances_table
+    from safebunny.saga.look.status import has_state, saga_problems, unrouted_depth
 
     now = now or dt.datetime.now(dt.timezone.utc)
     errors: dict[str, str] = {}
@@ -168,7 +168,7 @@ def view(saga: SagaShape, instance: str | None = None, actions: bool = False, re
          token: str | None = None, served: bool = False) -> SagaView:
     """The saga page (:class:`SagaView`); ``actions``, ``refresh_s``, ``token`` and ``served`` (its instance links
     open traces) are for ``safebunny view``."""
-    from safebunny.saga.view_html import render
+    from safebunny.saga.look.view_html import render
 
     data = gather(saga, instance)
     return SagaView(render(data, actions=actions, refresh_s=refresh_s, token=token, served=served), data)

@@ -1,12 +1,12 @@
 """One saga step's streaming query, its source, how it starts (a processing-time interval or availableNow),
 and how its failures are told apart (a plan error is not worth a restart; a query whose Python process Spark
-could not start in time never ran). :mod:`~safebunny.saga.runner` and :mod:`~safebunny.saga.drain` start
+could not start in time never ran). :mod:`~safebunny.saga.run.runner` and :mod:`~safebunny.saga.run.drain` start
 queries through here.
 
 Its ``foreachBatch`` function (:func:`batch_function`) runs the step's :class:`safebunny.Step` (whose
-``on_failed``, the saga's :class:`~safebunny.saga.failures.FailureRouter`, routes failed rows and says how many
+``on_failed``, the saga's :class:`~safebunny.saga.run.failures.FailureRouter`, routes failed rows and says how many
 it retried and parked) and stores each batch's :class:`~safebunny.exactly_once.protocol.report.BatchReport` in
-the step's :class:`~safebunny.saga.reports.ReportStore`, once per (epoch, batch id), in whichever process runs
+the step's :class:`~safebunny.saga.run.reports.ReportStore`, once per (epoch, batch id), in whichever process runs
 the batch.
 
 Every step's query is named ``<saga>.<node>.<type>`` and keeps its checkpoint and journal under the
@@ -24,9 +24,10 @@ from typing import Any
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.source import SourceOptions
-from safebunny.saga import topology
-from safebunny.saga.config import SagaRunner, SagaShape
-from safebunny.saga.definition import SagaStep
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaRunner, SagaShape
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.run.reports import ReportStore
 from safebunny.spark import first_stream
 from safebunny.spark.exceptions import error_of, is_plan_error, message_of, raised_in_python
 from safebunny.spark.log_levels import note_streaming_started, quiet_query_context
@@ -105,7 +106,7 @@ class StepRecorder:
     """Stores one saga step's batch reports; ``runtime`` is the step's exactly-once Step."""
 
     def __init__(self, saga: SagaRunner, step: SagaStep, runtime: Any) -> None:
-        self.store = saga.config.layout.reports(step.unit_label)
+        self.store = ReportStore(saga.config.layout.root, step.unit_label)
         self.driver = saga.config.layout.driver
         self.runtime = runtime
 
@@ -178,9 +179,9 @@ def note_serialization_race(saga: SagaShape, step: SagaStep, error: BaseExceptio
 
 
 def note_restart(saga: SagaShape, label: str, error: BaseException | None) -> None:
-    """Count a restart of query ``label`` under the saga's root (:class:`~safebunny.saga.reports.RestartLog`), for
+    """Count a restart of query ``label`` under the saga's root (:class:`~safebunny.saga.run.reports.RestartLog`), for
     views in any process; a storage error here is logged, never raised (it only feeds a display)."""
-    from safebunny.saga.reports import RestartLog
+    from safebunny.saga.run.reports import RestartLog
 
     try:
         RestartLog(saga.config.layout.root, label).record(None if error is None else message_of(error))

@@ -1,7 +1,7 @@
 """Prometheus metrics of a saga's steps: ``SagaMetrics(saga).start(spark)`` serves ``/metrics`` on a port.
 
 Per step, a ``StreamingQueryListener``'s last progress (or, where it cannot reach this process, the step's
-batch reports, :mod:`safebunny.saga.reports`) joined with what ``saga.status()`` reads at each scrape.
+batch reports, :mod:`safebunny.saga.run.reports`) joined with what ``saga.status()`` reads at each scrape.
 Standard library HTTP server (``http.server``) in a daemon thread. The metrics and a scrape config:
 docs/operations.md.
 """
@@ -13,12 +13,9 @@ import math
 import threading
 from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from safebunny.saga.reports import COUNTERS, StepCounters
-
-if TYPE_CHECKING:
-    from safebunny.saga.saga import Saga
+from safebunny.saga.run.reports import COUNTERS, StepCounters
 
 __all__ = ["SagaMetrics", "render"]
 
@@ -26,7 +23,7 @@ log = logging.getLogger("safebunny.metrics")
 DEFAULT_PORT = 9108
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-#: name -> (type, help, field of the step's sample); a counter per :data:`~safebunny.saga.reports.COUNTERS`
+#: name -> (type, help, field of the step's sample); a counter per :data:`~safebunny.saga.run.reports.COUNTERS`
 METRICS: dict[str, tuple[str, str, str]] = {
     **{f"safebunny_step_{name}_total": ("counter", meaning, name) for name, meaning in COUNTERS.items()},
     "safebunny_step_backlog": ("gauge", "Messages ready in the step's queue.", "backlog"),
@@ -82,7 +79,7 @@ def render(saga_name: str, samples: Iterable[Mapping[str, Any]]) -> str:
 class SagaMetrics:
     """Serves the metrics of ``saga``'s steps on ``host:port`` (``port=0`` picks a free one; see :attr:`port`)."""
 
-    def __init__(self, saga: Saga, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
+    def __init__(self, saga: Any, port: int = DEFAULT_PORT, host: str = "127.0.0.1", listener: bool = True) -> None:
         """``listener=False``: add no ``StreamingQueryListener``; the progress gauges come from the durable
         per-batch counters (see the module docstring)."""
         self.saga = saga
@@ -132,7 +129,7 @@ class SagaMetrics:
     def samples(self) -> list[dict[str, Any]]:
         """Per step: the durable status (without reading poison queues) and the last progress seen here, or,
         where the listener saw none (or there is none), the last batch its stored reports hold."""
-        from safebunny.saga.status import status_fields
+        from safebunny.saga.look.status import status_fields
 
         with self._lock:
             progress = {k: dict(v) for k, v in self.progress.items()}

@@ -4,8 +4,9 @@ The exchanges and queues (consumer, shard, retry, poison and ``unrouted`` queues
 their buckets, :func:`bucket_of`) are described in docs/sagas.md. Before anything is created, every queue
 that already exists is checked against the arguments we would declare; a difference raises
 :class:`SafeBunnyTopologyError` naming the queue, the argument, both values and what to do. The naming and
-argument functions are pure; the names are :mod:`safebunny.saga.names`' (re-exported here, where users find them).
-What this module needs of a saga is :class:`~safebunny.saga.config.SagaShape` (its config and steps).
+argument functions are pure; the names are :mod:`safebunny.saga.define.names`' (re-exported here, where users find
+them).
+What this module needs of a saga is :class:`~safebunny.saga.define.config.SagaShape` (its config and steps).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyTopologyError
-from safebunny.saga.names import (
+from safebunny.saga.define.names import (
     BUCKETS,
     bucket_of,
     consumer_queue,
@@ -34,7 +35,7 @@ from safebunny.saga.names import (
 )
 
 if TYPE_CHECKING:
-    from safebunny.saga.config import SagaShape
+    from safebunny.saga.define.config import SagaShape
 
 __all__ = ["QueueSpec", "Binding", "SafeBunnyTopologyError", "exchange_name", "routing_key", "queue_name",
            "retry_queue_name", "poison_queue_name", "bucket_of", "instance_routing_key", "routes_by_instance",

@@ -9,10 +9,10 @@ import time
 import uuid
 from typing import Any
 
-from safebunny.saga import topology
-from safebunny.saga.config import SagaRunner, SagaShape
-from safebunny.saga.graph import graph_of, layout
-from safebunny.saga.queries import (
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaRunner, SagaShape
+from safebunny.saga.define.graph import graph_of, layout
+from safebunny.saga.run.queries import (
     WORKER_START_TRIES,
     WORKER_START_WAIT_S,
     not_worth_a_restart,
@@ -21,6 +21,7 @@ from safebunny.saga.queries import (
     start_query,
     try_start,
 )
+from safebunny.saga.run.reports import ReportStore
 from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
 from safebunny.storage.pause import clear_await_file, write_await_file
 
@@ -125,14 +126,14 @@ def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: di
 
 def layers(saga: SagaShape) -> dict[str, int]:
     """Each step's (``node.type``) layer in the saga's graph: longest path from the producers, a compensation
-    back to an earlier step not counted (:func:`safebunny.saga.graph.layout`)."""
+    back to an earlier step not counted (:func:`safebunny.saga.define.graph.layout`)."""
     placed = layout(graph_of(saga.config.name, saga.steps))
     return {s.label: placed[s.label][0] for s in saga.steps}
 
 
 def moved_so_far(saga: SagaShape) -> int:
     """Messages the steps received so far, in any process (drain's progress measure)."""
-    return sum(saga.config.layout.reports(u.unit_label).counters().totals["received"] for u in saga.units())
+    return sum(ReportStore(saga.config.layout.root, u.unit_label).counters().totals["received"] for u in saga.units())
 
 
 def waiting(saga: SagaShape) -> int:

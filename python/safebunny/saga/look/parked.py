@@ -25,12 +25,12 @@ import orjson
 from safebunny.amqp.connection import open_blocking
 from safebunny.amqp.message_rows import as_text
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaShape
-from safebunny.saga.definition import SagaStep
-from safebunny.saga.parked_ids import REDRIVEN
-from safebunny.saga.republish import Copy, publish_copies
-from safebunny.saga.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaConfig, SagaShape
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.define.retry import ATTEMPT, ERROR, ERROR_TYPE, FIRST_FAILURE, PARKED_AT, REASON, STEP
+from safebunny.saga.run.parked_ids import REDRIVEN
+from safebunny.saga.run.republish import Copy, publish_copies
 from safebunny.spark.session import session_or_raise
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import read_record

@@ -1,9 +1,9 @@
 """The parking decisions of a saga step, committed before anything is sent and honoured by every later attempt.
 
-A row the failure router parks (:mod:`safebunny.saga.failures`) sends two messages, its poison copy and, with
+A row the failure router parks (:mod:`safebunny.saga.run.failures`) sends two messages, its poison copy and, with
 ``fails_as``, a compensation message. So the decision is committed first, to the step's fenced decision table
 (:mod:`safebunny.exactly_once.inbox.decisions`), with the batch's other decisions and before any effect or send
-(``StepSettings(parks=...)``, :meth:`safebunny.saga.failures.FailureRouter.parkings`): of two live batches on one
+(``StepSettings(parks=...)``, :meth:`safebunny.saga.run.failures.FailureRouter.parkings`): of two live batches on one
 message exactly one decision lands, applied or parked, and the other batch follows it. A later attempt in any epoch
 (a replay, a new checkpoint, another driver) that meets the message again does not decide it again: the step
 rejects it before its handler (``StepSettings(parked=...)``, :meth:`ParkedIds.recorded`) and the router parks it as
@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from safebunny.exactly_once import FailedRow
 from safebunny.exactly_once.inbox.decisions import REDRIVEN, DecisionTable, pick, rounds_of
-from safebunny.saga.retry import ATTEMPT
+from safebunny.saga.define.retry import ATTEMPT
 from safebunny.storage.location import resolve_location
 from safebunny.storage.records import read_record
 

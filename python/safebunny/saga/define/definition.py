@@ -1,9 +1,9 @@
 """``safebunny.Saga``'s step definitions, the handler wrapper that gives a row handler its message, and the
 checks of a definition.
 
-A step's body schema and the one reader of its bodies are :mod:`safebunny.saga.bodies`: a row handler's
-message is read here (:meth:`~safebunny.saga.bodies.Body.message`), a DataFrame handler's input by the
-step's ``prepare`` before the handler runs (:meth:`~safebunny.saga.bodies.Body.prepare`).
+A step's body schema and the one reader of its bodies are :mod:`safebunny.saga.define.bodies`: a row handler's
+message is read here (:meth:`~safebunny.saga.define.bodies.Body.message`), a DataFrame handler's input by the
+step's ``prepare`` before the handler runs (:meth:`~safebunny.saga.define.bodies.Body.prepare`).
 
 The checks (pure) find routes no step feeds and emits a step did not declare. Such mistakes are silent at run
 time (the message goes to ``<saga>.unrouted``); :func:`report_problems` logs them as warnings, or raises them
@@ -19,8 +19,8 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Outcome
-from safebunny.saga.bodies import Body, MalformedMessage
-from safebunny.saga.names import check_name, check_shards
+from safebunny.saga.define.bodies import Body, MalformedMessage
+from safebunny.saga.define.names import check_name, check_shards
 
 __all__ = ["SagaStep", "MalformedMessage", "wrap", "unfed_routes", "undeclared_emits", "require_shards"]
 

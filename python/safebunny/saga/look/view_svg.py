@@ -1,4 +1,4 @@
-"""The saga page's pictures as inline SVG (pure): the saga's graph (:mod:`safebunny.saga.graph`, laid out in
+"""The saga page's pictures as inline SVG (pure): the saga's graph (:mod:`safebunny.saga.define.graph`, laid out in
 layers) with each step's state in words, backlog, parked count and input rate, and one instance's trace as a
 timeline with its legend; and what the page's tables share with them: how a number reads (``-`` for unknown) and
 why a value is unknown (:data:`UNKNOWN`, a tooltip wherever a ``-`` shows)."""
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from safebunny.saga.graph import GraphEdge, GraphNode, SagaGraph, layout
+from safebunny.saga.define.graph import GraphEdge, GraphNode, SagaGraph, layout
 
 __all__ = ["graph_svg", "timeline_svg", "legend", "number", "UNKNOWN"]
 
@@ -116,7 +116,7 @@ _MARKERS = {"flow": "#5b6770", "compensation": "#d35400", "poison": "#c0392b", "
 
 def graph_svg(graph: SagaGraph, steps: Sequence[Mapping[str, Any]], parked_total: int | None,
               unrouted: int | None) -> str:
-    """The saga's graph as an ``<svg>`` element, laid out by :func:`safebunny.saga.graph.layout`."""
+    """The saga's graph as an ``<svg>`` element, laid out by :func:`safebunny.saga.define.graph.layout`."""
     if not graph.nodes:
         return '<p class="sb-empty">The saga has no steps.</p>'
     places = layout(graph)

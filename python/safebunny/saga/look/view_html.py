@@ -1,4 +1,4 @@
-"""The saga page as one self-contained HTML document (pure: :func:`safebunny.saga.view.gather`'s data in, a
+"""The saga page as one self-contained HTML document (pure: :func:`safebunny.saga.look.view.gather`'s data in, a
 string out; inline CSS, SVG and script, nothing fetched).
 
 Every number on the page carries a stable ``data-field`` attribute with what it belongs to: ``data-step`` (a
@@ -7,10 +7,10 @@ unrouted boxes) or ``data-message-id``. The CSS is scoped under ``.sb-view``, so
 notebook's output. ``actions=True`` (``safebunny view --allow-actions``) adds redrive and discard buttons to
 the poison list; each asks for confirmation and posts to the server with ``token``.
 
-The page's pictures (:mod:`safebunny.saga.view_svg`) are inline SVG. Each step carries its state in words and
-colour (:func:`safebunny.saga.status.step_health`: the same words as ``status()``) in its box and its row, and a
+The page's pictures (:mod:`safebunny.saga.look.view_svg`) are inline SVG. Each step carries its state in words and
+colour (:func:`safebunny.saga.look.status.step_health`: the same words as ``status()``) in its box and its row, and a
 banner at the top lists what is not as it should be. Every ``-`` (unknown) says why in a tooltip
-(:data:`~safebunny.saga.view_svg.UNKNOWN`); in a file (``saga.view()``), an instance's id says its trace needs
+(:data:`~safebunny.saga.look.view_svg.UNKNOWN`); in a file (``saga.view()``), an instance's id says its trace needs
 ``safebunny view``, whose page links it.
 """
 
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from safebunny.saga.graph import GraphEdge, GraphNode, SagaGraph
-from safebunny.saga.view_svg import UNKNOWN, attr, graph_svg, legend, number, timeline_svg
+from safebunny.saga.define.graph import GraphEdge, GraphNode, SagaGraph
+from safebunny.saga.look.view_svg import UNKNOWN, attr, graph_svg, legend, number, timeline_svg
 
 __all__ = ["render", "STEP_FIELDS", "STATE_COLOURS", "banner"]
 
@@ -259,7 +259,7 @@ def _graph(data: Mapping[str, Any]) -> SagaGraph:
 def banner(data: Mapping[str, Any]) -> str:
     """What is not as it should be, at the top of the page: the saga's problems (as ``safebunny status`` says
     them) and each step in an alarming state with what it means; nothing when all is well."""
-    from safebunny.saga.status import ALARMING, STEP_STATES
+    from safebunny.saga.look.status import ALARMING, STEP_STATES
 
     steps = sorted((s for s in data.get("steps") or [] if s["status"].get("state") in ALARMING),
                    key=lambda s: STEP_STATES.index(s["status"]["state"]))
@@ -275,10 +275,10 @@ def banner(data: Mapping[str, Any]) -> str:
 
 def render(data: Mapping[str, Any], actions: bool = False, refresh_s: float | None = None,
            token: str | None = None, served: bool = False) -> str:
-    """The page for ``data`` (:func:`safebunny.saga.view.gather`); ``actions``: redrive and discard buttons
+    """The page for ``data`` (:func:`safebunny.saga.look.view.gather`); ``actions``: redrive and discard buttons
     (they post to the ``safebunny view`` server with ``token``); ``refresh_s``: reload the page this often;
     ``served``: the page comes from ``safebunny view``, so its instance links can open traces."""
-    from safebunny.saga.instance_state import STATES
+    from safebunny.saga.look.instance_state import STATES
 
     steps = list(data.get("steps") or [])
     parked_total = sum(s["status"].get("poisoned") or 0 for s in steps) if steps else None

@@ -4,7 +4,7 @@ and how ``saga.start`` starts them: one first message per row, ids from a busine
 Derived from what is durable (docs/operations.md, "Saga instances"): the steps' inbox rows within the dedupe
 window, the poison queues (only those that hold messages), and the started records ``saga.start`` appends
 to ``<root>/started`` (a Delta table: businessKey, correlationId, node, type, startedAt), which make an
-instance visible before its first step runs. States: :mod:`safebunny.saga.instance_state`.
+instance visible before its first step runs. States: :mod:`safebunny.saga.look.instance_state`.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from safebunny.exactly_once import Inbox
 from safebunny.ids import correlation_id_for, message_id
 from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import SinkOptions
-from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaShape
-from safebunny.saga.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
-from safebunny.saga.parked import read_all_parked
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaConfig, SagaShape
+from safebunny.saga.look.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
+from safebunny.saga.look.parked import read_all_parked
 from safebunny.spark.session import publish, session_or_raise
 
 __all__ = ["instances_table", "view_name", "waiting_since"]
@@ -96,7 +96,7 @@ def record_started(config: SagaConfig, df: Any, business_key: str, node: str, me
 
 
 def instances_table(saga: SagaShape, state: str | None = None, parked: list[Any] | None = None) -> pa.Table:
-    """One row per instance of ``saga`` (:data:`~safebunny.saga.instance_state.INSTANCE_SCHEMA`), newest
+    """One row per instance of ``saga`` (:data:`~safebunny.saga.look.instance_state.INSTANCE_SCHEMA`), newest
     update first; ``state`` keeps one state. ``parked``: every step's parked messages, all states
     (``read_parked(..., all=True)``), when the caller read them already."""
     if state is not None and state not in STATES:

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.retrying_publisher import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
 from safebunny.options.connection import ConnectionSettings
-from safebunny.saga.names import check_name
-from safebunny.saga.retry import Retry
+from safebunny.saga.define.names import check_name
+from safebunny.saga.define.retry import Retry
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
 if TYPE_CHECKING:
     from safebunny.exactly_once import Step
-    from safebunny.saga.definition import SagaStep
+    from safebunny.saga.define.definition import SagaStep
 
 __all__ = ["SagaLayout", "SagaSettings", "SagaConfig"]
 
@@ -96,12 +96,12 @@ class SagaLayout:
 
     @property
     def started(self) -> str:
-        """The started records ``saga.start`` appends (:mod:`safebunny.saga.instances`)."""
+        """The started records ``saga.start`` appends (:mod:`safebunny.saga.look.instances`)."""
         return self._table("started")
 
     @property
     def leases(self) -> str:
-        """The folder of the drivers' lease files (:mod:`safebunny.saga.leases`)."""
+        """The folder of the drivers' lease files (:mod:`safebunny.saga.run.leases`)."""
         return self._under("drivers", "_leases")
 
     def checkpoint(self, unit_label: str) -> str:
@@ -123,23 +123,18 @@ class SagaLayout:
 
     def drain_gate(self, drain: str, layer: int) -> str:
         """The file one round of a drain writes once every step before graph layer ``layer`` has ended, the
-        source's ``availableNowAwaitFile`` for that layer's steps (:mod:`safebunny.saga.drain`)."""
+        source's ``availableNowAwaitFile`` for that layer's steps (:mod:`safebunny.saga.run.drain`)."""
         return os.path.join(self.own_root, "control", "drain", f"{drain}.layer-{layer}")
 
     def poison_ledger(self, label: str) -> str:
-        """Step ``label``'s ledger of redriven and discarded messages (:class:`~safebunny.saga.parked.PoisonLedger`)."""
+        """Step ``label``'s ledger of redriven and discarded messages
+        (:class:`~safebunny.saga.look.parked.PoisonLedger`)."""
         return self._under("poison", f"{label}.json")
 
     def parked_ids(self, unit_label: str) -> str:
         """The file where an older version kept one query's parking decisions: read, honoured, never written (they
-        are committed to the step's decision table now, :mod:`safebunny.saga.parked_ids`)."""
+        are committed to the step's decision table now, :mod:`safebunny.saga.run.parked_ids`)."""
         return self._under("poison", f"{unit_label}.parked.json")
-
-    def reports(self, unit_label: str) -> Any:
-        """One query's batch reports and counters, ``root/status/<label>.json`` (:mod:`safebunny.saga.reports`)."""
-        from safebunny.saga.reports import ReportStore
-
-        return ReportStore(self.root, unit_label)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Running a saga as one streaming query per step (:mod:`~safebunny.saga.queries`), a supervisor that restarts
+"""Running a saga as one streaming query per step (:mod:`~safebunny.saga.run.queries`), a supervisor that restarts
 failed steps with backoff, runs availableNow rounds, and hands shards over between drivers."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import threading
 import time
 from typing import Any
 
-from safebunny.saga.config import SagaRunner
-from safebunny.saga.definition import SagaStep
-from safebunny.saga.leases import TTL_S, Balancer
-from safebunny.saga.queries import (
+from safebunny.saga.define.config import SagaRunner
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.run.leases import TTL_S, Balancer
+from safebunny.saga.run.queries import (
     WORKER_START_WAIT_S,
     NotStarted,
     is_available_now,

@@ -1,6 +1,6 @@
 """What ``saga.status()`` reports per step, read from durable places only, so every process agrees:
 broker depths and consumers (AMQP passive declares), unacked messages and the oldest message's age (the
-management API, when it answers), the step's counters (its :class:`~safebunny.saga.reports.ReportStore`) and
+management API, when it answers), the step's counters (its :class:`~safebunny.saga.run.reports.ReportStore`) and
 its breaker (the pause file); and from those, in words, the step's state (:func:`step_health`, one pure
 function for ``status()``, ``safebunny status``, ``/status.json`` and the page) and what is wrong with the
 saga as a whole (:func:`saga_problems`)."""
@@ -15,11 +15,11 @@ from typing import Any
 
 from safebunny.amqp.management import queue_counts
 from safebunny.errors import SafeBunnyError
-from safebunny.saga import topology
-from safebunny.saga.config import SagaShape
-from safebunny.saga.leases import LeaseStore, age, live
-from safebunny.saga.parked import read_parked
-from safebunny.saga.reports import COUNTERS, StepCounters, summary
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaShape
+from safebunny.saga.look.parked import read_parked
+from safebunny.saga.run.leases import LeaseStore, age, live
+from safebunny.saga.run.reports import COUNTERS, ReportStore, StepCounters, summary
 from safebunny.storage.lease import Lease
 from safebunny.storage.pause import paused_until
 from safebunny.uri import redact
@@ -86,8 +86,8 @@ def saga_problems(name: str, backlogs: list[int | None], has_state: bool, root: 
 
 def oldest_waiting(saga: SagaShape) -> dict[str, dt.datetime]:
     """Per step, since when the oldest running instance's next message waits in its queue (the saga's instances,
-    :mod:`safebunny.saga.instances`: read without the broker's help, so without the management API)."""
-    from safebunny.saga.instances import instances_table, waiting_since
+    :mod:`safebunny.saga.look.instances`: read without the broker's help, so without the management API)."""
+    from safebunny.saga.look.instances import instances_table, waiting_since
 
     return waiting_since(instances_table(saga).to_pylist())
 
@@ -97,7 +97,7 @@ def has_state(saga: SagaShape) -> bool:
     from safebunny.storage.location import resolve_location
 
     layout = saga.config.layout
-    if any(layout.reports(u.unit_label).read() is not None for u in saga.units()):
+    if any(ReportStore(layout.root, u.unit_label).read() is not None for u in saga.units()):
         return True
     for path in (layout.inbox, layout.started):
         filesystem, where = resolve_location(path, "root")
@@ -160,7 +160,7 @@ def status_fields(saga: SagaShape, poison: bool = True, waiting: Callable[[], Ma
         backlogs = [depth.get(q) for q in queues]
         retry_depths = [depth.get(q.name) for q in topo.queues if q.role == "retry" and q.step == s.label]
         parked = depth.get(topology.poison_queue_name(config, s.node, s.consumes)) is not None
-        records = [layout.reports(unit.unit_label).read() for unit in s.units()]
+        records = [ReportStore(layout.root, unit.unit_label).read() for unit in s.units()]
         c = combined([summary(unit.unit_label, r) for unit, r in zip(s.units(), records, strict=True)])
         until = paused_until(layout.pause_file(s.node, s.consumes))
         unacked = (None if counts is None or any(q not in counts for q in queues)
@@ -217,7 +217,7 @@ def combined(counters: list[StepCounters]) -> StepCounters:
 @dataclass(frozen=True)
 class ShardStatus:
     """One shard of a sharded step (``saga.shards()``); each field: docs/sagas.md, "Who holds what" (``holder``
-    from :mod:`safebunny.saga.leases`)."""
+    from :mod:`safebunny.saga.run.leases`)."""
 
     step: str
     shard: int
@@ -245,7 +245,7 @@ def shard_status(saga: SagaShape, now: dt.datetime | None = None) -> list[ShardS
     out = []
     for u in units:
         found = depth.get(queues[u.unit_label])
-        c = saga.config.layout.reports(u.unit_label).counters()
+        c = ReportStore(saga.config.layout.root, u.unit_label).counters()
         idle = None if c.last_batch is None else (now - dt.datetime.fromisoformat(c.last_batch)).total_seconds()
         # a single-active-consumer queue counts its active consumer only: 1 when a driver holds the shard
         out.append(ShardStatus(u.label, u.shard, queues[u.unit_label], None if found is None else found[0],

@@ -1,11 +1,11 @@
 """Where a saga step's failed rows go, the next retry tier or the poison queue (and, if the step asks
 for it, a failure message that compensation steps consume). Published with confirms and
 ``mandatory`` before the batch commits, so a failed row is never dropped; a replayed batch republishes
-the same copies (:mod:`safebunny.saga.republish`). A parking is decided by :meth:`FailureRouter.parkings` (the
+the same copies (:mod:`safebunny.saga.run.republish`). A parking is decided by :meth:`FailureRouter.parkings` (the
 step's ``parks``) and committed to the step's fenced decision table before any effect or copy, then honoured by
-every later attempt, in any epoch (:mod:`safebunny.saga.parked_ids`): a message parked once is parked again with
+every later attempt, in any epoch (:mod:`safebunny.saga.run.parked_ids`): a message parked once is parked again with
 the same copies, never applied. It returns how many rows it retried and parked: the batch's report
-keeps them (:mod:`safebunny.saga.reports`)."""
+keeps them (:mod:`safebunny.saga.run.reports`)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from safebunny.amqp.outgoing import CAUSATION_HEADER
 from safebunny.crashpoints import crash_point
 from safebunny.exactly_once import FailedRow
 from safebunny.ids import message_id
-from safebunny.saga import topology
-from safebunny.saga.config import SagaConfig, SagaShape
-from safebunny.saga.definition import SagaStep
-from safebunny.saga.parked_ids import REDRIVEN, ParkedIds
-from safebunny.saga.republish import COPY_ID, Copy, copy_id, publish_copies
-from safebunny.saga.retry import REASON, Decision, decide, failure_headers
+from safebunny.saga.define import topology
+from safebunny.saga.define.config import SagaConfig, SagaShape
+from safebunny.saga.define.definition import SagaStep
+from safebunny.saga.define.retry import REASON, Decision, decide, failure_headers
+from safebunny.saga.run.parked_ids import REDRIVEN, ParkedIds
+from safebunny.saga.run.republish import COPY_ID, Copy, copy_id, publish_copies
 
 __all__ = ["FailureRouter"]
 
