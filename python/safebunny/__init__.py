@@ -37,6 +37,7 @@ _LAZY = {
     "error_of": "safebunny.spark.exceptions",
 }
 __getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
+_lazy.refuse_moved()  # an old module path (before a move) raises SafeBunnyMovedError naming the new one
 
 if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
     from typing import Any

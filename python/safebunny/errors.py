@@ -18,6 +18,7 @@ __all__ = [
     "VhostNotFoundError",
     "SafeBunnyDataLossError",
     "SafeBunnyMissingDependencyError",
+    "SafeBunnyMovedError",
     "SafeBunnyPlanError",
     "SafeBunnySparkVersionError",
     "SafeBunnyTopologyError",
@@ -78,6 +79,10 @@ class SafeBunnyDataLossError(SafeBunnyError):
 
 class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
     """A package a feature needs is not installed; the message says what to ``pip install``."""
+
+
+class SafeBunnyMovedError(SafeBunnyError, ImportError):
+    """A module imported by a path it had before it moved; the message names where it is now (CHANGELOG.md)."""
 
 
 class SafeBunnyPlanError(SafeBunnyError):
