@@ -87,7 +87,7 @@ def test_console_script_status_and_errors(cli_env: Path, amqp_uri: str) -> None:
     assert ok.returncode == 0, ok.stderr
     status = subprocess.run([exe, "status", SAGA_FILE], capture_output=True, text=True, timeout=120)
     assert status.returncode == 0, status.stderr
-    assert status.stdout.splitlines()[0].split()[:3] == ["step", "backlog", "ready"]
+    assert status.stdout.splitlines()[0].split()[:4] == ["step", "state", "backlog", "ready"]
     down = subprocess.run([exe, "status", SAGA_FILE, "--uri", "amqp://guest:hunter2@127.0.0.1:1/%2F"],
                           capture_output=True, text=True, timeout=120)
     assert down.returncode == exits.BROKER, down.stderr

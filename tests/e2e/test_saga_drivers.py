@@ -304,7 +304,12 @@ def test_a_driver_stalled_mid_batch_while_its_shard_moved_applies_nothing_twice(
         want = sorted(f"o{i}" for i in range(orders))
         wait_until(lambda: sorted(set(_order_ids(tmp_path / "reservations"))) == want, timeout=240, every=1,
                    what="driver b reserved every order")
-        assert "fencing" in _log(tmp_path, "b"), "driver b fenced a's stalled batch: " + _log(tmp_path, "b")
+        # b met a's stalled batch: a stall after a's first effect table fences a there; a stall after a's fenced
+        # decisions (the first commit of a saga step's batch, before its claim names any effect table) has b follow
+        # the decisions that landed, leaving them out of the decision table. Which comes first depends on which
+        # of a's stock shards reaches the point first.
+        met = _log(tmp_path, "b")
+        assert "fencing" in met or "_decisions were applied by another batch" in met, "b met a's batch: " + met
         (stall / "release").touch()
         wait_until(lambda: "applied by another batch" in _log(tmp_path, "a")
                    or len(_order_ids(tmp_path / "reservations")) > orders, timeout=120, every=1,

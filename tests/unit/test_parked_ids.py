@@ -58,3 +58,18 @@ def test_two_batches_deciding_one_message_at_once_land_one_decision_and_both_rea
     assert landed["EA"]["x"] == landed["EB"]["x"], landed
     rows = BatchClaims("stock", Inbox(str(tmp_path / "inbox"), "stock")).decisions.committed(["x"])
     assert len(rows) == 1, rows
+
+
+def test_two_batches_whose_decisions_create_the_table_land_one(tmp_path):
+    """The race that found the hole: both batches' first commits would create the decision table. delta-rs let the
+    losing create commit at the next version without checking the app transactions both carry (both decisions
+    landed, 1 run in 3 on a quiet machine); a table is now created empty first, so every commit with an app id has
+    a snapshot to conflict against. Many rounds, each on a fresh table."""
+    for round_ in range(12):
+        folder = tmp_path / f"r{round_}"
+        decided = {"EA": {"x": parking({"reason": "down", "error_type": "ServiceDown", "attempt": 1,
+                                        "redriven": None})},
+                   "EB": {"x": {"ok": True, "effects": [], "emits": []}}}
+        landed = _commit_at_once(folder, decided)
+        assert landed["EA"]["x"] == landed["EB"]["x"], (round_, landed)
+        assert len(BatchClaims("stock", Inbox(str(folder / "inbox"), "stock")).decisions.committed(["x"])) == 1

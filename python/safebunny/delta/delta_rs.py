@@ -139,30 +139,41 @@ class DeltaRsTarget(DeltaTarget):
     def append(self, data: pa.Table, app_id: str | None = None, version: int = 0, partition_by: Sequence[str] = (),
                fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
         from deltalake import CommitProperties, Transaction, write_deltalake
-        from deltalake.exceptions import CommitFailedError, DeltaError
+        from deltalake.exceptions import CommitFailedError
 
         def write() -> bool:
             table = self.handle()
-            read = (lambda app: None) if table is None else table.transaction_version
-            if app_id is not None and _done(read(app_id), version):
+            if table is None:  # created empty first: the commit below then has a snapshot, so a concurrent one
+                self._create(data.schema, partition_by)  # sharing an app id conflicts (a create's never does)
+                table = self.handle()
+                if table is None:
+                    raise CommitFailedError(f"the Delta table {self.path} was created and is not there to read")
+            if app_id is not None and _done(table.transaction_version(app_id), version):
                 return False
             if guard is not None:
-                guard(read, None if table is None else table.version())
+                guard(table.transaction_version, table.version())
             own = [(app_id, version)] if app_id is not None else []
             transactions = [Transaction(a, v) for a, v in (*own, *fences)]
-            try:  # no table: create it, or fail if another writer did since (its snapshot was not this check's)
-                write_deltalake(self.path if table is None else table, data,
-                                mode="error" if table is None else "append",
-                                partition_by=list(partition_by) if partition_by else None,
-                                commit_properties=CommitProperties(app_transactions=transactions) if transactions
-                                else None)
-            except DeltaError as exc:
-                if table is None and "already exists" in str(exc):
-                    raise CommitFailedError(f"another writer created {self.path} first") from exc
-                raise
+            write_deltalake(table, data, mode="append",
+                            commit_properties=CommitProperties(app_transactions=transactions) if transactions
+                            else None)
             return True
 
         return _retry_conflicts(write, self.path)
+
+    def _create(self, schema: pa.Schema, partition_by: Sequence[str]) -> None:
+        """Create the table with ``schema`` and no rows (one commit of its metadata alone), unless a table is
+        there by then. delta-rs lets a create that lost the race to another writer's create commit at the next
+        version without checking the app transactions the two carry (seen: both of two fenced decisions landed,
+        1 run in 3), so no commit that carries one is ever a create."""
+        from deltalake import write_deltalake
+        from deltalake.exceptions import DeltaError
+
+        try:
+            write_deltalake(self.path, schema.empty_table(), mode="ignore",
+                            partition_by=list(partition_by) if partition_by else None)
+        except DeltaError as exc:  # another writer's create landed first: the caller reads that table
+            log.info("the Delta table %s was created by another writer meanwhile (%s)", self.path, exc)
 
     def merge(self, data: pa.Table, on: Sequence[str], app_id: str, version: int,
               fences: Sequence[tuple[str, int]] = (), guard: Guard | None = None) -> bool:
