@@ -36,7 +36,7 @@ class FakeClient:
         offset = max(offset, self.first)
         return (offset, self.bodies[offset]) if offset < len(self.bodies) else None
 
-    def offset_for_timestamp(self, queue, stamp, wait):
+    def offset_for_timestamp(self, queue, stamp, wait, stored=False):
         return stamp // 1000
 
     def close(self):

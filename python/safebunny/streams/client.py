@@ -52,8 +52,10 @@ class StreamQueueClient:
         """
         raise NotImplementedError
 
-    def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
-        """The first offset of the first chunk written at or after ``epoch_ms``; None if none."""
+    def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float, stored: bool = False) -> int | None:
+        """The first offset of the first chunk written at or after ``epoch_ms``; None if none. ``stored``: the
+        stream's bounds, read just before, hold messages (a client that asks for the newest chunk to compare its
+        time then waits for it as for any read, not ``empty_wait_s``)."""
         raise NotImplementedError
 
     def first_message_from(self, stream: str, offset: int, wait_s: float) -> tuple[int, bytes | None] | None:

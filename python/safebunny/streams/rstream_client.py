@@ -300,10 +300,13 @@ class RStreamClient(StreamQueueClient):
         finally:
             self._unsubscribe(sub)
 
-    def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float) -> int | None:
+    def offset_for_timestamp(self, stream: str, epoch_ms: int, empty_wait_s: float, stored: bool = False) -> int | None:
         from rstream.constants import OffsetType
 
-        last = self._first_chunk(stream, OffsetType.LAST, None, empty_wait_s)
+        # a stream known to hold messages has a newest chunk: waiting only empty_wait_s for it took a slow delivery
+        # (a loaded machine) for an empty stream, and the read started at the tail, skipping every message after
+        # the timestamp
+        last = self._first_chunk(stream, OffsetType.LAST, None, READ_IDLE_TIMEOUT_S if stored else empty_wait_s)
         if last is None or last.timestamp < epoch_ms:
             return None
         chunk = self._first_chunk(stream, OffsetType.TIMESTAMP, epoch_ms, READ_IDLE_TIMEOUT_S)

@@ -157,9 +157,9 @@ def starting_offset(options: SourceOptions, connection: DriverConnection, bounds
     """Resolve ``startingOffsets`` to a stream offset on the broker, whose stream has ``bounds``."""
     spec = options.starting_offsets
     found = None
-    if isinstance(spec, dict):
-        found = connection.call(
-            lambda client: client.offset_for_timestamp(options.queue, spec["timestamp"], _empty_wait_s(options)))
+    if isinstance(spec, dict) and bounds.tail > bounds.first:  # nothing stored: no message at or after any time
+        found = connection.call(lambda client: client.offset_for_timestamp(
+            options.queue, spec["timestamp"], _empty_wait_s(options), stored=True))
     return resolve_start(spec, bounds, found)
 
 
