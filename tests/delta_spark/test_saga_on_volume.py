@@ -74,7 +74,8 @@ def test_a_saga_by_name_with_its_root_on_a_volume_killed_twice_applies_each_orde
             assert sorted(got) == want, f"{table}: each order exactly once"
         assert waiting(shape) == 0
         saga_tables = sorted(p.name for p in warehouse.iterdir() if p.name.startswith(name.replace("-", "_")))
-        assert saga_tables == [f"{name.replace('-', '_')}_{t}" for t in ("inbox", "started")], saga_tables
+        assert saga_tables == [f"{name.replace('-', '_')}_{t}" for t in ("inbox", "inbox_decisions", "started")], \
+            saga_tables  # the fenced decisions and parkings beside the inbox, by name too
 
         assert volume.refused() == [], "a rename, link or append on the volume"
         on_volume = [p for p in (volume.backing / name).rglob("*")]

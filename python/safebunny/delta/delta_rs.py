@@ -25,7 +25,7 @@ import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
 from safebunny.delta.merge_rows import last_per_key
-from safebunny.delta.target import DeltaTarget, Guard
+from safebunny.delta.target import DeltaTarget, Guard, Prefix
 from safebunny.storage.location import absolute_location, local_path, resolve_location
 from safebunny.storage.volumes import refuse_volume
 
@@ -201,11 +201,17 @@ class DeltaRsTarget(DeltaTarget):
         return _retry_conflicts(write, self.path)
 
     # -- maintenance ---------------------------------------------------------------------------
-    def delete_before(self, node: str, column: str, before: str) -> int | None:
+    def delete_before(self, node: str, column: str, before: str, starting: Prefix | None = None) -> int | None:
         table = self.handle()
         if table is None:
             return 0
-        done = table.delete(f"node = '{node.replace(chr(39), chr(39) * 2)}' AND {column} < '{before}'")
+        predicate = f"node = '{node.replace(chr(39), chr(39) * 2)}' AND {column} < '{before}'"
+        if starting is not None:
+            text, prefix, starts = starting
+            if "%" in prefix or "_" in prefix:  # LIKE's wildcards: the prefixes the step uses have none
+                raise ValueError(f"a delete's prefix must not hold % or _: {prefix!r}")
+            predicate += f" AND {text} {'LIKE' if starts else 'NOT LIKE'} '{prefix.replace(chr(39), chr(39) * 2)}%'"
+        done = table.delete(predicate)
         return int(done.get("num_deleted_rows", 0) or 0)
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:

@@ -1,12 +1,11 @@
 """A Delta table by name (or an inbox by path given ``backend="spark"``) through the session's Spark Delta
 (Databricks, or a session with delta-spark).
 
-Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itself, for appends via
-writer options and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` /
-``txnVersion`` (session-wide, so they are set and cleared around the one statement). The SQL is
-built by pure functions (tested without Delta) and takes values as named parameters. Every commit carries
-``userMetadata`` naming its app transaction (:func:`commit_tag`), read back from ``DESCRIBE HISTORY``
-(:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name").
+Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itself, for appends via writer options
+and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (session-wide: set
+and cleared around the one statement). The SQL is built by pure functions (tested without Delta) with values as
+named parameters. Every commit carries ``userMetadata`` naming its app transaction (:func:`commit_tag`), read back
+from ``DESCRIBE HISTORY`` (:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name").
 
 The fence for a table by name: a writer takes one app transaction per commit, so an effect commit carries its
 step's lock ``(lock app id, v + 1)`` instead of its own, ``v`` the lock's version read (from the tags, which name
@@ -15,8 +14,8 @@ skips a commit whose lock version is committed already and refuses one that race
 (``ConcurrentTransactionException``): a compare-and-set. A write that did not land returns False
 (docs/exactly-once.md, "The fence for tables by name", says what Delta Spark 4.4.0 did).
 
-A merge's source keeps one row per key (:mod:`.merge_rows`' rule): its rows are numbered in the order the
-step settled them (:data:`ORDER_COLUMN`), and :func:`last_per_key_sql` keeps the highest per key.
+A merge's source keeps one row per key (:mod:`.merge_rows`' rule): rows numbered in the order the step settled
+them (:data:`ORDER_COLUMN`), :func:`last_per_key_sql` keeps the highest per key.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from safebunny.delta.target import DeltaTarget, Guard, is_path
+from safebunny.delta.target import DeltaTarget, Guard, Prefix, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 log = logging.getLogger("safebunny.delta")
@@ -291,8 +290,7 @@ class SparkDeltaTarget(DeltaTarget):
             return True
         txn, tag = lock or (app_id, version), commit_tag(app_id, version, lock)
         writer = (writer.option("txnAppId", txn[0]).option("txnVersion", str(txn[1])).option("userMetadata", tag))
-        # the commit that creates a table by name (saveAsTable: CREATE TABLE AS SELECT) ignores the writer's
-        # userMetadata option and records none; the session conf reaches it (the session is the batch's own)
+        # a create by name (saveAsTable, a CTAS) ignores the writer's userMetadata: the session's conf reaches it
         spark = df.sparkSession
         spark.conf.set(USER_METADATA_CONF, tag)
         try:
@@ -402,7 +400,7 @@ class SparkDeltaTarget(DeltaTarget):
                 return any(row[0] == tag for row in rows)
         return False
 
-    def delete_before(self, node: str, column: str, before: str) -> int | None:
+    def delete_before(self, node: str, column: str, before: str, starting: Prefix | None = None) -> int | None:
         if not self.exists():
             return 0
         from delta.tables import DeltaTable  # present wherever Spark has Delta
@@ -410,7 +408,11 @@ class SparkDeltaTarget(DeltaTarget):
 
         spark = self.spark()
         table = DeltaTable.forPath(spark, self.table) if is_path(self.table) else DeltaTable.forName(spark, self.table)
-        table.delete((F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before)))  # a Column: values as literals
+        condition = (F.col("node") == F.lit(node)) & (F.col(column) < F.lit(before))  # a Column: values as literals
+        if starting is not None:
+            begins = F.col(starting[0]).startswith(F.lit(starting[1]))
+            condition &= begins if starting[2] else ~begins
+        table.delete(condition)
         return None
 
     def compact(self, vacuum: bool = True) -> dict[str, Any]:

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["DeltaTarget", "Guard", "BACKENDS", "is_path"]
+__all__ = ["DeltaTarget", "Guard", "Prefix", "BACKENDS", "is_path"]
 
 #: ``guard(read, version)``: checks a snapshot before a commit (``read(app_id)`` is an app id's version there,
 #: ``version`` the table's, None without a table); raises to refuse
 Guard = Callable[[Callable[[str], "int | None"], "int | None"], None]
+#: a delete's text filter: (text column, prefix, True for the rows that start with it / False for the others)
+Prefix = tuple[str, str, bool]
 #: ``auto`` picks delta-rs for a path and Spark Delta for a table name.
 BACKENDS = ("auto", "delta-rs", "spark")
 
@@ -78,9 +80,10 @@ class DeltaTarget(ABC):
         """The table's Arrow schema; None when there is none yet, or it is not read from here (a name)."""
 
     @abstractmethod
-    def delete_before(self, node: str, column: str, before: str) -> int | None:
+    def delete_before(self, node: str, column: str, before: str, starting: Prefix | None = None) -> int | None:
         """Delete ``node``'s rows whose ``column`` (an ISO date) is before ``before``: how many (0 without a table,
-        None: not told)."""
+        None: not told). ``starting`` ``(text column, prefix, True)``: only rows whose text starts with the prefix
+        (``False``: only those that do not)."""
 
     @abstractmethod
     def compact(self, vacuum: bool = True) -> dict[str, Any]:

@@ -119,19 +119,12 @@ class DecisionTable:
                          "decision": [orjson.dumps(decisions[mid], default=jsonable).decode() for mid in ids],
                          "decidedDate": [day] * len(ids)}, schema=DECISIONS_SCHEMA)
 
-    def maintain(self, keep_from: dt.date, parked_from: dt.date | None = None) -> int:
+    def maintain(self, keep_from: dt.date, parked_from: dt.date | None = None) -> int | None:
         """Delete this node's decisions made before ``keep_from``, and its parkings made before ``parked_from``
-        (default ``keep_from``); returns how many."""
-        handle = self._delta.handle()  # type: ignore[attr-defined] # the decision table is a path: delta-rs
-        if handle is None:
-            return 0
-        node = self.node.replace("'", "''")
-        done = 0
-        for like, before in (("NOT LIKE", keep_from), ("LIKE", parked_from or keep_from)):
-            deleted = handle.delete(f"node = '{node}' AND decidedDate < '{before.isoformat()}' AND "
-                                    f"decision {like} '{_PARKED}%'")
-            done += int(deleted.get("num_deleted_rows", 0) or 0)
-        return done
+        (default ``keep_from``); returns how many (None: a table by name, whose deletes do not say)."""
+        counts = [self._delta.delete_before(self.node, "decidedDate", before.isoformat(), ("decision", _PARKED, parked))
+                  for parked, before in ((False, keep_from), (True, parked_from or keep_from))]
+        return None if None in counts else sum(c or 0 for c in counts)
 
     def read(self, ids: Iterable[str], rounds: Mapping[str, str | None] | None = None) -> dict[str, Any]:
         """The committed decision of each of ``ids`` that has one: an applied one, else the parking of the
