@@ -70,7 +70,7 @@ def _shard_queues(saga):
 
 def _wait_shipped(saga, tmp_path, shards, driver, orders=ORDERS):
     try:
-        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= orders, timeout=240, every=1,
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= orders, timeout=480, every=1,
                    what=f"driver {driver} to finish the saga")
     except AssertionError as exc:
         queues = [*shards, topology.unrouted_name(saga)]
@@ -252,7 +252,7 @@ def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effec
             time.sleep(2)
         split = holders()
         print(f"shards by holder after balancing: {split}")
-        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= sent, timeout=240, every=1,
+        wait_until(lambda: len(_order_ids(tmp_path / "shipments")) >= sent, timeout=480, every=1,
                    what=f"all {sent} orders shipped")
         _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, sent, drivers)
         rows = saga.shards()
@@ -299,10 +299,10 @@ def test_a_driver_stalled_mid_batch_while_its_shard_moved_applies_nothing_twice(
         first = _driver(amqp_uri, name, tmp_path, "a", SAFEBUNNY_STALL_AT=stall_at, SAFEBUNNY_STALL_DIR=str(stall),
                         **both)
         second = _standby_then_orders(spark, amqp_uri, name, tmp_path, saga, shards, orders, **both)
-        wait_until(lambda: (stall / "stalled").exists(), timeout=240, every=0.5, what="driver a stalled mid-batch")
+        wait_until(lambda: (stall / "stalled").exists(), timeout=480, every=0.5, what="driver a stalled mid-batch")
         assert _close_active_consumers(broker, stock), "driver a's stock consumers found"
         want = sorted(f"o{i}" for i in range(orders))
-        wait_until(lambda: sorted(set(_order_ids(tmp_path / "reservations"))) == want, timeout=240, every=1,
+        wait_until(lambda: sorted(set(_order_ids(tmp_path / "reservations"))) == want, timeout=480, every=1,
                    what="driver b reserved every order")
         # b met a's stalled batch: a stall after a's first effect table fences a there; a stall after a's fenced
         # decisions (the first commit of a saga step's batch, before its claim names any effect table) has b follow
