@@ -55,7 +55,17 @@ _STREAM_BROKER: Broker | None = None
 #: starts once (a test is otherwise a unit of its own, and the two workers would each start it)
 #: (the stream broker's: the drivers group, which test_stream_crash is in)
 SHARED_FIXTURE_GROUPS = {"management_broker": "management-broker", "short_timeout_broker": "short-timeout-broker",
-                         "offline_jar": "offline-jar", "stream_broker": "drivers"}
+                         "offline_jar": "offline-jar", "stream_broker": "stream-broker"}
+
+
+def _drivers_unit(item: pytest.Item) -> str:
+    """The xdist group of a test in a drivers file: its module when the module starts something once for its tests
+    (a module-scoped fixture: a kill matrix, a shared JVM), else the test alone, so the two workers share the drivers
+    tests and a long file is not one worker's tail."""
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    if any(d and d[-1].scope == "module" for d in defs.values()):
+        return f"drivers:{Path(str(item.fspath)).name}"
+    return f"drivers:{item.nodeid}"
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
@@ -66,6 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in fixtures), None)
             if group:
                 item.add_marker(pytest.mark.xdist_group(group))
+        group = item.get_closest_marker("xdist_group")
+        if group and group.args[:1] == ("drivers",):
+            item.add_marker(pytest.mark.xdist_group(_drivers_unit(item)))
         parts = Path(str(item.fspath)).parts
         if "integration" in parts:
             item.add_marker(pytest.mark.integration)
@@ -75,18 +88,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                         "test-delta` (SAFEBUNNY_TEST_DELTA_JARS names the jars' folder)")
             item.add_marker(pytest.mark.integration)
             item.add_marker(pytest.mark.e2e)
-    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the JVM archive's driver). The e2e
-    # files whose tests run Spark drivers as processes of their own (crash, takeover, log and cluster tests) are one
-    # xdist group (``pytestmark``); under ``make test``'s two workers it goes first, on one worker: those tests
-    # spend their time starting JVMs and waiting on their children, beside the other worker's in-process Spark.
-    # Within the group its tests without Spark (the stream broker's integration tests) go first: they run while the
-    # worker waits for the run's JVM archive.
-    drivers_first = -1 if os.environ.get("PYTEST_XDIST_WORKER") else 0
+    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the making of the run's JVM
+    # archive, which the first Spark test waits for). Among Spark's, the files whose tests run drivers as processes of
+    # their own (crash, takeover, log and cluster tests: ``pytestmark`` xdist group "drivers") go first: they are the
+    # longest units, and :func:`_drivers_unit` splits them so that under ``make test``'s two workers both take them
+    # and neither is left with a long tail of them.
 
-    def tier(item: pytest.Item) -> tuple[int, int]:
-        own = 2 if item.get_closest_marker("e2e") else 1 if item.get_closest_marker("integration") else 0
+    def tier(item: pytest.Item) -> int:
+        if not item.get_closest_marker("integration"):
+            return 0
+        if not item.get_closest_marker("e2e"):
+            return 1
         group = item.get_closest_marker("xdist_group")
-        return (drivers_first if group and group.args[:1] == ("drivers",) else 0, own)
+        return 2 if group and str(group.args[0]).startswith("drivers") else 3
 
     items.sort(key=tier)
 
