@@ -58,7 +58,8 @@ $(VENV)/.installed: $(PY) $(PACKAGE_FILES)
 # with safebunny installed into it without an extra, as `%pip install safebunny` on a runtime does: it must leave
 # that PySpark as it is (checked in install-delta). Two test sets run there: COMPAT_TESTS, the Spark-facing e2e tests
 # of the main suite (source, sink, step, Spark Connect), and DELTA_TESTS, tables by name on real Delta Spark.
-# `make test-runtime` runs both in one pytest (one JVM, as CI does); test-compat and test-delta run one set each.
+# `make test-runtime` runs both in one pytest on two xdist workers, as `make test` does (each worker one JVM of its own;
+# the drivers tests split as tests/conftest.py says); test-compat and test-delta run one set each.
 COMPAT_TESTS ?= tests/unit/test_spark_version.py \
 	tests/e2e/test_registration.py::test_format_resolves_without_register_in_a_fresh_jvm \
 	tests/e2e/test_sink.py::test_batch_write_publishes_every_row_with_ids_and_properties \
@@ -96,7 +97,7 @@ install-delta: $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION) delta-
 $(VENV_DELTA)/.installed-$(DELTA_PYSPARK)-$(DELTA_VERSION): $(PYD) $(PACKAGE_FILES)
 	rm -rf build
 	$(PYD) -m pip install -q "pyspark[sql,connect]==$(DELTA_PYSPARK)" "delta-spark==$(DELTA_VERSION)" "pandas<3" \
-		pytest pytest-timeout hypothesis "fusepy>=3" 2>&1 | { grep -v "^WARNING: Location" || true; }
+		"pytest>=8,<9.2" pytest-timeout "pytest-xdist>=3" hypothesis "fusepy>=3" 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -m pip install -q . 2>&1 | { grep -v "^WARNING: Location" || true; }
 	$(PYD) -c "import pyspark, delta, safebunny, pyspark_safebunny; v = pyspark.__version__; \
 		assert v == '$(DELTA_PYSPARK)', f'installing safebunny replaced PySpark $(DELTA_PYSPARK) with {v}'"
@@ -115,7 +116,8 @@ DELTA_ENV = SAFEBUNNY_TEST_DELTA_JARS=$(abspath $(DELTA_JARS)) SAFEBUNNY_TEST_JV
 	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD))
 
 test-runtime: install-delta broker-package
-	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) $(DELTA_TESTS) -q -p no:cacheprovider --durations=20
+	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) $(DELTA_TESTS) -n 2 --dist loadgroup -q -p no:cacheprovider \
+		--durations=20
 
 test-compat: install-delta broker-package
 	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10

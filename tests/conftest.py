@@ -76,10 +76,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in fixtures), None)
             if group:
                 item.add_marker(pytest.mark.xdist_group(group))
-        group = item.get_closest_marker("xdist_group")
-        if group and group.args[:1] == ("drivers",):
-            item.add_marker(pytest.mark.xdist_group(_drivers_unit(item)))
         parts = Path(str(item.fspath)).parts
+        group = item.get_closest_marker("xdist_group")
+        # the Delta Spark tier's tests are drivers tests too (most run drivers of their own; all run Delta Spark)
+        if (group.args[:1] == ("drivers",)) if group else "delta_spark" in parts:
+            item.add_marker(pytest.mark.xdist_group(_drivers_unit(item)))
         if "integration" in parts:
             item.add_marker(pytest.mark.integration)
         elif "e2e" in parts or "delta_spark" in parts:
