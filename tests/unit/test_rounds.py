@@ -90,3 +90,30 @@ def test_a_processing_time_trigger_still_runs_queries_until_stopped(started: lis
     running = RunningSaga(None, _saga("busy"), "1 second")
     running.stop()
     assert started == [("busy", "1 second")] and not running.in_rounds
+
+
+def test_steps_whose_python_process_did_not_start_start_again_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three steps' first queries fail as a loaded machine makes them (Spark's Python process missed its 10 s to
+    connect back): they start again one at a time, UNSTARTED_STAGGER_S apart, and the misses are not failures."""
+    started_at: dict[str, list[float]] = {}
+
+    def start(spark, saga, step, trigger):  # type: ignore[no-untyped-def]
+        times = started_at.setdefault(step.unit_label, [])
+        times.append(time.monotonic())
+        if len(times) == 1:
+            return _Query(0, RuntimeError("org.apache.spark.SparkException: Python worker failed to connect back."))
+        return SimpleNamespace(isActive=True, stop=lambda: None, exception=lambda: None)
+
+    monkeypatch.setattr(runner, "start_query", start)
+    monkeypatch.setattr(runner, "activate", lambda spark: None)
+    monkeypatch.setattr(runner, "WORKER_START_WAIT_S", 0.2)
+    monkeypatch.setattr(RunningSaga, "UNSTARTED_STAGGER_S", 1.5)
+    running = RunningSaga(None, _saga("a", "b", "c"), "1 second")
+    try:
+        _wait(lambda: all(len(t) == 2 for t in started_at.values()) and len(started_at) == 3)
+    finally:
+        running.stop()
+    again = sorted(times[1] for times in started_at.values())
+    assert all(later - earlier >= 1.4 for earlier, later in zip(again, again[1:], strict=False)), again
+    assert running.failing == {"a": 0, "b": 0, "c": 0}, "a query that never started is not the step's failure"
+    assert running.restarts == {"a": 1, "b": 1, "c": 1}
