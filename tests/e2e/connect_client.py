@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga.run.drain import waiting
+from safebunny.spark.exceptions import is_worker_start_timeout
 
 url, scenario, uri, workdir = sys.argv[1:5]
 spark = SparkSession.builder.remote(url).create()
@@ -62,11 +63,20 @@ def step_scenario():
                                  emits=[safebunny.emit(rows.select("messageId", F.col("n").alias("value")),
                                                        type="Done", exchange="", routing_key=out)])
 
-    def run():
+    def run(tries: int = 3):
         source = safebunny.read_stream(spark, uri=uri, queue=queue, journalLocation=os.path.join(workdir, "journal"))
-        query = (source.writeStream.foreachBatch(step.foreach_batch(handle))
-                 .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
-                 .trigger(availableNow=True).start())
+        try:
+            query = (source.writeStream.foreachBatch(step.foreach_batch(handle))
+                     .option("checkpointLocation", os.path.join(workdir, "checkpoint"))
+                     .trigger(availableNow=True).start())
+        except Exception as exc:
+            # the server's Python process for foreachBatch must connect back within Spark's fixed 10 s; a loaded
+            # machine misses it before the query exists (nothing ran): start it again, as Saga.run does
+            if tries <= 1 or not is_worker_start_timeout(exc):
+                raise
+            print(f"connect client: the query did not start ({exc.__class__.__name__}); starting it again",
+                  file=sys.stderr)
+            return run(tries - 1)
         query.awaitTermination(300)
         assert query.exception() is None, query.exception()
 
