@@ -62,7 +62,7 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     journal, checkpoint = str(run_dir / "journal"), str(run_dir / "checkpoint")
     # told its source's journal and its checkpoint, as a saga's steps are: it reads each batch on the driver
     step = safebunny.Step(node="bench", inbox=inbox, settings=safebunny.StepSettings(
-        uri=uri, journal=journal, checkpoint=checkpoint,
+        connection=safebunny.ConnectionSettings(uri), journal=journal, checkpoint=checkpoint,
         executor_publish_rows=max(1, batch // 2) if executors else None,
         state=str(run_dir / "state") if by_name else None, record_frame_outcomes=record))
 

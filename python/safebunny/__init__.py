@@ -32,6 +32,7 @@ _LAZY = {
     "Retry": "safebunny.saga", "Saga": "safebunny.saga", "SagaSettings": "safebunny.saga",
     "StepStatus": "safebunny.saga",
     "TraceEntry": "safebunny.saga",
+    "ConnectionSettings": "safebunny.options.connection", "PublishOptions": "safebunny.options.sink",
     "activate": "safebunny.spark.session", "publish": "safebunny.spark.session",
     "read_stream": "safebunny.spark.session",
     "error_of": "safebunny.spark.exceptions",
@@ -44,6 +45,8 @@ if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors
 
     from safebunny.exactly_once import BatchReport, Inbox, Outcome, Step, StepContext, StepSettings, append, emit, merge
     from safebunny.ids import correlation_id_for, message_id, new_correlation_id, saga_start
+    from safebunny.options.connection import ConnectionSettings
+    from safebunny.options.sink import PublishOptions
     from safebunny.saga import Retry, Saga, SagaSettings, StepStatus, TraceEntry
     from safebunny.spark.exceptions import error_of
     from safebunny.spark.session import activate, publish, read_stream
@@ -58,6 +61,8 @@ __all__ = [
     "saga_start",
     "Step",
     "StepSettings",
+    "ConnectionSettings",
+    "PublishOptions",
     "StepContext",
     "BatchReport",
     "Outcome",

@@ -7,7 +7,12 @@ Messages never contain a password: callers pass URIs through
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
 __all__ = [
+    "moved_keywords",
     "SafeBunnyError",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
@@ -102,3 +107,26 @@ class SafeBunnySparkVersionError(SafeBunnyError, RuntimeError):
 class SafeBunnyTopologyError(SafeBunnyError):
     """A queue or exchange exists with other arguments than the saga declares
     (:mod:`safebunny.saga.define.topology`)."""
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def moved_keywords(moved: Mapping[str, str]) -> Callable[[_C], _C]:
+    """A class decorator: a keyword of an earlier release that ``moved`` names (old keyword -> its new form) raises
+    a :class:`SafeBunnyOptionError` naming the new form, instead of Python's bare ``unexpected keyword argument``."""
+    def decorate(cls: _C) -> _C:
+        init = cls.__init__
+
+        @functools.wraps(init)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            old = sorted(set(kwargs) & set(moved))
+            if old:
+                raise SafeBunnyOptionError(f"{cls.__name__}({old[0]}=...) is no longer accepted (CHANGELOG.md): "
+                                           f"write {moved[old[0]]}.", old[0])
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        return cls
+
+    return decorate

@@ -39,7 +39,7 @@ if __name__ == "__main__":
     register(spark, workdir)
     spelled = f"spark_catalog.{DATABASE}" if driver == "b" else DATABASE
     step = safebunny.Step(node="stock", inbox=f"{spelled}.inbox", settings=safebunny.StepSettings(
-        uri=uri, state=os.path.join(workdir, "state")))
+        connection=safebunny.ConnectionSettings(uri), state=os.path.join(workdir, "state")))
 
     def reserve(orders, ctx):
         ok = orders.select("messageId", F.get_json_object(F.col("value").cast("string"), "$.orderId").alias("orderId"))

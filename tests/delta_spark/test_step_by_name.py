@@ -37,7 +37,7 @@ def test_a_step_on_tables_by_name_applies_each_message_once(spark, broker, amqp_
     publish_numbered(amqp_uri, queue, 30, body=_orders, correlation_id="c-1")  # m0..m29 again, in the third batch
     inbox, invoices, totals = f"{database}.inbox", f"{database}.invoices", f"{database}.totals"
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, state=str(tmp_path / "state")))
+        connection=safebunny.ConnectionSettings(amqp_uri), state=str(tmp_path / "state")))
     assert step.inbox.backend == "spark"
 
     def bill(orders, ctx):

@@ -55,7 +55,7 @@ def step_scenario():
     safebunny.publish(first, uri=uri, exchange="", routingKey=queue)
     effects = os.path.join(workdir, "effects")
     step = safebunny.Step(node="connect", inbox=os.path.join(workdir, "inbox"), settings=safebunny.StepSettings(
-        uri=uri))
+        connection=safebunny.ConnectionSettings(uri)))
 
     def handle(messages, ctx):
         rows = messages.select("messageId", F.get_json_object(F.col("value").cast("string"), "$.n").alias("n"))

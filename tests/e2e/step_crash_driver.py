@@ -68,7 +68,8 @@ def run(spark, uri: str, scenario: dict) -> None:
         inbox, state = os.path.join(workdir, "inbox"), None
         effects_table, ledger_table = os.path.join(workdir, "effects"), os.path.join(workdir, "ledger")
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=uri, state=state, executor_publish_rows=scenario.get("executor_rows") or None,
+        connection=safebunny.ConnectionSettings(uri), state=state,
+        executor_publish_rows=scenario.get("executor_rows") or None,
         record_frame_outcomes=scenario.get("record", True)))
     counter = scenario.get("counter")
     # effects "both" adds a merge into WORKDIR/ledger (one row per message, a per-message counter that counts

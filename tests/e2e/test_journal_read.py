@@ -75,7 +75,7 @@ def test_a_step_reads_its_journal_and_spark_still_counts_the_rows(spark, amqp_ur
     publish_numbered(amqp_uri, queue, 20)  # m0..m19 again: duplicates
     effects = str(tmp_path / "effects")
     step = safebunny.Step("reader", str(tmp_path / "inbox"), safebunny.StepSettings(
-        uri=amqp_uri, checkpoint=checkpoint, journal=journal))
+        connection=safebunny.ConnectionSettings(amqp_uri), checkpoint=checkpoint, journal=journal))
 
     def handle(df, ctx):  # type: ignore[no-untyped-def]
         return safebunny.Outcome(effects=[safebunny.append(df.select("messageId"), effects)])
@@ -96,7 +96,7 @@ def test_a_batch_the_offset_log_cannot_name_is_collected_by_spark(spark, amqp_ur
     queue, journal, checkpoint = make_queue(), str(tmp_path / "journal"), str(tmp_path / "ck")
     publish_numbered(amqp_uri, queue, 30)
     step = safebunny.Step("fallback", str(tmp_path / "inbox"), safebunny.StepSettings(
-        uri=amqp_uri, checkpoint=checkpoint, journal=journal))
+        connection=safebunny.ConnectionSettings(amqp_uri), checkpoint=checkpoint, journal=journal))
     offsets = tmp_path / "ck" / "offsets"
 
     def handle(df, ctx):  # type: ignore[no-untyped-def]
@@ -130,7 +130,7 @@ def test_a_frame_made_from_the_batch_is_collected_by_spark_before_any_effect(spa
     publish_numbered(amqp_uri, queue, 30)
     effects = str(tmp_path / "effects")
     step = safebunny.Step("filtered", str(tmp_path / "inbox"), safebunny.StepSettings(
-        uri=amqp_uri, checkpoint=checkpoint, journal=journal))
+        connection=safebunny.ConnectionSettings(amqp_uri), checkpoint=checkpoint, journal=journal))
 
     def handle(df, ctx):  # type: ignore[no-untyped-def]
         return safebunny.Outcome(effects=[safebunny.append(df.select("messageId"), effects)])

@@ -41,7 +41,8 @@ def test_step_applies_each_message_once_and_emits_derived_ids(spark, broker, amq
     publish_numbered(amqp_uri, queue, 250, body=_orders, correlation_id="c-1")
     publish_numbered(amqp_uri, queue, 30, body=_orders, correlation_id="c-1")  # the same 30 ids again
     invoices, inbox = str(tmp_path / "invoices"), str(tmp_path / "inbox")
-    step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri))
+    step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri)))
 
     def bill(orders, ctx):
         assert ctx.node == "billing" and ctx.epoch
@@ -80,7 +81,7 @@ def test_failing_rows_are_isolated_recorded_and_handed_over(spark, broker, amqp_
     effects, inbox = str(tmp_path / "effects"), str(tmp_path / "inbox")
     handed = []
     step = safebunny.Step(node="fragile", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, on_failed=lambda rows, ctx: handed.extend(rows)))
+        connection=safebunny.ConnectionSettings(amqp_uri), on_failed=lambda rows, ctx: handed.extend(rows)))
 
     @F.udf("int")
     def picky(amount):
@@ -108,7 +109,7 @@ def test_row_handler_retries_in_place_and_fails_rows_without_failing_the_batch(s
     calls: dict[str, int] = {}
     payments = str(tmp_path / "payments")
     step = safebunny.Step(node="payment", inbox=str(tmp_path / "inbox"), settings=safebunny.StepSettings(
-        uri=amqp_uri, row_retries=2))
+        connection=safebunny.ConnectionSettings(amqp_uri), row_retries=2))
 
     def charge(msg, ctx):
         calls[msg["messageId"]] = calls.get(msg["messageId"], 0) + 1
@@ -132,7 +133,8 @@ def test_row_handler_retries_in_place_and_fails_rows_without_failing_the_batch(s
 def test_effect_without_message_id_names_the_dataframe(spark, amqp_uri, make_queue, tmp_path):
     queue = make_queue()
     publish_numbered(amqp_uri, queue, 5, body=_orders)
-    step = safebunny.Step(node="sloppy", inbox=str(tmp_path / "inbox"), settings=safebunny.StepSettings(uri=amqp_uri))
+    step = safebunny.Step(node="sloppy", inbox=str(tmp_path / "inbox"), settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri)))
 
     def handle(orders, ctx):
         return safebunny.Outcome(effects=[safebunny.append(orders.select("value"), str(tmp_path / "t"))])

@@ -61,7 +61,8 @@ def test_a_failed_message_keeps_no_effect_and_no_emit_so_its_retry_applies_once(
     ledger = str(tmp_path / "ledger")
     handed: list[FailedRow] = []
     step = safebunny.Step("ledger", str(tmp_path / "inbox"), safebunny.StepSettings(
-        uri=amqp_uri, epoch="e1", on_failed=lambda failed, ctx: handed.extend(failed)))
+        connection=safebunny.ConnectionSettings(amqp_uri), epoch="e1",
+        on_failed=lambda failed, ctx: handed.extend(failed)))
     calls = {"n": 0}
 
     def post(df, ctx):
@@ -90,7 +91,7 @@ def test_a_message_without_an_id_is_handed_over_with_a_reason_and_the_rest_appli
     effects, inbox = str(tmp_path / "effects"), str(tmp_path / "inbox")
     handed: list[FailedRow] = []
     step = safebunny.Step("noid", inbox, safebunny.StepSettings(
-        uri=amqp_uri, on_failed=lambda failed, ctx: handed.extend(failed)))
+        connection=safebunny.ConnectionSettings(amqp_uri), on_failed=lambda failed, ctx: handed.extend(failed)))
 
     def handle(df, ctx):
         return safebunny.Outcome(effects=[safebunny.append(df.select("messageId", "value"), effects)])

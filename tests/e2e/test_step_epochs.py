@@ -45,13 +45,15 @@ def test_a_row_handler_keeps_the_orphaned_epochs_decisions(spark, amqp_uri, make
         return safebunny.Outcome(effects=[safebunny.append(decision, ledger)],
                                  emits=[safebunny.emit(decision, type="Decided", routing_key=out)])
 
-    first = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
+    first = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 4, decide, rows=True)
     assert len(DeltaRsTarget(ledger).read()) == 2, "the first epoch's effects are committed"
 
-    second = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
+    second = safebunny.Step(node="approval", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E1"))
     report = second.process(_batch(spark, ["m1", "m2", "m3"]), 0, decide, rows=True)
     rows = DeltaRsTarget(ledger).read().to_pylist()
     assert sorted(r["messageId"] for r in rows) == ["m1", "m2", "m3"], "each message once in the ledger"
@@ -74,7 +76,8 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
                                           safebunny.merge(rows, ledger, on="messageId")],
                                  emits=[safebunny.emit(rows, type="Done", routing_key=out)])
 
-    first = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
+    first = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E0"))
     applied = []
     original = takeover_module.apply_effect
 
@@ -92,7 +95,8 @@ def test_a_dataframe_handler_applies_only_what_the_orphan_did_not(spark, amqp_ur
         takeover_module.apply_effect = original
     assert applied == ["append"]
 
-    second = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
+    second = safebunny.Step(node="ship", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E1"))
     second.process(_batch(spark, ["m1", "m2", "m3"]), 0, handle)
     appended = sorted((r["messageId"], r["epoch"]) for r in DeltaRsTarget(effects).read().to_pylist())
     assert appended == [("m1", "E0"), ("m2", "E0"), ("m3", "E1")]
@@ -157,13 +161,13 @@ def test_a_failed_decision_of_the_dead_epoch_is_decided_again(spark, amqp_uri, m
                                  emits=[safebunny.emit(row, type="Approved", routing_key=out)])
 
     first = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, epoch="E0", row_retries=0))
+        connection=safebunny.ConnectionSettings(amqp_uri), epoch="E0", row_retries=0))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ["m1", "m2"]), 1, decide, rows=True)
     service["up"] = True
     second = safebunny.Step(node="approve", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, epoch="E1", row_retries=0))
+        connection=safebunny.ConnectionSettings(amqp_uri), epoch="E1", row_retries=0))
     report = second.process(_batch(spark, ["m1", "m2"]), 0, decide, rows=True)
     assert sorted(r["messageId"] for r in DeltaRsTarget(ledger).read().to_pylist()) == ["m1", "m2"]
     assert report.failed == 0 and report.processed == 2
@@ -183,13 +187,15 @@ def test_an_emit_only_row_step_takes_one_branch_per_instance(spark, amqp_uri, ma
                                                        routing_key=out)])
 
     ids = [f"o{i}" for i in range(8)]
-    first = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E0"))
+    first = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E0"))
     _fail_inbox_append(first)
     with pytest.raises(Crash):
         first.process(_batch(spark, ids), 5, pay, rows=True)
     assert _claim_files(tmp_path), "an emit-only row batch records which decisions it took"
     answer["value"] = "Declined"  # the service answers differently now
-    second = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="E1"))
+    second = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="E1"))
     second.process(_batch(spark, ids), 0, pay, rows=True)
     branches: dict[str, set[str]] = {}
     for _, props, body in admin.get_all(out):
@@ -330,8 +336,10 @@ def test_two_live_row_batches_deciding_differently_take_one_branch(spark, amqp_u
 
     a_ready, a_may_go = threading.Event(), threading.Event()
 
-    step_a = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="EA"))
-    step_b = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(uri=amqp_uri, epoch="EB"))
+    step_a = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="EA"))
+    step_b = safebunny.Step(node="payment", inbox=inbox, settings=safebunny.StepSettings(
+            connection=safebunny.ConnectionSettings(amqp_uri), epoch="EB"))
     write_claim = step_a._claimed.claims.write
 
     def claim_after_b(*args, **kwargs):  # A has decided; its claim comes after B's whole batch

@@ -64,7 +64,7 @@ def test_a_large_batch_is_published_from_the_executors_with_the_driver_ids(spark
     invoices, inbox = str(tmp_path / "invoices"), str(tmp_path / "inbox")
     # batches of 40, 40 and 20: the two over the threshold of 30 from the executors, the last from the driver
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, executor_publish_rows=30, executor_partition_rows=20))
+        connection=safebunny.ConnectionSettings(amqp_uri), executor_publish_rows=30, executor_partition_rows=20))
     q = _query(spark, amqp_uri, queue, tmp_path, step.foreach_batch(_billing(invoices, out)), batch=40)
     assert q.exception() is None, q.exception()
 
@@ -99,7 +99,7 @@ def test_a_refused_executor_publish_is_republished_with_the_same_ids(spark, amqp
     writes_before = len(_safebunny_writes(spark, failed=True))
     inbox = str(tmp_path / "inbox")
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, executor_publish_rows=5, publish_retry_seconds=300))
+        connection=safebunny.ConnectionSettings(amqp_uri), executor_publish_rows=5, publish_retry_seconds=300))
     q = _query(spark, amqp_uri, queue, tmp_path, step.foreach_batch(_billing(str(tmp_path / "invoices"), out)),
                batch=20, wait=False)
     try:
@@ -122,7 +122,7 @@ def test_a_refused_executor_publish_fails_the_batch_before_its_marker(spark, amq
     publish_numbered(amqp_uri, queue, 20, body=_orders)
     inbox = str(tmp_path / "inbox")
     step = safebunny.Step(node="billing", inbox=inbox, settings=safebunny.StepSettings(
-        uri=amqp_uri, executor_publish_rows=5, publish_retry_seconds=0))
+        connection=safebunny.ConnectionSettings(amqp_uri), executor_publish_rows=5, publish_retry_seconds=0))
     q = _query(spark, amqp_uri, queue, tmp_path, step.foreach_batch(_billing(str(tmp_path / "invoices"), nowhere)),
                batch=20)
     error = safebunny.error_of(q.exception())

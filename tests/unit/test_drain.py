@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 import safebunny.saga.run.drain as draining
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.config import SagaConfig, SagaLayout
 from safebunny.saga.run import runner
 from safebunny.saga.run.drain import drain
 
-CONFIG = SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-drain"))
+CONFIG = SagaConfig("orders", ConnectionSettings("amqp://localhost"), SagaLayout("/tmp/safebunny-unit-drain"))
 
 
 @pytest.fixture(autouse=True)

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from safebunny.exactly_once.protocol.report import BatchReport
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.config import SagaConfig, SagaLayout
 from safebunny.saga.run.leases import HOLD_S, SETTLE_S, TTL_S, Balancer, LeaseStore, assign, handovers, live, mine
 from safebunny.saga.run.reports import ReportStore
@@ -119,7 +120,7 @@ def _store(root) -> LeaseStore:
 def _saga(root, driver: str = "a") -> SimpleNamespace:
     units = [SimpleNamespace(label="stock.OrderPlaced", shard=i, unit_label=f"stock.OrderPlaced.shard.{i}")
              for i in range(2)]
-    config = SagaConfig("s", "amqp://localhost", SagaLayout(str(root), driver))
+    config = SagaConfig("s", ConnectionSettings("amqp://localhost"), SagaLayout(str(root), driver))
     return SimpleNamespace(config=config, units=lambda: units)
 
 

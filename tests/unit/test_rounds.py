@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.config import SagaConfig, SagaLayout
 from safebunny.saga.run import runner
 from safebunny.saga.run.queries import is_available_now
@@ -56,7 +57,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list:  # type: ignore[type-arg]
 
 def _saga(*labels: str) -> SimpleNamespace:
     steps = [SimpleNamespace(unit_label=label, shard=None) for label in labels]
-    return SimpleNamespace(config=SagaConfig("orders", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-rounds")),
+    return SimpleNamespace(config=SagaConfig("orders", ConnectionSettings("amqp://localhost"),
+                                                  SagaLayout("/tmp/safebunny-unit-rounds")),
                            units=lambda: steps)
 
 

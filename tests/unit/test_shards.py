@@ -12,6 +12,7 @@ import pytest
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.define.definition import SagaStep
@@ -24,7 +25,7 @@ def _step(shards: int | None = None) -> SagaStep:
 
 
 def _saga(shards: int | None) -> SimpleNamespace:
-    config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-shards"),
+    config = SagaConfig("fulfilment", ConnectionSettings("amqp://localhost"), SagaLayout("/tmp/safebunny-unit-shards"),
                         SagaSettings(Retry(delays=("10s",))))
     return SimpleNamespace(name="fulfilment", config=config, steps=[_step(shards)])
 

@@ -2,8 +2,8 @@
 
 import logging
 
-from safebunny.options import field_name, source
-from safebunny.options.connection import CONNECTION_OPTIONS, ConnectionSettings
+from safebunny.options import source
+from safebunny.options.connection import ConnectionSettings
 
 
 def test_trigger_interval_is_accepted_ignored_and_warned_about_once(caplog, monkeypatch):
@@ -26,17 +26,10 @@ def test_trigger_interval_unset_or_zero_warns_nothing(caplog, monkeypatch):
     assert not caplog.records
 
 
-def test_the_typed_options_are_the_table_and_render_back():
-    """SourceOptions has one attribute per option of the table (but the deprecated one), with the table's default,
-    and renders back to the strings Spark passes: what a saga's queries build instead of option strings."""
-    defaults = source.SourceOptions(ConnectionSettings("amqp://h"), queue="q")
-    for spec in source.SOURCE_OPTIONS:
-        if spec.name == source.DEPRECATED_TRIGGER_INTERVAL:
-            continue
-        owner = defaults.connection if spec in CONNECTION_OPTIONS else defaults
-        assert hasattr(owner, field_name(spec.name)), spec.name
-        if not spec.required:
-            assert getattr(owner, field_name(spec.name)) == spec.default, spec.name
+def test_the_typed_options_render_back():
+    """SourceOptions renders back to the strings Spark passes: what a saga's queries build instead of option strings
+    (the table is derived from its fields, with the deprecated option after them)."""
+    assert [s.name for s in source.SOURCE_OPTIONS][-1] == source.DEPRECATED_TRIGGER_INTERVAL
     options = source.SourceOptions(ConnectionSettings("amqp://app:s3cret@h/%2F"), queue="q", queue_type="quorum",
                                    include_headers=True, max_messages_per_trigger=40,
                                    starting_offsets={"timestamp": 1700000000000}, single_active_consumer=True)

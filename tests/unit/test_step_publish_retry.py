@@ -27,15 +27,17 @@ from safebunny.exactly_once.emits.retrying_publisher import (
 from safebunny.exactly_once.protocol.settings import StepSettings
 from safebunny.exactly_once.protocol.step import Step
 from safebunny.options.connection import ConnectionSettings
-from safebunny.options.sink import SinkOptions, sink_options
+from safebunny.options.sink import PublishOptions, SinkOptions, sink_options
 
 ROWS = pa.table({"value": [b"x"], "messageId": ["id-1"], "routingKey": ["q"]})
+TWO_ROWS = pa.concat_tables([ROWS, ROWS])  # over an executor threshold of 1
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 
 def _publisher(seconds, threshold=None):
-    return EmitPublisher("billing", PublishSettings(SinkOptions(ConnectionSettings(URI)), retry_seconds=seconds,
-                                                    executor_publish_rows=threshold, executor_partition_rows=2))
+    return EmitPublisher("billing", PublishSettings(sink=SinkOptions(connection=ConnectionSettings(URI)),
+                                                    retry_seconds=seconds, executor_publish_rows=threshold,
+                                                    executor_partition_rows=2))
 
 
 def _stub(monkeypatch, failures, name="publish_table"):
@@ -87,7 +89,7 @@ def _wrapped(error: Exception) -> _SparkError:
 def test_executor_publish_errors_are_mapped_and_retried(monkeypatch):
     calls, naps = _stub(monkeypatch, [_wrapped(SafeBunnyPublishError("returned as unroutable"))],
                         "publish_from_executors")
-    published = _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+    published = _publisher(60, threshold=1).publish(object(), TWO_ROWS, "s")
     assert len(calls) == 2 and naps == [0.5]
     assert (published.where, published.partitions, published.attempts) == ("executors", 3, 2)
 
@@ -95,14 +97,14 @@ def test_executor_publish_errors_are_mapped_and_retried(monkeypatch):
 def test_executor_publish_fails_in_our_error_class(monkeypatch):
     _stub(monkeypatch, [_wrapped(BrokerAuthenticationError("refused the login"))] * 3, "publish_from_executors")
     with pytest.raises(BrokerAuthenticationError, match="from the executors.*refused the login") as info:
-        _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+        _publisher(60, threshold=1).publish(object(), TWO_ROWS, "s")
     assert isinstance(info.value.__cause__, _SparkError)
 
 
 def test_an_executor_failure_that_is_not_the_broker_is_raised_as_is(monkeypatch):
     calls, _ = _stub(monkeypatch, [_SparkError("executor lost")], "publish_from_executors")
     with pytest.raises(_SparkError, match="executor lost"):
-        _publisher(60, threshold=0.5).publish(object(), ROWS, "s")
+        _publisher(60, threshold=1).publish(object(), TWO_ROWS, "s")
     assert len(calls) == 1
 
 
@@ -120,20 +122,21 @@ def test_partitions_are_one_per_partition_rows_capped_by_the_parallelism(rows, p
 
 
 def test_executor_options_keep_the_password_out_of_the_uri():
-    def executor_options(uri, password, extra):
-        return sink_options(ConnectionSettings(uri, password), extra).spark_options()
+    def executor_options(uri, password, publish=None):
+        return sink_options(ConnectionSettings(uri, password), publish or PublishOptions()).spark_options()
 
-    assert executor_options("amqp://app:s%2Fx@h:5672/%2F", None, {"confirmTimeoutMs": "5"}) == {
+    assert executor_options("amqp://app:s%2Fx@h:5672/%2F", None, PublishOptions(confirm_timeout_ms=5)) == {
         "uri": "amqp://app@h:5672/%2F", "password": "s/x", "confirmTimeoutMs": "5"}
-    assert executor_options("amqp://app:old@h/v", "new", {})["password"] == "new"
-    assert "password" not in executor_options("amqp://h/v", None, {})
+    assert executor_options("amqp://app:old@h/v", "new")["password"] == "new"
+    assert "password" not in executor_options("amqp://h/v", None)
 
 
 def test_step_checks_its_executor_options(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_partition_rows"):
-        Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI, executor_partition_rows=0))
+        Step("billing", str(tmp_path / "inbox"), StepSettings(
+                connection=ConnectionSettings(URI), executor_partition_rows=0))
     assert Step("billing", str(tmp_path / "inbox"), StepSettings(
-        uri=URI, executor_publish_rows=None)).settings.executor_publish_rows is None
+        connection=ConnectionSettings(URI), executor_publish_rows=None)).settings.executor_publish_rows is None
 
 
 def _session(master):
@@ -163,17 +166,28 @@ def test_a_master_that_cannot_be_read_counts_as_a_cluster():
 
 def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match="executor_publish_rows must be 'auto'.*'many'"):
-        Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI, executor_publish_rows="many"))
-    assert Step("billing", str(tmp_path / "inbox"), StepSettings(uri=URI)).settings.executor_publish_rows == "auto"
+        Step("billing", str(tmp_path / "inbox"), StepSettings(
+                connection=ConnectionSettings(URI), executor_publish_rows="many"))
+    assert Step("billing", str(tmp_path / "inbox"), StepSettings(
+            connection=ConnectionSettings(URI))).settings.executor_publish_rows == "auto"
 
 
 def test_step_settings_are_one_object_and_a_uri_in_their_place_is_refused_without_showing_it(tmp_path):
     with pytest.raises(SafeBunnyOptionError, match=r"StepSettings\(uri=") as caught:
         Step("billing", str(tmp_path / "inbox"), "amqp://app:s3cret@h/%2F")  # the third argument before issue 49
     assert caught.value.option == "settings" and "s3cret" not in str(caught.value)
-    with pytest.raises(SafeBunnyOptionError, match="Unknown option 'confirmTimeout'.*Did you mean 'confirmTimeoutMs'"):
-        StepSettings(uri=URI, publish_options={"confirmTimeout": "5"})  # checked by the sink's table, when made
-    settings = StepSettings(uri="amqp://app:s3cret@h/%2F", publish_options={"confirmTimeoutMs": "5"})
+    with pytest.raises(SafeBunnyOptionError, match="publish_options must be a safebunny.PublishOptions"):
+        StepSettings(connection=ConnectionSettings(URI), publish_options={"confirmTimeoutMs": "5"})
+    settings = StepSettings(connection=ConnectionSettings("amqp://app:s3cret@h/%2F"),
+                            publish_options=PublishOptions(confirm_timeout_ms=5))
     sink = settings.publishing("billing").sink
     assert (sink.confirm_timeout_ms, sink.connection.connection_name) == (5, "safebunny/billing/publisher")
     assert "s3cret" not in repr(settings) and "s3cret" not in repr(sink)
+
+
+@pytest.mark.parametrize("old", ["uri", "password", "connection_name"])
+def test_the_connection_keywords_of_earlier_releases_name_the_connection_settings(old):
+    new_form = r"StepSettings\(connection=safebunny.ConnectionSettings\(uri"
+    with pytest.raises(SafeBunnyOptionError, match=new_form) as caught:
+        StepSettings(**{old: "amqp://app:s3cret@h/%2F"})
+    assert caught.value.option == old and "s3cret" not in str(caught.value)

@@ -17,6 +17,7 @@ from pyarrow import fs as pafs
 from safebunny import Step, StepSettings
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.table import Inbox, state_location
+from safebunny.options.connection import ConnectionSettings
 from safebunny.storage.lease import Lease, Renewer, read_leases, write_lease
 from safebunny.storage.location import absolute_location, local_path, resolve_under
 from safebunny.storage.records import list_records, read_record, read_records, remove_record
@@ -88,7 +89,8 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
     """It used to put claims, outcome logs and decisions in a folder named after the table in the driver's
     working directory."""
     monkeypatch.chdir(tmp_path)
-    for make in (lambda: Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI)),
+    for make in (lambda: Step("billing", inbox="main.sagas.inbox", settings=StepSettings(
+            connection=ConnectionSettings(URI))),
                  lambda: Inbox("main.sagas.inbox", "billing").state):
         with pytest.raises(SafeBunnyOptionError, match=r"table name.*StepSettings\(state=\.\.\.\)") as caught:
             make()
@@ -98,12 +100,13 @@ def test_an_inbox_by_table_name_without_a_state_location_is_refused(tmp_path, mo
 
 def test_a_step_keeps_claims_outcomes_and_decisions_in_its_state_location(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI, state=str(tmp_path / "state")))
+    step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(
+            connection=ConnectionSettings(URI), state=str(tmp_path / "state")))
     assert step._claimed.claims.folder == f"{tmp_path}/state/_claims/billing"
     assert step._rows.outcomes.root == f"{tmp_path}/state"
     assert step._claimed.decisions.path == "main.sagas.inbox_decisions", "by name beside an inbox by name"
     assert step._frames.folder == f"{tmp_path}/state/_frames/billing", "DataFrame outcomes beside the claims"
-    by_path = Step("billing", inbox=str(tmp_path / "inbox"), settings=StepSettings(uri=URI))
+    by_path = Step("billing", inbox=str(tmp_path / "inbox"), settings=StepSettings(connection=ConnectionSettings(URI)))
     assert by_path._claimed.claims.folder == f"{tmp_path}/inbox/_claims/billing", "by default beside the inbox"
     assert by_path._claimed.decisions.path == f"{tmp_path}/inbox/_decisions"
 

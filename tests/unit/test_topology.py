@@ -6,6 +6,7 @@ import pytest
 
 from safebunny import Retry
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.streams.probe import parse_inequivalent
@@ -14,7 +15,8 @@ from safebunny.streams.probe import parse_inequivalent
 def _saga(quorum=True):
     steps = [SimpleNamespace(node="stock", consumes="OrderPlaced", from_node="orders"),
              SimpleNamespace(node="payment", consumes="StockReserved", from_node="stock")]
-    config = SagaConfig("fulfilment", "amqp://localhost", SagaLayout("/tmp/safebunny-unit-topology"),
+    config = SagaConfig("fulfilment", ConnectionSettings("amqp://localhost"),
+                        SagaLayout("/tmp/safebunny-unit-topology"),
                         SagaSettings(Retry(delays=("10s", "1m")), quorum=quorum))
     return SimpleNamespace(name="fulfilment", config=config, steps=steps)
 

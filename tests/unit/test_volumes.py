@@ -11,6 +11,7 @@ from safebunny import Saga, SagaSettings, Step, StepSettings, append, merge
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
+from safebunny.options.connection import ConnectionSettings
 from safebunny.storage.volumes import is_volume_path, refuse_volume
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -74,7 +75,7 @@ def test_a_saga_with_its_root_on_a_volume_fails_at_construction_unless_its_table
 def test_a_step_with_its_delta_rs_inbox_on_a_volume_fails_at_construction() -> None:
     for inbox in (f"{VOLUME}/inbox", f"dbfs:{VOLUME}/inbox"):
         with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume") as caught:
-            Step("billing", inbox=inbox, settings=StepSettings(uri=URI))
+            Step("billing", inbox=inbox, settings=StepSettings(connection=ConnectionSettings(URI)))
         assert caught.value.option == "inbox"
     with pytest.raises(SafeBunnyOptionError, match="inbox is on a Unity Catalog volume"):
         Inbox(f"{VOLUME}/inbox", "billing", backend="delta-rs")
@@ -103,7 +104,7 @@ def test_nothing_is_written_on_the_way_to_the_error(tmp_path, monkeypatch: pytes
     with pytest.raises(SafeBunnyOptionError):
         Saga("shop", uri=URI, root=f"dbfs:{VOLUME}")
     with pytest.raises(SafeBunnyOptionError):
-        Step("billing", inbox=f"dbfs:{VOLUME}/inbox", settings=StepSettings(uri=URI))
+        Step("billing", inbox=f"dbfs:{VOLUME}/inbox", settings=StepSettings(connection=ConnectionSettings(URI)))
     assert list(tmp_path.iterdir()) == []  # a 'dbfs:' path was once made relative to the working directory
 
 
@@ -111,10 +112,12 @@ def test_a_step_state_location_on_a_volume_is_refused_only_where_a_delta_rs_tabl
     """A Spark Delta inbox by path keeps its state (and its delta-rs row decisions) off the volume; an inbox by
     name keeps its row decisions by name beside it, so its state may be a volume."""
     with pytest.raises(SafeBunnyOptionError, match="state location .* is on a Unity Catalog volume") as caught:
-        Step("billing", inbox=f"{VOLUME}/inbox", settings=StepSettings(uri=URI, inbox_backend="spark"))
+        Step("billing", inbox=f"{VOLUME}/inbox", settings=StepSettings(connection=ConnectionSettings(URI),
+                                                                      inbox_backend="spark"))
     assert caught.value.option == "state" and "s3://" in str(caught.value)
     assert "inbox by name" in str(caught.value)
-    step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(uri=URI, state=VOLUME))
+    step = Step("billing", inbox="main.sagas.inbox", settings=StepSettings(connection=ConnectionSettings(URI),
+                                                                           state=VOLUME))
     assert step.inbox.state == VOLUME and step.inbox.decisions == "main.sagas.inbox_decisions"
 
 

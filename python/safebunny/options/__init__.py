@@ -5,10 +5,11 @@ camelCase (``maxMessagesPerTrigger``). Each role declares its options as a tuple
 :class:`OptionSpec`; :func:`parse_options` validates a raw mapping against it and
 returns a dict keyed by the canonical camelCase name, which each role turns into its typed,
 frozen object (``SourceOptions``, ``SinkOptions``, ``ConnectionSettings``: the option's name in
-snake_case is its attribute, :func:`field_name`). Unknown names are errors that suggest the closest
-valid name; a bad value names the option, quotes the value and says what is accepted. Code inside the
-library builds those objects directly and reads them by attribute; :func:`spark_options` renders one
-back to strings where Spark needs them (a query's ``.options(...)``).
+snake_case is its attribute, :func:`field_name`). Each option is declared once, as a field of that
+object (:func:`option`); the role's table is derived from the fields (:func:`option_specs`). Unknown
+names are errors that suggest the closest valid name; a bad value names the option, quotes the value
+and says what is accepted. Code inside the library builds those objects directly and reads them by
+attribute; :func:`spark_options` renders one back to strings where Spark needs them (a query's ``.options(...)``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
@@ -30,6 +31,8 @@ __all__ = [
     "parse_choice",
     "parse_str",
     "options_table",
+    "option",
+    "option_specs",
     "field_name",
     "typed",
     "spark_options",
@@ -171,6 +174,24 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
 def field_name(option: str) -> str:
     """The attribute of option ``option`` on its role's typed object: ``maxInFlight`` -> ``max_in_flight``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", option).lower()
+
+
+def option(parser: Parser, default: Any = MISSING, *, values: str = "", doc: str = "", repr: bool = True) -> Any:  # noqa: A002
+    """A dataclass field that is an option: its camelCase name is the field's (:func:`field_name` reversed), a
+    field without ``default`` is a required option; :func:`option_specs` reads them back as the role's table."""
+    return field(default=default, repr=repr, metadata={"option": (parser, values, doc)})
+
+
+def option_specs(cls: type[Any]) -> tuple[OptionSpec, ...]:
+    """The options declared on ``cls``'s fields (:func:`option`), in field order."""
+    specs = []
+    for f in fields(cls):
+        if "option" in f.metadata:
+            parser, values, doc = f.metadata["option"]
+            name = re.sub(r"_([a-z])", lambda m: m[1].upper(), f.name)
+            required = f.default is MISSING
+            specs.append(OptionSpec(name, parser, None if required else f.default, required, doc, values))
+    return tuple(specs)
 
 
 def typed(cls: type[Any], parsed: Mapping[str, Any], **extra: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import BatchReport, Step, StepSettings
+from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define import definition, topology
 from safebunny.saga.define.config import SagaConfig, SagaLayout, SagaSettings
 from safebunny.saga.define.definition import SagaStep, wrap
@@ -22,7 +23,6 @@ from safebunny.saga.look.trace import TraceEntry
 from safebunny.saga.run.failures import FailureRouter
 from safebunny.saga.run.reports import ReportStore
 from safebunny.storage.pause import clear_pause, write_pause
-from safebunny.uri import split_password, validate_uri
 
 if TYPE_CHECKING:
     from safebunny.saga.look.view import SagaView
@@ -56,7 +56,7 @@ class Saga:
                 f"Saga's settings must be a safebunny.SagaSettings, but got a {type(settings).__name__}; "
                 "write Saga(name, uri, root, SagaSettings(retry=..., ...)).", "settings")
         layout = SagaLayout(root, settings.driver, settings.checkpoints, settings.tables, name)
-        self.config = SagaConfig(name, uri, layout, settings, password)
+        self.config = SagaConfig(name, ConnectionSettings(uri, password), layout, settings)
         self.steps: list[SagaStep] = []
         self._runtimes: dict[str, Step] = {}
         self._started: set[tuple[str, str]] = set()
@@ -70,12 +70,12 @@ class Saga:
     @property
     def password(self) -> str | None:
         """The broker's password, kept out of ``uri``."""
-        return self.config.password
+        return self.config.connection.password
 
     @property
     def connection_uri(self) -> str:
         """The broker's URI with the password."""
-        return self.config.connection_uri
+        return self.config.connection.login_uri
 
     @property
     def inbox_path(self) -> str:
@@ -85,13 +85,11 @@ class Saga:
     @property
     def uri(self) -> str:
         """The broker's URI, without its password (see ``password`` and :attr:`connection_uri`)."""
-        return self.config.uri
+        return self.config.connection.uri
 
     @uri.setter
     def uri(self, value: str) -> None:
-        # a later URI's password (the command line's --uri) replaces the one before
-        bare, password = split_password(validate_uri(value, "uri"))
-        self.config = replace(self.config, uri=bare, password=self.config.password if password is None else password)
+        self.config = replace(self.config, connection=self.config.connection.with_uri(value))
 
     # -- definition ------------------------------------------------------------------------------
     def step(self, node: str, consumes: str, from_node: str, schema: Any, produces: Sequence[str] = (),
@@ -156,13 +154,12 @@ class Saga:
         if label not in self._runtimes:
             failures = FailureRouter(self, step)
             self._runtimes[label] = Step(step.node, config.layout.inbox, StepSettings(
-                uri=config.uri, password=config.password, connection_name=config.connection_name("publisher", label),
+                connection=config.connection.named(config.connection_name("publisher", label)),
                 on_failed=failures, router=topology.router(self, step.node),
                 # the step reads its epoch in the checkpoint over Spark Connect; a shard's query has its own
                 checkpoint=config.layout.checkpoint(label), journal=config.layout.journal(label),
                 state=config.layout.state,
-                executor_publish_rows=config.settings.executor_publish_rows,
-                executor_partition_rows=config.settings.executor_partition_rows,
+                **config.settings.executor_publishing(),
                 record_frame_outcomes=config.settings.record_frame_outcomes,
                 prepare=None if step.rows else step.body.prepare, skip=failures.parked_ids.fresh_copies,
                 parked=failures.parked_ids.recorded, parks=failures.parkings))

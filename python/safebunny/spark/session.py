@@ -14,8 +14,8 @@ from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.logs import LEVEL_ENV, LOG_LEVELS
+from safebunny.options.connection import ConnectionSettings
 from safebunny.spark import first_stream
-from safebunny.uri import split_password
 
 __all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]
 
@@ -82,9 +82,10 @@ def _options(options: dict[str, Any]) -> dict[str, str]:
     keys = {k.lower(): k for k in found}
     if "uri" in keys:
         secret_key = keys.get("password", "password")
-        found[keys["uri"]], secret = split_password(found[keys["uri"]], found.get(secret_key))
-        if secret is not None:
-            found[secret_key] = secret
+        connection = ConnectionSettings(found[keys["uri"]], found.get(secret_key))
+        found[keys["uri"]] = connection.uri
+        if connection.password is not None:
+            found[secret_key] = connection.password
     level = os.environ.get(LEVEL_ENV, "").strip().upper()
     if level in LOG_LEVELS and "loglevel" not in keys:
         found["logLevel"] = level

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
 
 import pyarrow as pa
@@ -38,7 +38,8 @@ from safebunny.spark.exceptions import error_of
 from safebunny.spark.session import is_connect, publish
 
 __all__ = ["AUTO", "DEFAULT_PARTITION_ROWS", "DEFAULT_THRESHOLD", "EmitPublisher", "ExecutorPublishRows",
-           "PublishSettings", "Published", "has_remote_executors", "partitions_for", "threshold_for"]
+           "ExecutorPublishing", "PublishSettings", "Published", "has_remote_executors", "partitions_for",
+           "threshold_for"]
 
 log = logging.getLogger("safebunny.step")
 #: StepSettings(executor_publish_rows=AUTO), the default: DEFAULT_THRESHOLD where executors are other processes,
@@ -112,16 +113,34 @@ class Published:
     attempts: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExecutorPublishing:
+    """Where a step's emits are published from, declared once for the settings that carry it (``StepSettings``,
+    ``SagaSettings``, :class:`PublishSettings`): ``executor_publish_rows`` (rows above which a batch publishes from
+    the executors; ``"auto"``; 0 or None: never) and ``executor_partition_rows`` (rows per publishing task)."""
+
+    executor_publish_rows: ExecutorPublishRows = AUTO
+    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
+
+    def __post_init__(self) -> None:
+        rows, partition_rows = self.executor_publish_rows, self.executor_partition_rows
+        if (rows != AUTO and (not isinstance(rows, (int, type(None))) or (rows or 0) < 0)) or partition_rows < 1:
+            raise SafeBunnyOptionError(
+                f"executor_publish_rows must be 'auto', a number >= 0 or None, and executor_partition_rows >= 1; got "
+                f"{rows!r} and {partition_rows!r}.", "executor_publish_rows")
+
+    def executor_publishing(self) -> dict[str, Any]:
+        """These two settings by keyword, to hand on to another settings object that carries them."""
+        return {f.name: getattr(self, f.name) for f in fields(ExecutorPublishing)}
+
+
 @dataclass(frozen=True)
-class PublishSettings:
-    """How a step publishes its emits: the ``sink`` options (the broker; None when the step has no ``uri``),
-    ``retry_seconds`` of republishing, and the executor path's ``executor_publish_rows`` (rows; ``"auto"``; 0 or
-    None: never) and ``executor_partition_rows`` (rows per publishing task)."""
+class PublishSettings(ExecutorPublishing):
+    """How a step publishes its emits: the ``sink`` options (the broker; None when the step has no connection),
+    ``retry_seconds`` of republishing, and where from (:class:`ExecutorPublishing`)."""
 
     sink: SinkOptions | None = None
     retry_seconds: float = 60.0
-    executor_publish_rows: ExecutorPublishRows = AUTO
-    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
 
 
 class EmitPublisher:

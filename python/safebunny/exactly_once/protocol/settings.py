@@ -9,20 +9,14 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from safebunny.errors import SafeBunnyOptionError
+from safebunny.errors import SafeBunnyOptionError, moved_keywords
 from safebunny.exactly_once.collect.batch import Prepared, Skip
-from safebunny.exactly_once.emits.retrying_publisher import (
-    AUTO,
-    DEFAULT_PARTITION_ROWS,
-    ExecutorPublishRows,
-    PublishSettings,
-)
+from safebunny.exactly_once.emits.retrying_publisher import ExecutorPublishing, PublishSettings
 from safebunny.exactly_once.emits.routed_rows import Router
 from safebunny.exactly_once.inbox.table import DEFAULT_WINDOW
 from safebunny.exactly_once.outcome import FailedRow, Outcome, StepContext
 from safebunny.options.connection import ConnectionSettings
-from safebunny.options.sink import sink_options
-from safebunny.uri import split_password, validate_uri
+from safebunny.options.sink import PublishOptions, sink_options
 
 __all__ = ["StepSettings"]
 
@@ -41,20 +35,20 @@ Parked = Callable[[pa.Table], "Mapping[str, FailedRow]"]
 Parks = Callable[[list[FailedRow]], "Mapping[str, Mapping[str, Any]]"]
 
 
-@dataclass(frozen=True)
-class StepSettings:
-    """Everything a :class:`~safebunny.exactly_once.protocol.step.Step` is told besides its node and inbox, by
-    keyword, checked when made: ``Step("billing", inbox, StepSettings(uri=..., window=...))``. Each setting is
-    documented on :class:`~safebunny.exactly_once.protocol.step.Step`; one value may serve several steps
-    (``dataclasses.replace`` makes a variant)."""
+_CONNECTION = "StepSettings(connection=safebunny.ConnectionSettings(uri, password=..., connection_name=...))"
 
-    uri: str | None = None
-    password: str | None = field(default=None, repr=False)
-    connection_name: str | None = None
-    publish_options: Mapping[str, str] = field(default_factory=dict)
+
+@moved_keywords({"uri": _CONNECTION, "password": _CONNECTION, "connection_name": _CONNECTION})
+@dataclass(frozen=True)
+class StepSettings(ExecutorPublishing):
+    """Everything a :class:`~safebunny.exactly_once.protocol.step.Step` is told besides its node and inbox, by
+    keyword, checked when made: ``Step("billing", inbox, StepSettings(connection=ConnectionSettings(uri),
+    window=...))``. Each setting is documented on :class:`~safebunny.exactly_once.protocol.step.Step`; one value
+    may serve several steps (``dataclasses.replace`` makes a variant)."""
+
+    connection: ConnectionSettings | None = None
+    publish_options: PublishOptions = field(default_factory=PublishOptions)
     publish_retry_seconds: float = 60.0
-    executor_publish_rows: ExecutorPublishRows = AUTO
-    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
     window: dt.timedelta = DEFAULT_WINDOW
     inbox_backend: InboxBackend = "auto"
     state: str | None = None
@@ -72,28 +66,20 @@ class StepSettings:
     parks: Parks | None = None
 
     def __post_init__(self) -> None:
-        if self.uri is not None:  # the password apart, as in ConnectionSettings: the repr never shows it
-            bare, password = split_password(validate_uri(self.uri, "uri"), self.password)
-            object.__setattr__(self, "uri", bare)
-            object.__setattr__(self, "password", password)
+        super().__post_init__()
+        if not isinstance(self.publish_options, PublishOptions):
+            raise SafeBunnyOptionError(
+                f"publish_options must be a safebunny.PublishOptions (e.g. PublishOptions(confirm_timeout_ms=5000)), "
+                f"not a map of sink option strings; got {type(self.publish_options).__name__}.", "publish_options")
         if self.row_retries < 0 or self.max_isolation_jobs < 1:
             raise SafeBunnyOptionError(
                 f"row_retries must be >= 0 and max_isolation_jobs >= 1; got {self.row_retries} and "
                 f"{self.max_isolation_jobs}.", "row_retries")
-        rows, partition_rows = self.executor_publish_rows, self.executor_partition_rows
-        if (rows != AUTO and (not isinstance(rows, (int, type(None))) or (rows or 0) < 0)) or partition_rows < 1:
-            raise SafeBunnyOptionError(
-                f"executor_publish_rows must be 'auto', a number >= 0 or None, and executor_partition_rows >= 1; got "
-                f"{rows!r} and {partition_rows!r}.", "executor_publish_rows")
-        self.publishing("step")  # a bad uri or publish option fails here, not at the first emit
 
     def publishing(self, node: str) -> PublishSettings:
-        """How step ``node`` publishes its emits: the sink options (``publish_options`` read by the sink's option
-        table; the connection named ``safebunny/<node>/publisher`` unless ``connection_name`` says otherwise)."""
-        sink = None
-        if self.uri is not None:
-            connection = ConnectionSettings(self.uri, self.password, self.connection_name or
-                                            f"safebunny/{node}/publisher")
-            sink = sink_options(connection, self.publish_options)
-        return PublishSettings(sink, self.publish_retry_seconds, self.executor_publish_rows,
-                               self.executor_partition_rows)
+        """How step ``node`` publishes its emits: the sink options (``publish_options`` on ``connection``, named
+        ``safebunny/<node>/publisher`` unless its ``connection_name`` says otherwise)."""
+        connection = self.connection
+        sink = None if connection is None else sink_options(
+            connection.named(connection.name_or(f"safebunny/{node}/publisher")), self.publish_options)
+        return PublishSettings(sink=sink, retry_seconds=self.publish_retry_seconds, **self.executor_publishing())

@@ -86,8 +86,9 @@ class Step:
     - ``state``: where the step's claims, outcome logs and row decisions live (a path or URI); by default the
       inbox's folder, and required for an inbox given by table name
       (:func:`~safebunny.exactly_once.inbox.table.state_location`);
-    - ``uri``/``password``: the broker for emits (``password`` keeps the secret out of the URI);
-      ``connection_name`` names their connection (default ``safebunny/<node>/publisher``);
+    - ``connection``: the broker for emits, a :class:`~safebunny.options.connection.ConnectionSettings` (its
+      ``password`` keeps the secret out of the URI; its ``connection_name`` names their connection, by default
+      ``safebunny/<node>/publisher``);
     - ``window``: the dedupe window (default 7 days): a duplicate arriving later is not caught;
     - ``row_retries``: in-place retries of a failing row in a row handler before it is failed;
     - ``max_isolation_jobs``: sub-jobs allowed to isolate failing rows of a DataFrame handler;
@@ -98,7 +99,8 @@ class Step:
     - ``on_failed(rows, ctx)``: receives the failed rows of each batch, before it commits; what it returns
       as ``{"retried": n, "parked": m}`` (a saga step's router) goes into the batch's report;
     - ``router``: (emit) -> (exchange, routing key) for emits without an explicit routing key;
-    - ``publish_options``: extra sink options for emits, as for ``df.write`` (e.g. ``{"confirmTimeoutMs": "5000"}``);
+    - ``publish_options``: how emits wait for the broker, a :class:`~safebunny.options.sink.PublishOptions`
+      (e.g. ``PublishOptions(confirm_timeout_ms=5000)``, the sink's ``confirmTimeoutMs``);
     - ``publish_retry_seconds``: how long a batch keeps republishing its emits (the same ids) while the
       broker fails them, e.g. through a restart, before the batch fails (default 60 s);
     - ``executor_publish_rows``: a batch with more emitted messages than this publishes them from the

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from safebunny.errors import SafeBunnyOptionError
-from safebunny.exactly_once.emits.retrying_publisher import AUTO, DEFAULT_PARTITION_ROWS, ExecutorPublishRows
+from safebunny.exactly_once.emits.retrying_publisher import ExecutorPublishing
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.names import check_name
 from safebunny.saga.define.retry import Retry
@@ -138,7 +138,7 @@ class SagaLayout:
 
 
 @dataclass(frozen=True)
-class SagaSettings:
+class SagaSettings(ExecutorPublishing):
     """Everything a :class:`safebunny.Saga` is told besides its name, broker and root, by keyword, checked when
     made: ``Saga("fulfilment", uri, root, SagaSettings(batch_size=500, driver="host-a"))`` (each setting is
     documented on :class:`safebunny.Saga`); one value may serve several sagas."""
@@ -154,11 +154,10 @@ class SagaSettings:
     driver: str | None = None
     checkpoints: str | None = None
     tables: str | None = None
-    executor_publish_rows: ExecutorPublishRows = AUTO
-    executor_partition_rows: int = DEFAULT_PARTITION_ROWS
     record_frame_outcomes: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         _schema(self.tables)
         _max_age("poison_max_age", self.poison_max_age, "parked messages")
         _max_age("unrouted_max_age", self.unrouted_max_age, "unrouted messages")
@@ -170,25 +169,15 @@ class SagaSettings:
 
 @dataclass(frozen=True)
 class SagaConfig:
-    """A saga: its name, broker, storage layout and :class:`SagaSettings`, checked when made. ``uri`` keeps no
-    password: one inside it moves to ``password`` unless ``password`` is given."""
+    """A saga: its name, broker (``connection``), storage layout and :class:`SagaSettings`, checked when made."""
 
     name: str
-    uri: str
+    connection: ConnectionSettings
     layout: SagaLayout
     settings: SagaSettings = field(default_factory=SagaSettings)
-    password: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         check_name("saga", self.name)
-        connection = ConnectionSettings(self.uri, self.password)  # checks the URI and keeps its password apart
-        object.__setattr__(self, "uri", connection.uri)
-        object.__setattr__(self, "password", connection.password)
-
-    @property
-    def connection_uri(self) -> str:
-        """The broker's URI with the password, for pika."""
-        return ConnectionSettings(self.uri, self.password).login_uri
 
     def connection_name(self, role: str, unit_label: str | None = None) -> str:
         """The client-provided name of a connection this saga opens (RabbitMQ shows it):

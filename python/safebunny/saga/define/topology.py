@@ -224,7 +224,7 @@ def _open(saga: SagaShape, action: str) -> Any:
     """A connection to the saga's broker (pika's ``with`` closes it); ``action`` names what for, in its errors."""
     from safebunny.amqp.connection import open_blocking
 
-    return open_blocking(saga.config.connection_uri, action=f"{action} of saga {saga.config.name!r}",
+    return open_blocking(saga.config.connection.login_uri, action=f"{action} of saga {saga.config.name!r}",
                          name=saga.config.connection_name("topology"))
 
 

@@ -19,7 +19,6 @@ from safebunny.delta.backend import delta_target
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once import Inbox
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.options.connection import ConnectionSettings
 from safebunny.options.sink import SinkOptions
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaConfig, SagaShape
@@ -76,7 +75,7 @@ def publish_first(saga: SagaShape, df: Any, node: str, message_type: str, busine
         columns.append(route(F.col(business_key)).alias("routingKey"))
     else:
         routing_key = topology.routing_key(node, message_type)
-    options = SinkOptions(ConnectionSettings(config.uri, config.password), exchange=topology.exchange_name(config),
+    options = SinkOptions(connection=config.connection, exchange=topology.exchange_name(config),
                           routing_key=routing_key)
     publish(df.select(*columns), **options.spark_options())
 

@@ -139,7 +139,8 @@ def latest_per_id(entries: list[tuple[Any, bytes, int]]) -> list[tuple[Any, byte
 
 
 def _entries(config: SagaConfig, node: str, message_type: str) -> list[tuple[Any, bytes, int]]:
-    return latest_per_id(_consume_all(config.connection_uri, topology.poison_queue_name(config, node, message_type)))
+    return latest_per_id(_consume_all(config.connection.login_uri,
+                                      topology.poison_queue_name(config, node, message_type)))
 
 
 def _parked_at(props: Any) -> str | None:
@@ -219,7 +220,7 @@ def redrive(config: SagaConfig, step: SagaStep, ids: list[str] | None = None, fo
         target = topology.consumer_queue(config, node, message_type, shard)
         copies.append(Copy(props.message_id, body, "", target, props.correlation_id, props.type,
                            props.content_type, headers))
-    publish_copies(config.connection_uri, copies, f"saga:redrive/{step.label}", config.connection_name("redrive"))
+    publish_copies(config.connection.login_uri, copies, f"saga:redrive/{step.label}", config.connection_name("redrive"))
     if copies:
         ledger.record([str(c.message_id) for c in copies], "redriven")
     return len(copies)

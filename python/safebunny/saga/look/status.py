@@ -151,7 +151,8 @@ def status_fields(saga: SagaShape, poison: bool = True, waiting: Callable[[], Ma
     queues_of = {s.label: [q.name for q in topo.queues if q.role == "consumer" and q.step == s.label]
                  for s in saga.steps}
     consumers = [name for names in queues_of.values() for name in names]
-    counts, note = queue_counts(config.uri, consumers, config.password, config.settings.management_url)
+    counts, note = queue_counts(config.connection.uri, consumers, config.connection.password,
+                                config.settings.management_url)
     now, since = time.time(), None
     unknown = "no instance the saga started waits there, and the management API does not say"
     out = []

@@ -148,7 +148,8 @@ def gather(saga: SagaShape, instance: str | None = None, now: dt.datetime | None
     steps, parked = _section(errors, "steps", lambda: _steps(s, now, table), ([], []))
     graph = graph_of(saga.config.name, saga.steps)
     data: dict[str, Any] = {
-        "saga": saga.config.name, "broker": redact(saga.config.uri), "generated": now.isoformat(timespec="seconds"),
+        "saga": saga.config.name, "broker": redact(saga.config.connection.uri),
+        "generated": now.isoformat(timespec="seconds"),
         "rate_window_s": RATE_WINDOW_S,
         "graph": {"nodes": [vars(n) for n in graph.nodes], "edges": [vars(e) for e in graph.edges]},
         "steps": steps, "poison": _poison(parked),

@@ -102,7 +102,7 @@ class FailureRouter:
         # the parkings were committed before anything was applied or sent (parkings, the step's ``parks``): once a
         # poison copy or a fails_as message may be out, every later attempt parks the message the same way
         crash_point("saga.after_parked_ids")
-        publish_copies(self.config.connection_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}",
+        publish_copies(self.config.connection.login_uri, copies, f"saga:{self.step.unit_label}/{ctx.batch_id}",
                        self.config.connection_name("failures", self.step.unit_label))
         crash_point("saga.after_failure_copies")
         # one warning per outcome and reason in a batch, not one per message (each message's line is at INFO)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
-from safebunny.options.connection import ConnectionSettings
 from safebunny.options.source import SourceOptions
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaRunner, SagaShape
@@ -68,7 +67,7 @@ def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None,
     # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
     paced = interval is not None and is_entry(saga, step)
     return SourceOptions(
-        ConnectionSettings(config.uri, config.password, config.connection_name("consumer", step.unit_label)),
+        config.connection.named(config.connection_name("consumer", step.unit_label)),
         queue=topology.consumer_queue(config, step.node, step.consumes, step.shard),
         queue_type="quorum" if config.settings.quorum else "classic", include_headers=True,
         journal_location=layout.journal(step.unit_label), max_messages_per_trigger=step.batch_size,

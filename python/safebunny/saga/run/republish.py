@@ -53,7 +53,7 @@ def publish_copies(uri: str, copies: list[Copy], scope: str, name: str) -> Publi
     :class:`~safebunny.errors.SafeBunnyPublishError` unless each was confirmed and routed."""
     if not copies:
         return PublishCounts()
-    opts = SinkOptions(ConnectionSettings(uri, connection_name=name))
+    opts = SinkOptions(connection=ConnectionSettings(uri, connection_name=name))
     builder = MessageBuilder(plan_sink(opts, {"value": "binary", "routingKey": "string", "exchange": "string"}), scope)
 
     def send(publisher: ConfirmingPublisher) -> None:
