@@ -17,7 +17,7 @@ from test_step import _run  # noqa: E402 - the same availableNow run of a step a
 
 import safebunny  # noqa: E402
 from conftest import publish_numbered, queue_totals, wait_until  # noqa: E402
-from safebunny.delta.spark_delta import commit_tag  # noqa: E402
+from safebunny.delta.commit_tags import commit_tag  # noqa: E402
 
 
 def _orders(i: int) -> bytes:

@@ -10,11 +10,9 @@ import pyarrow as pa
 import pytest
 
 import safebunny
+from safebunny.delta.commit_tags import applied_in_history, commit_tag, lock_in_history
 from safebunny.delta.delta_rs import sweep_staging_files
 from safebunny.delta.spark_delta import (
-    applied_in_history,
-    commit_tag,
-    lock_in_history,
     merge_sql,
     name_parts,
     orphan_location,

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from safebunny.exactly_once.inbox.index import SeenIndex, id_hashes
+from safebunny.delta.seen_index import SeenIndex, id_hashes
 from safebunny.exactly_once.inbox.table import Inbox, InboxRow
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone.utc)
@@ -16,8 +16,7 @@ NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.timezone.utc)
 def _both(inbox, ids, epoch, batch, now=NOW):
     """(indexed answer, scan answer) for one look-up."""
     since = (now - inbox.window).date()
-    store = inbox._store
-    return (inbox.seen(ids, epoch, batch, now=now), store.scan(inbox.node, since, ids, epoch, batch))
+    return (inbox.seen(ids, epoch, batch, now=now), inbox.target.seen_by_scan(inbox.node, since, ids, epoch, batch))
 
 
 def test_the_index_answers_as_the_scan_does(tmp_path):
@@ -47,10 +46,10 @@ def test_the_index_follows_appends_and_rebuilds_after_compaction(tmp_path):
         new = [i for i in dict.fromkeys(ids) if i not in indexed]
         inbox.record([InboxRow(i, None, None) for i in new], "E", batch, now=NOW)
         written |= set(new)
-    index = inbox._store._indexes["billing"]
+    index = inbox.target._indexes["billing"]
     inbox.seen(["x"], "E", 6, now=NOW)  # the index takes the last append in at the next look-up
     assert len(index) == len(written) and index.rebuilds == 0
-    inbox._store.delta.handle().optimize.compact()
+    inbox.target.handle().optimize.compact()
     probe = sorted(written)[:100] + ["nope"]
     assert _both(inbox, probe, "E", 99) == (set(probe[:100]), set(probe[:100]))
     assert index.rebuilds == 1 and len(index) == len(written)
@@ -74,13 +73,12 @@ def test_hashes_are_stable_64_bit_values():
     assert int(id_hashes(["m1"])[0]) == int(id_hashes(["m1"])[0])
 
 
-@pytest.mark.parametrize("indexed", [True, False])
-def test_the_store_can_run_without_the_index(tmp_path, indexed):
+def test_the_first_look_up_builds_the_node_index(tmp_path):
     inbox = Inbox(str(tmp_path / "inbox"), "billing")
-    inbox._store.indexed = indexed
     inbox.record([InboxRow("a", None, None)], "E", 0, now=NOW)
+    assert not inbox.target._indexes
     assert inbox.seen(["a", "b"], "E", 1, now=NOW) == {"a"}
-    assert bool(inbox._store._indexes) is indexed
+    assert set(inbox.target._indexes) == {"billing"}
 
 
 @pytest.mark.parametrize("node", ["café", "a=b", "sp ace", "x%2Fy", "c:d"])
@@ -93,5 +91,5 @@ def test_the_index_serves_node_names_that_paths_escape(tmp_path, node, caplog):
     with caplog.at_level("WARNING", logger="safebunny.inbox"):
         indexed, scanned = _both(inbox, ["m0", "m4", "c1", "zz"], "E", 2)
     assert indexed == scanned == {"m0", "m4"}
-    assert len(inbox._store._indexes[node]) == 5
+    assert len(inbox.target._indexes[node]) == 5
     assert not [r for r in caplog.records if "could not be used" in r.getMessage()]

@@ -472,3 +472,56 @@ def test_the_saga_rooms_point_one_way(path: Path) -> None:
             continue
         assert parts[2] not in later, f"saga/{rel} imports {name}: {room}/ must not depend on {parts[2]}/"
         assert parts[2] != "saga", f"saga/{rel} imports the Saga facade ({name}): pass what it needs instead"
+
+
+#: what ``exactly_once`` may import of ``delta``: the interface and the one place a backend is chosen, and the pure
+#: rule a merge's rows follow (no backend behind it)
+DELTA_DOORS = {"safebunny.delta", "safebunny.delta.target", "safebunny.delta.backend", "safebunny.delta.merge_rows"}
+
+
+@pytest.mark.parametrize("path", sorted((CORE / "exactly_once").rglob("*.py")), ids=lambda p: str(p.relative_to(CORE)))
+def test_exactly_once_reaches_delta_only_through_its_interface(path: Path) -> None:
+    """A step reaches Delta through ``delta.target`` (the lookups it needs are on ``DeltaTarget``) and
+    ``delta.backend`` (which picks the backend), never a backend itself, and never asks which backend it got."""
+    hits = sorted(n for n in _imports(path) if n.startswith("safebunny.delta") and
+                  not any(n == door or n.startswith(f"{door}.") and door != "safebunny.delta" for door in DELTA_DOORS))
+    assert not hits, f"{path.relative_to(CORE)} imports {hits}: use safebunny.delta.target / delta.backend"
+    source = path.read_text(encoding="utf-8")
+    assert not re.search(r"backend\s*==|==\s*[\"']spark[\"']", source), (
+        f"{path.relative_to(CORE)} switches on the Delta backend: put the difference behind DeltaTarget")
+
+
+#: the modules outside ``spark/`` (and the plugin) that import PySpark, and why: each one's job is a DataFrame or a
+#: Spark type, so it cannot be asked of spark/
+PYSPARK_OUTSIDE_SPARK = {
+    "delta/spark_delta.py": "the Spark Delta backend: reads and writes tables by name through DataFrames",
+    "exactly_once/collect/materialize.py": "builds the handler's DataFrame and Spark schema from a batch's rows",
+    "exactly_once/collect/journal_read.py": "reads a batch's journal as the query's DataFrame beside the step",
+    "exactly_once/handlers/frame_handler.py": "runs a DataFrame handler, whose failures are Spark's exceptions",
+    "saga/define/bodies.py": "parses message bodies with a step's Spark schema (Spark types)",
+    "saga/look/instances.py": "the saga's instances as a DataFrame and SQL view",
+    "saga/look/metrics.py": "a StreamingQueryListener that counts the steps' batches",
+    "demo/main.py": "the demo starts its own local SparkSession",
+    "demo/monitor.py": "the demo's progress bar is a StreamingQueryListener",
+    "demo/fulfilment.py": "the demo's handlers are DataFrame code",
+}
+
+
+def _imports_pyspark(path: Path) -> bool:
+    return any(n.split(".")[0] in ("pyspark", "py4j") for n in _imports(path))
+
+
+def test_pyspark_is_imported_in_spark_and_the_listed_dataframe_modules_only() -> None:
+    importers = {str(p.relative_to(CORE)) for p in _modules()
+                 if p.relative_to(CORE).parts[0] != "spark" and _imports_pyspark(p)}
+    assert importers <= set(PYSPARK_OUTSIDE_SPARK), (
+        f"{sorted(importers - set(PYSPARK_OUTSIDE_SPARK))} import PySpark: move the Spark part into safebunny/spark/ "
+        "(or, if the module's job is a DataFrame, list it here with the reason)")
+    assert importers == set(PYSPARK_OUTSIDE_SPARK), f"listed but no longer importing PySpark: " \
+        f"{sorted(set(PYSPARK_OUTSIDE_SPARK) - importers)}"
+
+
+def test_the_delta_boundary_check_finds_a_backend_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from safebunny.delta.spark_delta import SparkDeltaTarget\nimport pyspark.sql\n")
+    assert "safebunny.delta.spark_delta" in _imports(module) and _imports_pyspark(module)

@@ -45,7 +45,7 @@ def test_an_effect_by_name_needs_delta_in_the_session():
 def test_a_history_covers_a_claim_when_nothing_was_cleaned_or_it_starts_well_before():
     import datetime as dt
 
-    from safebunny.delta.spark_delta import CLOCK_SLACK_SECONDS, history_covers
+    from safebunny.delta.commit_tags import CLOCK_SLACK_SECONDS, history_covers
 
     start = dt.datetime(2026, 11, 1, 12, 0)
     claim = start.timestamp()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from safebunny.cli.exits import SAGA, CliError
+from safebunny.spark.session import pickle_by_value
 
 __all__ = ["load_saga", "split_locator"]
 
@@ -52,18 +53,8 @@ def _import_file(path: str) -> Any:
     sys.modules[name] = module
     sys.path.insert(0, str(file.parent))
     spec.loader.exec_module(module)
-    _pickle_by_value(module)
+    pickle_by_value(module)
     return module
-
-
-def _pickle_by_value(module: Any) -> None:
-    """Ship the handlers of a saga loaded from a file with their code: over Spark Connect (``safebunny run``)
-    they are pickled to the server, where the file's made-up module name cannot be imported."""
-    try:
-        from pyspark import cloudpickle
-    except ImportError:  # no Spark here: nothing is pickled
-        return
-    cloudpickle.register_pickle_by_value(module)
 
 
 def _import_module(name: str) -> Any:

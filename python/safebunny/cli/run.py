@@ -19,24 +19,12 @@ from safebunny.cli import exits
 from safebunny.cli.exits import CliError
 from safebunny.cli.status import positive_seconds
 from safebunny.errors import SafeBunnyError
+from safebunny.spark.session import run_session
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
 __all__: list[str] = []
-
-
-def session(remote: str | None, master: str | None) -> Any:
-    """The Spark session a run uses (docs/operations.md)."""
-    from pyspark.sql import SparkSession
-
-    if remote:
-        return SparkSession.builder.remote(remote).getOrCreate()
-    if master:
-        from safebunny.spark.conf import use_local_checkpoints
-
-        return use_local_checkpoints(SparkSession.builder.master(master).appName("safebunny-run")).getOrCreate()
-    return SparkSession.builder.getOrCreate()
 
 
 def _parked(saga: Saga) -> int:
@@ -97,7 +85,7 @@ def continuous(saga: Saga, spark: Any, metrics_port: int | None = None, metrics_
 
 
 def _run(args: argparse.Namespace, saga: Saga) -> int:
-    spark = session(args.remote, args.master)
+    spark = run_session(args.remote, args.master)
     if args.once:
         return once(saga, spark, args.timeout, args.restarts)
     return continuous(saga, spark, args.metrics_port, args.metrics_host)

@@ -11,6 +11,7 @@ Maintenance (docs/exactly-once.md) keeps vacuum's default retention (zero breaks
 
 from __future__ import annotations
 
+import datetime as dt
 import glob
 import logging
 import os
@@ -25,6 +26,7 @@ import pyarrow.dataset as pads
 from pyarrow import fs as pafs
 
 from safebunny.delta.merge_rows import last_per_key
+from safebunny.delta.seen_index import SeenIndex
 from safebunny.delta.target import DeltaTarget, Guard, Prefix
 from safebunny.storage.location import absolute_location, local_path, resolve_location
 from safebunny.storage.volumes import refuse_volume
@@ -49,6 +51,7 @@ class DeltaRsTarget(DeltaTarget):
         self.table = self.path = absolute_location(path)
         #: the table's folder on this machine, or None on another filesystem (an object store): decided once
         self.local = local_path(self.path)
+        self._indexes: dict[str, SeenIndex] = {}  # an inbox's seen ids per node
 
     # -- reading -------------------------------------------------------------------------------
     def handle(self) -> Any | None:
@@ -222,6 +225,29 @@ class DeltaRsTarget(DeltaTarget):
         vacuumed = table.vacuum(dry_run=False) if vacuum else []
         return {"compacted": int(compacted.get("numFilesRemoved", 0) or 0), "vacuumed": len(vacuumed),
                 "swept": sweep_staging_files(self.path)}
+
+    # -- an inbox's look-ups: pyarrow filters on the node's partitions inside the window, answered by the node's
+    # SeenIndex (O(batch)) when it can, else by a scan; "batch done" is the inbox app transaction's version
+    def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
+        committed = self.versions({app_id: batch_id})[app_id]
+        return committed is not None and committed >= batch_id
+
+    def seen(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
+        index = self._indexes.get(node)
+        if index is None:
+            index = self._indexes[node] = SeenIndex(self, node)
+        found = index.lookup(message_ids, since, epoch, batch_id)
+        return found if found is not None else self.seen_by_scan(node, since, message_ids, epoch, batch_id)
+
+    def seen_by_scan(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str,
+                     batch_id: int) -> set[str]:
+        """:meth:`seen` by reading the node's partitions in the window (what the index saves)."""
+        field = pc.field
+        flt = ((field("node") == node) & (field("processedDate") >= since.isoformat())
+               & (field("status") == "done") & field("messageId").isin(pa.array(list(message_ids), pa.string()))
+               & ~((field("epoch") == epoch) & (field("batchId") == batch_id)))
+        found = self.scan(flt, ["messageId"])
+        return set() if found is None else set(found.column("messageId").to_pylist())
 
 
 def sweep_staging_files(path: str, now: float | None = None) -> int:

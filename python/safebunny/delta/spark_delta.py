@@ -1,11 +1,13 @@
 """A Delta table by name (or an inbox by path given ``backend="spark"``) through the session's Spark Delta
 (Databricks, or a session with delta-spark).
 
-Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itself, for appends via writer options
-and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` / ``txnVersion`` (session-wide: set
-and cleared around the one statement). The SQL is built by pure functions (tested without Delta) with values as
-named parameters. Every commit carries ``userMetadata`` naming its app transaction (:func:`commit_tag`), read back
-from ``DESCRIBE HISTORY`` (:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name").
+Thin on purpose: Spark Delta skips a replayed ``(txnAppId, txnVersion)`` by itself, for appends via
+writer options and for MERGE via the session confs ``spark.databricks.delta.write.txnAppId`` /
+``txnVersion`` (session-wide, so they are set and cleared around the one statement). The SQL is
+built by pure functions (tested without Delta) and takes values as named parameters. Every commit carries
+``userMetadata`` naming its app transaction (:func:`commit_tag`), read back from ``DESCRIBE HISTORY``
+(:meth:`SparkDeltaTarget.versions`; docs/exactly-once.md, "A table given by name"). The tags and what a history
+says of them are pure rules, in :mod:`.commit_tags`.
 
 The fence for a table by name: a writer takes one app transaction per commit, so an effect commit carries its
 step's lock ``(lock app id, v + 1)`` instead of its own, ``v`` the lock's version read (from the tags, which name
@@ -23,26 +25,24 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from safebunny.delta.commit_tags import History, commit_tag, lock_in_history, parse_tag, versions_in_history
 from safebunny.delta.target import DeltaTarget, Guard, Prefix, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 
 log = logging.getLogger("safebunny.delta")
 
 __all__ = ["SparkDeltaTarget", "merge_sql", "name_parts", "qualified_name", "orphan_location", "last_per_key_sql",
-           "quote_name", "table_ref", "maintenance_sql",
-           "commit_tag", "applied_in_history", "history_covers", "lock_in_history", "versions_in_history", "History",
-           "TXN_APP_CONF", "USER_METADATA_CONF"]
+           "quote_name", "table_ref", "maintenance_sql", "TXN_APP_CONF", "USER_METADATA_CONF"]
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
 #: The session conf that sets a commit's ``userMetadata`` for SQL statements (MERGE)
 USER_METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-_TAG_PREFIX = "safebunny.txn "
 #: The column numbering a merge's source rows in the source's order (dropped before the write).
 ORDER_COLUMN = "_safebunnyOrder"
 
@@ -128,92 +128,6 @@ def last_per_key_sql(view: str, on: Sequence[str], columns: Sequence[str], order
     return (f"SELECT {', '.join(_column(c) for c in columns)} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY "
             f"{keys} ORDER BY {_column(order)} DESC) AS `_safebunnyRank` FROM {quote_name(view)}) "
             f"WHERE `_safebunnyRank` = 1 OR {nulls}")
-
-
-#: ``(version, timestamp, userMetadata)`` rows of a table's ``DESCRIBE HISTORY``
-History = list[tuple[int, Any, Any]]
-
-
-def commit_tag(app_id: str, version: int, lock: tuple[str, int] | None = None) -> str:
-    """The ``userMetadata`` of an effect commit: its app transaction, and the lock it carries (the commit's
-    ``txnAppId``/``txnVersion``) if any, readable in the table's history."""
-    tag = f"{_TAG_PREFIX}{app_id} {version}"
-    return tag if lock is None else f"{tag} {lock[0]} {lock[1]}"
-
-
-def _parsed(value: Any) -> tuple[str, int, str | None, int | None] | None:
-    """A tag's app id, version, lock app id and lock version (None: not a tag of this form)."""
-    if not isinstance(value, str) or not value.startswith(_TAG_PREFIX):
-        return None
-    parts = value[len(_TAG_PREFIX):].split(" ")
-    if len(parts) == 2 and parts[1].isdigit():
-        return parts[0], int(parts[1]), None, None
-    if len(parts) == 4 and parts[1].isdigit() and parts[3].isdigit():
-        return parts[0], int(parts[1]), parts[2], int(parts[3])
-    return None
-
-
-def applied_in_history(user_metadata: Iterable[str | None], app_id: str, version: int) -> bool:
-    """Whether the history's ``userMetadata`` values show ``app_id`` committed at ``version`` or later."""
-    return any(tag is not None and tag[0] == app_id and tag[1] >= version for tag in map(_parsed, user_metadata))
-
-
-def lock_in_history(history: History, lock: str, table: str) -> int | None:
-    """The version of the app transaction ``lock`` that ``table`` holds, from its history's tags (every commit
-    carrying it is tagged so): the highest tagged; None when the history, kept whole (version 0 is there), has
-    none. Log cleanup removes the oldest entries first, so a lock with any entry left has its last one; one with
-    none in a cut history may still hold a version Delta would compare against: unknown, so this raises."""
-    found = [tag[3] for tag in map(_parsed, (entry[2] for entry in history))
-             if tag is not None and tag[2] == lock and tag[3] is not None]
-    oldest = min(history, key=lambda entry: entry[0], default=(0, None, None))
-    if found or oldest[0] == 0:
-        return max(found, default=None)
-    raise SafeBunnyError(
-        f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}) and holds no commit "
-        f"of the step's lock {lock!r}: log cleanup (delta.logRetentionDuration) removed its last commit, so the "
-        "version its next commit must carry is unknown and nothing is applied. Set the table property "
-        "delta.logRetentionDuration longer than the step can go without writing this table; to go on, stop every "
-        "driver of the step and append zero rows to the table with writer options txnAppId=<the lock>, "
-        "txnVersion=<the table's version + 1: a lock moves by one per commit, so it never held as much> and "
-        f"userMetadata='{_TAG_PREFIX}- 0 {lock} <that version>'.")
-
-
-def versions_in_history(history: History, table: str, apps: Mapping[str, int],
-                        since: Mapping[str, float] | None = None) -> dict[str, int | None]:
-    """For each ``app -> version``: ``version`` when ``history`` holds it or a later one, else None; raises where
-    the history was cut after ``since[app]`` and holds nothing of ``app`` (:func:`history_covers`)."""
-    tags = [tag for _version, _at, tag in history]
-    found = {app: version if applied_in_history(tags, app, version) else None for app, version in apps.items()}
-    oldest = min(history, key=lambda entry: entry[0], default=None)  # all history_covers looks at
-    for app, when in (since or {}).items():
-        if found.get(app) is None and oldest is not None and not history_covers([oldest], when):
-            raise SafeBunnyError(
-                f"The history of the effect table {table!r} starts at version {oldest[0]} ({oldest[1]}), "
-                f"after the batch that claimed these messages ({_utc(when)}): log cleanup "
-                "(delta.logRetentionDuration) removed the commits that would tell whether it applied "
-                f"{app!r}, so this is unknown and nothing is applied. Check the table for that batch's rows; "
-                "if they are there or must be applied, remove its claim file under the step's state location "
-                "(_claims) and restart. Keep delta.logRetentionDuration longer than a step can stay stopped.")
-    return found
-
-
-#: slack for the clocks of the driver that wrote a claim and of the storage that stamps the history
-CLOCK_SLACK_SECONDS = 600.0
-
-
-def history_covers(history: Sequence[tuple[int, Any, Any]], since: float) -> bool:
-    """Whether ``history`` (``(version, timestamp, userMetadata)`` rows of ``DESCRIBE HISTORY``) holds every commit
-    made after the unix time ``since``: nothing was ever cleaned (version 0 is there), or its oldest entry is older
-    than ``since`` by more than :data:`CLOCK_SLACK_SECONDS`."""
-    version, at, _tag = min(history, key=lambda entry: entry[0])
-    if version == 0:
-        return True
-    stamp = at.timestamp() if isinstance(at, _dt.datetime) else float(at)  # PySpark gives naive local time
-    return stamp <= since - CLOCK_SLACK_SECONDS
-
-
-def _utc(when: float) -> str:
-    return _dt.datetime.fromtimestamp(when, _dt.timezone.utc).isoformat(timespec="seconds")
 
 
 class SparkDeltaTarget(DeltaTarget):
@@ -332,7 +246,7 @@ class SparkDeltaTarget(DeltaTarget):
             raise SafeBunnyError(f"{what} that could not be read ({type(read).__name__}: {read}). Look at that folder: "
                                  "remove it if nothing needs it, or register it with CREATE TABLE "
                                  f"{quote_name(self.table)} USING delta LOCATION '<folder>', then restart.") from exc
-        foreign = [tag for tag in tags if _parsed(tag) is None]
+        foreign = [tag for tag in tags if parse_tag(tag) is None]
         if not tags or foreign:
             raise SafeBunnyError(
                 f"{what} with {len(foreign)} of its {len(tags)} commit(s) not made by safebunny, so it is not taken "
@@ -375,8 +289,8 @@ class SparkDeltaTarget(DeltaTarget):
         """Read through Spark (``DESCRIBE HISTORY``, which works where only the catalog gives access), once for all
         ``apps``; no table: nothing was written to it. Any failure to read raises :class:`SafeBunnyError`: the
         answer is unknown, and guessing "not applied" would apply the effect twice. So does a history that log
-        cleanup (``delta.logRetentionDuration``, 30 days by default) cut after ``since[app]`` (:func:`history_covers`):
-        the commit may have been among those removed."""
+        cleanup (``delta.logRetentionDuration``, 30 days by default) cut after ``since[app]``
+        (:func:`~safebunny.delta.commit_tags.history_covers`): the commit may have been among those removed."""
         return versions_in_history(self.history() if apps else [], self.table, apps, since)
 
     def history(self) -> History:
@@ -423,6 +337,37 @@ class SparkDeltaTarget(DeltaTarget):
         if vacuum:
             self.spark().sql(vacuum_sql)
         return {"compacted": None, "vacuumed": None, "swept": 0}
+
+    def lock_in(self, history: History, lock: str) -> int | None:
+        return lock_in_history(history, lock, self.table)
+
+    def versions_in(self, history: History, apps: Mapping[str, int],
+                    since: Mapping[str, float] | None = None) -> dict[str, int | None]:
+        return versions_in_history(history, self.table, apps, since)
+
+    # -- an inbox's look-ups: DataFrame filters with literal values (named SQL parameters are unbound with Delta's
+    # SQL extension on Spark 4.2); "batch done" is read from the table's rows (an empty batch that reads as not
+    # done only re-applies effects that are idempotent anyway)
+    def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
+        if not self.exists():
+            return False
+        from pyspark.sql import functions as F
+
+        mine = (F.col("node") == F.lit(node)) & (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
+        return bool(self.frame().where(mine).limit(1).count())
+
+    def seen(self, node: str, since: _dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
+        if not self.exists():
+            return set()
+        from pyspark.sql import functions as F
+
+        ids = self.spark().createDataFrame(pa.table({"messageId": pa.array(list(message_ids), pa.string())}))
+        own = (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
+        done = self.frame().where((F.col("node") == F.lit(node))
+                                  & (F.col("processedDate") >= F.lit(since.isoformat()))
+                                  & (F.col("status") == F.lit("done")) & ~own)
+        found = done.select("messageId").join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
+        return set(found.column("messageId").to_pylist())
 
 
 def _lock(fences: Sequence[tuple[str, int]], table: str) -> tuple[str, int] | None:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import datetime as dt
+
     import pyarrow as pa
 
 __all__ = ["DeltaTarget", "Guard", "Prefix", "BACKENDS", "is_path"]
@@ -89,4 +91,29 @@ class DeltaTarget(ABC):
     def compact(self, vacuum: bool = True) -> dict[str, Any]:
         """Compact, vacuum (Delta's default retention), sweep what killed writers left: ``compacted``,
         ``vacuumed``, ``swept`` (all 0 without a table; None: not told)."""
+
+    # -- what a step looks up in an inbox table (docs/exactly-once.md)
+    @abstractmethod
+    def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
+        """Whether this inbox table holds batch ``(epoch, batch_id)`` of ``node``, appended as ``(app_id, batch_id)``:
+        the marker that all the batch's effects are done."""
+
+    @abstractmethod
+    def seen(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
+        """The ids among ``message_ids`` that this inbox table holds as ``done`` for ``node`` since ``since``,
+        leaving out the rows that batch ``(epoch, batch_id)`` itself wrote (so its replay is processed again)."""
+
+    # -- the history a table that is not fenceable is locked from (a table by name on Spark Delta)
+    def history(self) -> Any:
+        """The table's commit history, read before a batch lists the claims; a fenceable target has none."""
+        raise NotImplementedError(f"{type(self).__name__} is fenceable: its commits carry their fences")
+
+    def lock_in(self, history: Any, lock: str) -> int | None:
+        """The version of the app transaction ``lock`` in ``history`` (:meth:`history`); None when it holds none."""
+        raise NotImplementedError(f"{type(self).__name__} is fenceable: its commits carry their fences")
+
+    def versions_in(self, history: Any, apps: Mapping[str, int],
+                    since: Mapping[str, float] | None = None) -> dict[str, int | None]:
+        """:meth:`versions`, read in ``history`` (:meth:`history`) instead of the table."""
+        raise NotImplementedError(f"{type(self).__name__} is fenceable: its commits carry their fences")
 

@@ -17,7 +17,7 @@ from safebunny.logs import LEVEL_ENV, LOG_LEVELS
 from safebunny.options.connection import ConnectionSettings
 from safebunny.spark import first_stream
 
-__all__ = ["activate", "is_connect", "publish", "read_stream", "session_or_raise"]
+__all__ = ["activate", "is_connect", "pickle_by_value", "publish", "read_stream", "run_session", "session_or_raise"]
 
 
 def is_connect(spark: Any) -> bool:
@@ -90,3 +90,26 @@ def _options(options: dict[str, Any]) -> dict[str, str]:
     if level in LOG_LEVELS and "loglevel" not in keys:
         found["logLevel"] = level
     return found
+
+
+def run_session(remote: str | None, master: str | None) -> Any:
+    """The Spark session ``safebunny run`` uses (docs/operations.md)."""
+    from pyspark.sql import SparkSession
+
+    if remote:
+        return SparkSession.builder.remote(remote).getOrCreate()
+    if master:
+        from safebunny.spark.conf import use_local_checkpoints
+
+        return use_local_checkpoints(SparkSession.builder.master(master).appName("safebunny-run")).getOrCreate()
+    return SparkSession.builder.getOrCreate()
+
+
+def pickle_by_value(module: Any) -> None:
+    """Ship the handlers of a saga loaded from a file with their code: over Spark Connect (``safebunny run``)
+    they are pickled to the server, where the file's made-up module name cannot be imported."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:  # no Spark here: nothing is pickled
+        return
+    cloudpickle.register_pickle_by_value(module)

@@ -65,7 +65,7 @@ class Takeover:
         for key, (effect, _table) in effects.items():
             target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
             if not target.fenceable:
-                out[key] = target.history()  # type: ignore[attr-defined]
+                out[key] = target.history()
         return out
 
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
@@ -110,7 +110,7 @@ class Takeover:
                             "batch applies)", self.node, self.batch_id, len(plan.fences), effect.table)
             guard = partial(check_expected, plan, effect.table) if plan.expect else None
             app = effect_app_id(self.node, self.epoch, effect)
-            fences = plan.fences if target.fenceable else self._lock(effect, history)
+            fences = plan.fences if target.fenceable else self._lock(target, effect, history)
             crash_point("step.before_one_effect")  # planned, the inbox read again: only the commit is left
             if not apply_effect(target, effect, rows, app, apply_version(self.batch_id), fences, guard) \
                     and not target.fenceable and rows.num_rows:
@@ -131,12 +131,10 @@ class Takeover:
             self.identities[table] = table_identity(table, self.spark)
         return self.identities[table]
 
-    def _lock(self, effect: Effect, history: Any) -> tuple[tuple[str, int], ...]:
+    def _lock(self, target: DeltaTarget, effect: Effect, history: Any) -> tuple[tuple[str, int], ...]:
         """The lock a commit to a table by name carries: its version read in ``history``, plus one."""
-        from safebunny.delta.spark_delta import lock_in_history
-
         lock = lock_app_id(self.node, effect)
-        return ((lock, (lock_in_history(history, lock, effect.table) or 0) + 1),)
+        return ((lock, (target.lock_in(history, lock) or 0) + 1),)
 
     def _plan(self, effect: Effect, target: DeltaTarget, table: pa.Table, orphans: Sequence[Claim],
               pinned: int | None, history: Any = None) -> TargetPlan:
@@ -154,12 +152,7 @@ class Takeover:
         apps = {own: apply_version(self.batch_id), legacy: self.batch_id}
         apps.update({app: apply_version(claim.batch_id, claim.scheme) for claim, _, app in claimed})
         since = {app: claim.written_at for claim, _, app in claimed}  # a claim is written before its batch's effects
-        if history is not None:
-            from safebunny.delta.spark_delta import versions_in_history
-
-            versions = versions_in_history(history, effect.table, apps, since)
-        else:
-            versions = target.versions(apps, since)
+        versions = target.versions(apps, since) if history is None else target.versions_in(history, apps, since)
         own_version, legacy_version = versions.get(own), versions.get(legacy)
         if own_version is None and legacy_version is not None and legacy_version >= self.batch_id:
             return TargetPlan(done=True)  # a batch of this epoch written before fences came

@@ -7,9 +7,9 @@ with the app transaction ``(safebunny.inbox.<node>.<epoch>, batchId)``: that com
 :data:`INBOX_SCHEMA`. Only ``done`` rows count as processed: a failed
 message that comes back from a retry tier is processed again.
 
-Writes, plain reads and maintenance go through the inbox's target (:mod:`safebunny.delta`), which checks a replayed
-append (delta-rs) or has Spark Delta skip it; the look-ups (is a batch done, which ids were seen) each backend
-answers its own way (:class:`DeltaRsInboxStore`, :class:`SparkInboxStore`).
+Writes, plain reads, maintenance and the look-ups (is a batch done, which ids were seen) go through the inbox's
+target (:class:`~safebunny.delta.target.DeltaTarget`), which checks a replayed append (delta-rs) or has Spark Delta
+skip it, and answers the look-ups in its own backend's terms.
 """
 
 from __future__ import annotations
@@ -18,18 +18,13 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from safebunny.delta.backend import delta_target
-from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.delta.spark_delta import SparkDeltaTarget
 from safebunny.delta.target import BACKENDS, is_path
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.decisions import DecisionTable
-from safebunny.exactly_once.inbox.index import SeenIndex
 from safebunny.storage.location import absolute_location
 from safebunny.storage.volumes import refuse_volume
 
@@ -71,71 +66,6 @@ class InboxRow:
     message_type: str | None = None
 
 
-class DeltaRsInboxStore:
-    """One inbox table's look-ups, read with delta-rs (a path, the default): pyarrow filters on the node's partitions
-    inside the window, answered by the node's :class:`~safebunny.exactly_once.inbox.index.SeenIndex` (O(batch)) when
-    it can, else by a scan; "batch done" is the inbox app transaction's version."""
-
-    def __init__(self, delta: DeltaRsTarget, indexed: bool = True) -> None:
-        self.delta = delta
-        self.indexed = indexed
-        self._indexes: dict[str, SeenIndex] = {}
-
-    def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
-        committed = self.delta.versions({app_id: batch_id})[app_id]
-        return committed is not None and committed >= batch_id
-
-    def seen(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
-        index = self._indexes.get(node)
-        if index is None and self.indexed:
-            index = self._indexes[node] = SeenIndex(self.delta, node)
-        if index is not None:
-            found = index.lookup(message_ids, since, epoch, batch_id)
-            if found is not None:
-                return found
-        return self.scan(node, since, message_ids, epoch, batch_id)
-
-    def scan(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
-        """:meth:`seen` by reading the node's partitions in the window (what the index saves)."""
-        field = pc.field
-        flt = ((field("node") == node) & (field("processedDate") >= since.isoformat())
-               & (field("status") == "done") & field("messageId").isin(pa.array(list(message_ids), pa.string()))
-               & ~((field("epoch") == epoch) & (field("batchId") == batch_id)))
-        found = self.delta.scan(flt, ["messageId"])
-        return set() if found is None else set(found.column("messageId").to_pylist())
-
-
-class SparkInboxStore:
-    """One inbox table's look-ups, through the active SparkSession's Delta (a name): DataFrame filters with literal
-    values (named SQL parameters are unbound with Delta's SQL extension on Spark 4.2:
-    :mod:`safebunny.delta.spark_delta`); "batch done" is read from the table's rows (an empty batch that reads as
-    not done only re-applies effects that are idempotent anyway)."""
-
-    def __init__(self, target: SparkDeltaTarget) -> None:
-        self.target = target
-
-    def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
-        if not self.target.exists():
-            return False
-        from pyspark.sql import functions as F
-
-        mine = (F.col("node") == F.lit(node)) & (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
-        return bool(self.target.frame().where(mine).limit(1).count())
-
-    def seen(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
-        if not self.target.exists():
-            return set()
-        from pyspark.sql import functions as F
-
-        ids = self.target.spark().createDataFrame(pa.table({"messageId": pa.array(list(message_ids), pa.string())}))
-        own = (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
-        done = self.target.frame().where((F.col("node") == F.lit(node))
-                                         & (F.col("processedDate") >= F.lit(since.isoformat()))
-                                         & (F.col("status") == F.lit("done")) & ~own)
-        found = done.select("messageId").join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
-        return set(found.column("messageId").to_pylist())
-
-
 class Inbox:
     """A node's view of the inbox table ``path``: a path (delta-rs, the default) or, with Spark Delta in
     the session (Databricks), a table name; ``backend="spark"`` reads and writes a path through Spark Delta.
@@ -161,8 +91,6 @@ class Inbox:
         self.window = window
         self.target = delta_target(path, backend=backend, what="The inbox", option="inbox")
         self.backend = self.target.backend
-        # the look-ups in the target's own terms (pyarrow filters and an index, or Spark SQL)
-        self._store: Any = (SparkInboxStore if self.backend == "spark" else DeltaRsInboxStore)(self.target)
 
     @property
     def state(self) -> str:
@@ -180,7 +108,7 @@ class Inbox:
 
     def batch_done(self, epoch: str, batch_id: int) -> bool:
         """Whether batch ``batch_id`` of ``epoch`` has recorded its rows (all its effects are done)."""
-        return self._store.batch_done(self.app_id(epoch), self.node, epoch, batch_id)
+        return self.target.batch_done(self.app_id(epoch), self.node, epoch, batch_id)
 
     def seen(self, message_ids: Sequence[str], epoch: str, batch_id: int,
              now: dt.datetime | None = None) -> set[str]:
@@ -189,7 +117,7 @@ class Inbox:
         if not message_ids:
             return set()
         since = (_date(now) - self.window).date()
-        return self._store.seen(self.node, since, message_ids, epoch, batch_id)
+        return self.target.seen(self.node, since, message_ids, epoch, batch_id)
 
     def record(self, rows: Sequence[InboxRow], epoch: str, batch_id: int, now: dt.datetime | None = None) -> bool:
         """Append ``rows`` as batch ``(epoch, batch_id)``'s marker; a no-op when already recorded."""

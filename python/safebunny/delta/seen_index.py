@@ -20,8 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from safebunny.delta.delta_rs import DeltaRsTarget
-
 __all__ = ["SeenIndex", "id_hashes"]
 
 log = logging.getLogger("safebunny.inbox")
@@ -36,7 +34,7 @@ def id_hashes(ids: Sequence[str]) -> np.ndarray:
 class SeenIndex:
     """The ``done`` ids of ``node`` in the inbox at ``delta``, as sorted hashes with their files."""
 
-    def __init__(self, delta: DeltaRsTarget, node: str) -> None:
+    def __init__(self, delta: Any, node: str) -> None:  # a DeltaRsTarget, which imports this module
         self.delta = delta
         self.node = node
         self._hashes = np.empty(0, np.int64)
