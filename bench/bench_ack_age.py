@@ -24,11 +24,11 @@ import pika
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from brokers import ThrowawayBroker  # noqa: E402
-from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader  # noqa: E402
+from pyspark_safebunny.queue_reader import SafeBunnyQueueReader  # noqa: E402
 from pyspark_safebunny.schema import schema_for  # noqa: E402
 from safebunny.errors import SafeBunnyError  # noqa: E402
 from safebunny.options.source import SOURCE_OPTIONS, parse_source_options  # noqa: E402
-from safebunny.source.consumer import QueueConsumer  # noqa: E402
+from safebunny.queues.consumer import QueueConsumer  # noqa: E402
 
 __all__ = ["main"]
 
@@ -57,7 +57,7 @@ def _run(uri: str, queue: str, duration: float, batches: int, batch: int, timeou
     if any(spec.name == "consumerTimeoutMs" for spec in SOURCE_OPTIONS):  # absent before S4
         raw["consumerTimeoutMs"] = str(timeout_ms)
     options = parse_source_options(raw)
-    reader = SafeBunnyQueueStreamReader(options, schema_for(False, True))
+    reader = SafeBunnyQueueReader(options, schema_for(False, True))
     reader.source._consumer = _StampingConsumer(uri, queue, prefetch=reader.source.prefetch()).start()
     stamps: _Stamped = reader.source._consumer._buffer  # type: ignore[assignment]
     first_of: dict[int, tuple[int, int]] = {}

@@ -65,13 +65,13 @@ def connector_missing() -> dict[str, str]:
     import importlib
 
     missing = {}
-    for role, module in (("source", "pyspark_safebunny.stream_reader"), ("sink", "pyspark_safebunny.writer")):
+    for role, module in (("source", "pyspark_safebunny.microbatch_reader"), ("sink", "pyspark_safebunny.writer")):
         try:
             importlib.import_module(module)
         except ImportError as exc:
             missing[role] = f"{module} is not installed ({exc}); run `make install` once it has landed"
     try:
-        from pyspark_safebunny.stream_reader import create_stream_reader  # noqa: F401
+        from pyspark_safebunny.microbatch_reader import create_microbatch_reader  # noqa: F401
         importlib.import_module("pyspark_safebunny.stream_queue_reader")
     except ImportError as exc:
         missing["stream source"] = f"pyspark_safebunny.stream_queue_reader is not installed ({exc})"

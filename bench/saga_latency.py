@@ -6,7 +6,7 @@
 Plain: three queries, each the safebunny source -> the safebunny sink (no inbox, no effects), chained
 through four quorum queues, with the processing-time trigger as a user writes them. Plain paced: the same
 queries run the way ``saga.run`` runs its steps (a zero trigger; the first query paced by its source at the
-trigger's interval, the others taking each upstream output as it arrives: ``safebunny.source.pacing``), the
+trigger's interval, the others taking each upstream output as it arrives: ``safebunny.queues.pacing``), the
 baseline that isolates a step's own cost from how the hops are triggered. Saga: ``safebunny.Saga`` with
 three steps, each one Delta append and one emit, its last emit bound to a measuring queue. All get the same
 offered load (``rate`` messages per second for ``seconds``, each body carrying its publish time), the same
@@ -138,8 +138,8 @@ def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work
            paced: bool = False) -> dict[str, Any]:
     """Three chained plain queries with ``trigger`` as a user writes them, or (``paced``) run the way a saga runs
     its steps: a zero trigger, the first query paced by its source at the trigger's interval, the others taking
-    each upstream output as it arrives (safebunny.source.pacing)."""
-    from safebunny.saga.run.queries import interval_ms
+    each upstream output as it arrives (safebunny.queues.pacing)."""
+    from safebunny.options import duration_ms
 
     tag = uuid.uuid4().hex[:6]
     queues = [f"sb-lat-plain-{tag}-{i}" for i in range(HOPS + 1)]
@@ -150,7 +150,7 @@ def _plain(spark: Any, uri: str, rate: float, seconds: float, trigger: str, work
             reader = (spark.readStream.format("safebunny").option("uri", uri).option("queue", queues[i])
                       .option("queueType", "quorum").option("journalLocation", str(work / f"pj-{tag}-{i}")))
             if paced and i == 0:
-                reader = reader.option("minBatchIntervalMs", str(int(interval_ms(trigger) or 1000)))
+                reader = reader.option("minBatchIntervalMs", str(int(duration_ms(trigger) or 1000)))
             queries.append(reader.load().select("value", "messageId", "correlationId").writeStream.format("safebunny")
                            .option("uri", uri).option("routingKey", queues[i + 1])
                            .option("checkpointLocation", str(work / f"pck-{tag}-{i}"))

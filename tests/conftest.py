@@ -445,13 +445,13 @@ def queue_totals(broker: Broker, queue: str) -> tuple[int, int]:
 def queue_reader(uri: str, queue: str, journal: str, **extra: str):  # type: ignore[no-untyped-def]
     """The reader of a classic queue as Spark builds it (options parsed, schema derived), for tests that drive
     ``latestOffset``/``partitions``/``read``/``commit`` themselves."""
-    from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
+    from pyspark_safebunny.queue_reader import SafeBunnyQueueReader
     from pyspark_safebunny.schema import schema_for
     from safebunny.options.source import parse_source_options
 
     options = parse_source_options({"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal,
                                     **extra})
-    return SafeBunnyQueueStreamReader(options, schema_for(options.include_headers, True))
+    return SafeBunnyQueueReader(options, schema_for(options.include_headers, True))
 
 
 @pytest.fixture

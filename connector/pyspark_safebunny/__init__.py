@@ -3,7 +3,7 @@
 Spark looks up Python data sources in installed top-level modules whose names start with
 ``pyspark_`` and that expose a ``DefaultSource`` class; this is that module, so
 ``spark.readStream.format("safebunny")`` works with no register call. :class:`SafeBunnyDataSource`, the entry
-point Spark instantiates for ``format("safebunny")``, only dispatches: the source lives in ``stream_reader`` (batch
+point Spark instantiates for ``format("safebunny")``, only dispatches: the source lives in ``microbatch_reader`` (batch
 reads of stream queues in ``stream_queue_reader``; schema in ``schema``), the sink in ``writer``. Imports are lazy
 so that each Spark role loads only what it runs.
 """
@@ -52,9 +52,9 @@ class SafeBunnyDataSource(DataSource):
         return create_batch_reader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        from pyspark_safebunny.stream_reader import create_stream_reader
+        from pyspark_safebunny.microbatch_reader import create_microbatch_reader
 
-        return create_stream_reader(self.options, schema)
+        return create_microbatch_reader(self.options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from pyspark_safebunny.writer import create_writer

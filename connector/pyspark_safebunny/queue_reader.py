@@ -1,7 +1,7 @@
-"""``SafeBunnyQueueStreamReader``: classic and quorum queues in Spark, acked only on commit.
+"""``SafeBunnyQueueReader``: classic and quorum queues in Spark, acked only on commit.
 
-Spark's side of :class:`safebunny.source.queue_source.QueueSource`, which holds the contract: this module
-maps Spark's read limits and offsets (dicts of :class:`~safebunny.source.offset.QueueOffset`) onto it, and
+Spark's side of :class:`safebunny.queues.queue_source.QueueSource`, which holds the contract: this module
+maps Spark's read limits and offsets (dicts of :class:`~safebunny.queues.offset.QueueOffset`) onto it, and
 serves each planned batch from its journal file (:class:`JournalPartition`, read on an executor).
 """
 
@@ -21,13 +21,16 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from safebunny._lazy import exports
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import SourceOptions
-from safebunny.source.journal import Journal
-from safebunny.source.offset import QueueOffset
-from safebunny.source.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
+from safebunny.queues.journal import Journal
+from safebunny.queues.offset import QueueOffset
+from safebunny.queues.queue_source import DEFAULT_MAX_MESSAGES, QueueSource
 
-__all__ = ["SafeBunnyQueueStreamReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "read_journal_partition"]
+__all__ = ["SafeBunnyQueueReader", "JournalPartition", "DEFAULT_MAX_MESSAGES", "read_journal_partition"]
+#: the names of earlier releases (CHANGELOG.md)
+__getattr__, _ = exports(__name__, {}, {"SafeBunnyQueueStreamReader": "write SafeBunnyQueueReader."})
 
 
 @dataclass
@@ -43,8 +46,8 @@ class JournalPartition(InputPartition):
         super().__init__((self.start_seq, self.end_seq))
 
 
-class SafeBunnyQueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Reads a classic or quorum queue (:class:`~safebunny.source.queue_source.QueueSource` does the work)."""
+class SafeBunnyQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads a classic or quorum queue (:class:`~safebunny.queues.queue_source.QueueSource` does the work)."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         self.options = options

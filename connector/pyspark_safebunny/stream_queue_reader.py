@@ -30,17 +30,21 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from pyspark_safebunny.schema import resolve_queue_type, schema_for
+from safebunny._lazy import exports
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.options.source import SourceOptions, parse_source_options
 from safebunny.streams.offsets import batch_start, from_spark_offset, split_range, to_spark_offset
 from safebunny.streams.stream_source import StreamSource, batch_range, read_partition
 
-__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamPartition", "read_stream_partition", "check_schema",
-           "create_batch_reader", "SafeBunnyStreamBatchReader"]
+__all__ = ["SafeBunnyStreamQueueReader", "SafeBunnyStreamQueuePartition", "read_stream_partition", "check_schema",
+           "create_batch_reader", "SafeBunnyStreamQueueBatchReader"]
+#: the names of earlier releases (CHANGELOG.md)
+__getattr__, _ = exports(__name__, {}, {"SafeBunnyStreamBatchReader": "write SafeBunnyStreamQueueBatchReader.",
+                                        "SafeBunnyStreamPartition": "write SafeBunnyStreamQueuePartition."})
 
 
 @dataclass
-class SafeBunnyStreamPartition(InputPartition):
+class SafeBunnyStreamQueuePartition(InputPartition):
     """Stream offsets ``[start, end)`` of one stream queue (plain fields: picklable)."""
 
     start: int
@@ -64,7 +68,7 @@ def check_schema(options: SourceOptions, schema: StructType) -> None:
 def read_stream_partition(options: SourceOptions, partition: InputPartition) -> Iterator[Any]:
     """Yield Arrow batches with exactly the stream offsets of ``partition`` (runs on executors); none for any
     other partition (Spark's stand-in for "no partitions")."""
-    if not isinstance(partition, SafeBunnyStreamPartition):
+    if not isinstance(partition, SafeBunnyStreamQueuePartition):
         return iter(())
     return read_partition(options, partition.start, partition.end)
 
@@ -108,7 +112,7 @@ class SafeBunnyStreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailabl
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         ranges = split_range(batch_start(start, end), from_spark_offset(end), self.options.min_partitions)
-        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in ranges]
+        return [SafeBunnyStreamQueuePartition(lo, hi) for lo, hi in ranges]
 
     def commit(self, end: dict) -> None:
         """Nothing to do: a stream queue keeps its messages; the checkpoint records progress."""
@@ -134,10 +138,10 @@ def create_batch_reader(raw_options: Mapping[str, str], schema: StructType) -> D
             "after each batch has committed.",
             "queue",
         )
-    return SafeBunnyStreamBatchReader(options, schema)
+    return SafeBunnyStreamQueueBatchReader(options, schema)
 
 
-class SafeBunnyStreamBatchReader(DataSourceReader):
+class SafeBunnyStreamQueueBatchReader(DataSourceReader):
     """Reads ``[startingOffsets, tail)`` of a stream queue once."""
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -147,7 +151,8 @@ class SafeBunnyStreamBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         start, end = batch_range(self.options)
-        return [SafeBunnyStreamPartition(lo, hi) for lo, hi in split_range(start, end, self.options.min_partitions)]
+        return [SafeBunnyStreamQueuePartition(lo, hi)
+                for lo, hi in split_range(start, end, self.options.min_partitions)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_stream_partition(self.options, partition)

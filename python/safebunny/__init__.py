@@ -37,7 +37,10 @@ _LAZY = {
     "read_stream": "safebunny.spark.session",
     "error_of": "safebunny.spark.exceptions",
 }
-__getattr__, __dir__ = _lazy.exports(__name__, _LAZY)
+#: public names of earlier releases that went, and what to write instead (CHANGELOG.md)
+_GONE = {"FORMAT": 'the format name is the string "safebunny": write format("safebunny").',
+         "SafeBunnyInboxConflictError": "it was never raised; catch safebunny.SafeBunnyError."}
+__getattr__, __dir__ = _lazy.exports(__name__, _LAZY, _GONE)
 _lazy.refuse_moved()  # an old module path (before a move) raises SafeBunnyMovedError naming the new one
 
 if _typing.TYPE_CHECKING:  # what the names are, for type checkers and editors

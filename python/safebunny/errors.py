@@ -52,7 +52,7 @@ class SafeBunnyBrokerError(SafeBunnyError):
 
 
 class JournalOwnerError(SafeBunnyOptionError):
-    """``journalLocation`` belongs to another query (:mod:`safebunny.source.journal_owner`)."""
+    """``journalLocation`` belongs to another query (:mod:`safebunny.queues.journal_owner`)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message, "journalLocation")
@@ -87,7 +87,8 @@ class SafeBunnyMissingDependencyError(SafeBunnyError, ImportError):
 
 
 class SafeBunnyMovedError(SafeBunnyError, ImportError):
-    """A module imported by a path it had before it moved; the message names where it is now (CHANGELOG.md)."""
+    """A module imported by a path it had before it moved, or a name of an earlier release that moved or went; the
+    message names where it is now or what to write instead (CHANGELOG.md)."""
 
 
 class SafeBunnyPlanError(SafeBunnyError):

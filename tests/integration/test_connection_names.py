@@ -14,9 +14,9 @@ from conftest import wait_until
 from safebunny.amqp.confirming_publisher import close_all
 from safebunny.exactly_once import FailedRow
 from safebunny.options.source import parse_source_options
+from safebunny.queues.queue_source import QueueSource
 from safebunny.saga.run.failures import FailureRouter
 from safebunny.saga.run.queries import source_options
-from safebunny.source.queue_source import QueueSource
 
 
 def _connection_names(broker: ThrowawayBroker) -> set[str]:

@@ -10,7 +10,7 @@ from conftest import publish_numbered as _publish
 from conftest import queue_totals
 from conftest import wait_until as _wait
 from safebunny.errors import SafeBunnyBrokerError
-from safebunny.source.consumer import QueueConsumer, open_connection
+from safebunny.queues.consumer import QueueConsumer, open_connection
 
 
 def test_taken_messages_stay_unacked_until_ack_through(broker, amqp_uri, make_queue):

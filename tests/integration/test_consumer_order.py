@@ -7,7 +7,7 @@ after deliveries that arrived later directly.
 """
 
 from conftest import publish_numbered
-from safebunny.source.consumer import QueueConsumer
+from safebunny.queues.consumer import QueueConsumer
 
 
 def test_a_deep_queue_is_buffered_in_tag_order_across_the_consumer_restart(amqp_uri, make_queue, admin):

@@ -9,7 +9,7 @@ import pika
 import pytest
 
 from conftest import wait_until
-from safebunny.source.consumer import QueueConsumer
+from safebunny.queues.consumer import QueueConsumer
 
 FIELDS = ("content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id",
           "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id", "cluster_id")

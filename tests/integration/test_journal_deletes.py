@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from conftest import publish_numbered, queue_reader
-from safebunny.source.journal import Journal, batch_file_name
+from safebunny.queues.journal import Journal, batch_file_name
 
 
 def _names(path) -> list[str]:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import publish_numbered, queue_reader
 from safebunny.errors import SafeBunnyDataLossError
-from safebunny.source.journal import batch_file_name
+from safebunny.queues.journal import batch_file_name
 
 
 def test_a_pending_batch_with_its_journal_gone_fails_instead_of_being_skipped_and_acked(amqp_uri, make_queue,

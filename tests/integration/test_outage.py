@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import safebunny.source.consumer as consumer_mod
+import safebunny.queues.consumer as consumer_mod
 from conftest import publish_numbered, queue_reader
 from safebunny.errors import BrokerUnreachableError, SafeBunnyBrokerError
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 from conftest import publish_numbered
 from conftest import queue_reader as _reader
 from safebunny.amqp import message_rows
-from safebunny.source.journal import Journal
+from safebunny.queues.journal import Journal
 
 KIB = 1024
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import publish_numbered, queue_reader, queue_totals, wait_until
-from safebunny.source.journal_owner import OFFSET_KEY, OWNER_FILE, JournalOwnerError
+from safebunny.queues.journal_owner import OFFSET_KEY, OWNER_FILE, JournalOwnerError
 
 
 def _serve(reader, start, end):

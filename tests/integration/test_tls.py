@@ -6,7 +6,7 @@ import pika
 import pytest
 
 from brokers import ThrowawayBroker, free_port
-from safebunny.source.consumer import QueueConsumer
+from safebunny.queues.consumer import QueueConsumer
 
 
 def _make_ca_and_server_cert(tmp):

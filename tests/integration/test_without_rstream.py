@@ -39,7 +39,7 @@ def _wrong_password(uri: str) -> str:
 def test_wrong_password_and_missing_queue_give_clear_errors(amqp_uri, unique_name):
     got = _without_rstream("""
         from safebunny.amqp.connection import open_blocking
-        from safebunny.source.consumer import QueueConsumer
+        from safebunny.queues.consumer import QueueConsumer
         out = {}
         for what, fn in [("password", lambda: open_blocking(V["bad"], name="safebunny/test")),
                          ("queue", lambda: QueueConsumer(V["uri"], V["missing"], 10).start())]:

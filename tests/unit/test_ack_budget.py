@@ -5,7 +5,7 @@ import logging
 import pytest
 
 from safebunny.errors import SafeBunnyBrokerError
-from safebunny.source.ack_budget import AckBudget
+from safebunny.queues.ack_budget import AckBudget
 
 
 def test_two_losses_within_five_commits_fail_with_what_to_do():

@@ -1,9 +1,9 @@
 """The queue source's one admission rule: whether a poll takes a batch now, and its waits
-(safebunny.source.admission)."""
+(safebunny.queues.admission)."""
 
 import pytest
 
-from safebunny.source.admission import Admission
+from safebunny.queues.admission import Admission
 
 
 def test_an_unpaced_source_takes_at_once_and_waits_poll_timeout_for_a_first_message():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from safebunny.source.consumer import Delivery, QueueConsumer
+from safebunny.queues.consumer import Delivery, QueueConsumer
 
 URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 

@@ -2,7 +2,7 @@ import pyarrow as pa
 import pytest
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyOptionError
-from safebunny.source.journal import Journal, batch_file_name, parse_batch_file_name
+from safebunny.queues.journal import Journal, batch_file_name, parse_batch_file_name
 
 
 def _batch(n: int) -> pa.RecordBatch:

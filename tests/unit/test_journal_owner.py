@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from safebunny.source.journal import Journal
-from safebunny.source.journal_owner import LEASE_SECONDS, OWNER_FILE, JournalOwner, JournalOwnerError
+from safebunny.queues.journal import Journal
+from safebunny.queues.journal_owner import LEASE_SECONDS, OWNER_FILE, JournalOwner, JournalOwnerError
 
 
 def _owner(path, queue="orders"):

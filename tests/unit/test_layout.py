@@ -17,13 +17,13 @@ CORE = Path(__file__).resolve().parents[2] / "python" / "safebunny"
 
 # package -> the safebunny packages it must never import
 FORBIDDEN = {
-    "amqp": {"source", "delta", "exactly_once", "saga", "cli", "demo", "spark"},
-    "source": {"streams", "delta", "exactly_once", "saga", "cli", "demo", "spark"},
+    "amqp": {"queues", "delta", "exactly_once", "saga", "cli", "demo", "spark"},
+    "queues": {"streams", "delta", "exactly_once", "saga", "cli", "demo", "spark"},
     "streams": {"delta", "exactly_once", "saga", "cli", "demo", "spark"},
     "exactly_once": {"saga", "cli", "demo"},
     "saga": {"cli", "demo"},
     "options": {"amqp", "streams", "delta", "exactly_once", "saga", "cli", "demo", "spark"},
-    "spark": {"amqp", "source", "streams", "delta", "exactly_once", "saga", "cli", "demo"},
+    "spark": {"amqp", "queues", "streams", "delta", "exactly_once", "saga", "cli", "demo"},
 }
 #: package -> the only safebunny modules and packages it may import (besides its own): the Delta tables sit on
 #: the storage layer and know nothing of steps, sagas or the broker
@@ -108,7 +108,7 @@ _OUTSIDE_OPTIONS = [p for folder in ("python", "connector") for p in sorted((_RO
 
 @pytest.mark.parametrize("path", _OUTSIDE_OPTIONS, ids=lambda p: str(p.relative_to(_ROOT)))
 def test_options_are_read_by_attribute_outside_the_option_tables(path: Path) -> None:
-    """Issue 49: options are parsed once, by the OptionSpec tables in ``safebunny/options/``, into typed objects
+    """Options are parsed once, by the OptionSpec tables in ``safebunny/options/``, into typed objects
     (``SourceOptions``, ``SinkOptions``, ``ConnectionSettings``) read by attribute; code that needs Spark's
     strings renders them with ``spark_options()``. A string-keyed read elsewhere is a second style coming back."""
     hits = _string_keyed_option_reads(path.read_text(encoding="utf-8"))

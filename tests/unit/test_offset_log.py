@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from safebunny.source.offset import logged_seq as offset_seq
+from safebunny.queues.offset import logged_seq as offset_seq
 
 
 @pytest.mark.parametrize("text, seq", [

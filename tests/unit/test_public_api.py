@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import re
+
 import pytest
 
 import safebunny
+from safebunny._lazy import MOVED
+from safebunny.errors import SafeBunnyError, SafeBunnyMovedError
 
 
 def test_dir_of_safebunny_is_its_public_names():
@@ -17,10 +23,6 @@ def test_dir_of_safebunny_is_its_public_names():
 
 
 def test_a_module_imported_by_its_path_before_it_moved_is_our_error_naming_the_new_one():
-    import importlib
-
-    from safebunny.errors import SafeBunnyError, SafeBunnyMovedError
-
     for old, new in (("safebunny.saga.topology", "safebunny.saga.define.topology"),
                      ("safebunny.saga.status", "safebunny.saga.look.status"),
                      ("safebunny.saga.queries", "safebunny.saga.run.queries")):
@@ -30,3 +32,33 @@ def test_a_module_imported_by_its_path_before_it_moved_is_our_error_naming_the_n
         assert importlib.import_module(new).__name__ == new
     with pytest.raises(ModuleNotFoundError):  # a name that never existed is Python's own error
         importlib.import_module("safebunny.saga.nothing_here")
+
+
+@pytest.mark.parametrize("old, new", [("safebunny.shim", "safebunny.spark.shim"),
+                                      ("safebunny.source", "safebunny.queues"),
+                                      ("safebunny.exactly_once.inbox.index", "safebunny.delta.seen_index"),
+                                      ("pyspark_safebunny.stream_reader", "pyspark_safebunny.microbatch_reader")])
+def test_a_module_that_moved_is_answered_with_its_new_place(old, new):
+    with pytest.raises(SafeBunnyMovedError, match=rf"import {re.escape(new)} instead"):
+        importlib.import_module(old)
+    importlib.import_module(new)
+    with pytest.raises(SafeBunnyMovedError, match=r"import safebunny\.queues"):  # a package's modules move with it
+        importlib.import_module("safebunny.source.consumer")
+
+
+def test_every_moved_module_has_a_place_and_no_old_name_is_importable():
+    for old, new in MOVED.items():
+        assert importlib.util.find_spec(new) is not None, new
+        assert not old.startswith(new + "."), old
+        with pytest.raises(SafeBunnyMovedError, match=f"{re.escape(old)} moved to {re.escape(new)}"):
+            importlib.import_module(old)
+
+
+def test_names_that_went_or_moved_raise_our_error_naming_the_new_form():
+    with pytest.raises(SafeBunnyMovedError, match='format\\("safebunny"\\)'):
+        safebunny.FORMAT  # noqa: B018
+    with pytest.raises(SafeBunnyMovedError, match="SafeBunnyQueueReader"):
+        from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader  # noqa: F401
+    with pytest.raises(SafeBunnyMovedError, match="SafeBunnyStreamQueuePartition"):
+        from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition  # noqa: F401
+    assert not hasattr(safebunny, "NoSuchName")

@@ -2,7 +2,7 @@
 
 import json
 
-from safebunny.source.offset import QueueOffset
+from safebunny.queues.offset import QueueOffset
 
 
 def test_offsets_round_trip_key_for_key() -> None:

@@ -43,3 +43,12 @@ def test_failure_headers_keep_the_first_failure_and_drop_x_death():
     again = failure_headers(h, step="s.T", error_type="E", reason="boom", attempt=2, poisoned=True,
                             now=first + dt.timedelta(hours=1))
     assert again[FIRST_FAILURE] == first.isoformat() and again[ATTEMPT] == 2 and again[REASON] == "boom"
+
+
+@pytest.mark.parametrize("text, ms", [("1 second", 1000.0), ("250ms", 250.0), ("2 Minutes", 120_000.0),
+                                      ("1.5h", 5_400_000.0), ("1 day", 86_400_000.0), ("500 milliseconds", 500.0)])
+def test_one_duration_parser_reads_trigger_intervals_and_retry_delays(text, ms):
+    from safebunny.options import duration_ms
+
+    assert duration_ms(text) == ms and parse_duration_ms(text) == int(ms)
+    assert duration_ms("availableNow") is None and duration_ms("10") is None

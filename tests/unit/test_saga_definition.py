@@ -168,3 +168,21 @@ def test_an_empty_root_is_refused_naming_what_to_give(root: str) -> None:
                                                    r"give a path or URI") as info:
         safebunny.Step("stock", root)
     assert info.value.option == "inbox"
+
+
+@pytest.mark.parametrize("keyword, value", [("retry", safebunny.Retry()), ("batch_size", 500), ("driver", "a"),
+                                            ("checkpoints", "/tmp/cp")])
+def test_the_saga_keywords_of_earlier_releases_name_their_settings(keyword, value):
+    with pytest.raises(safebunny.SafeBunnyOptionError, match=rf"SagaSettings\({keyword}=\.\.\.\)") as caught:
+        safebunny.Saga("orders", uri="amqp://app:s3cret@h/%2F", root="/tmp/sb-moved", **{keyword: value})
+    assert caught.value.option == keyword and "s3cret" not in str(caught.value)
+    assert "CHANGELOG.md" in str(caught.value)
+
+
+@pytest.mark.parametrize("keyword, new_form", [("uri", r"StepSettings\(connection=safebunny.ConnectionSettings"),
+                                               ("window", r"StepSettings\(window=\.\.\.\)"),
+                                               ("epoch", r"StepSettings\(epoch=\.\.\.\)")])
+def test_the_step_keywords_of_earlier_releases_name_their_settings(keyword, new_form, tmp_path):
+    with pytest.raises(safebunny.SafeBunnyOptionError, match=new_form) as caught:
+        safebunny.Step("billing", str(tmp_path / "inbox"), **{keyword: "x"})
+    assert caught.value.option == keyword

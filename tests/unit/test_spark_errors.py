@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import safebunny
 from safebunny.errors import BrokerAuthenticationError, SafeBunnyError, SafeBunnyOptionError
-from safebunny.source.journal_owner import JournalOwnerError
+from safebunny.queues.journal_owner import JournalOwnerError
 from safebunny.spark.exceptions import message_of
 
 TRACE = """Traceback (most recent call last):
@@ -16,7 +16,7 @@ During handling of the above exception, another exception occurred:
 
 Traceback (most recent call last):
   File "y.py", line 2, in g
-safebunny.source.journal_owner.JournalOwnerError: Option 'journalLocation' belongs to another query.
+safebunny.queues.journal_owner.JournalOwnerError: Option 'journalLocation' belongs to another query.
  SQLSTATE: 38000
 	at org.apache.spark.sql.execution.python.PythonRunner.handle(PythonRunner.scala:1)"""
 

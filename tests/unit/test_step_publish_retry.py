@@ -173,7 +173,7 @@ def test_step_refuses_an_executor_threshold_that_is_no_number(tmp_path):
 
 
 def test_step_settings_are_one_object_and_a_uri_in_their_place_is_refused_without_showing_it(tmp_path):
-    with pytest.raises(SafeBunnyOptionError, match=r"StepSettings\(uri=") as caught:
+    with pytest.raises(SafeBunnyOptionError, match=r"StepSettings\(connection=safebunny.ConnectionSettings") as caught:
         Step("billing", str(tmp_path / "inbox"), "amqp://app:s3cret@h/%2F")  # the third argument before issue 49
     assert caught.value.option == "settings" and "s3cret" not in str(caught.value)
     with pytest.raises(SafeBunnyOptionError, match="publish_options must be a safebunny.PublishOptions"):

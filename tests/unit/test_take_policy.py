@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from safebunny.source.take_policy import BufferView, TakeWaits
+from safebunny.queues.take_policy import BufferView, TakeWaits
 
 
 def _view(buffered: int = 0, paused: bool = False, can_grow: bool = True, restarted: bool = False,

@@ -131,7 +131,7 @@ def _source(**options):
 def test_a_journal_location_on_a_volume_is_accepted(tmp_path) -> None:
     """A journal is plain files, each written whole on a volume (storage/writes.py)."""
     from pyspark_safebunny.schema import require_journal
-    from safebunny.source.journal import Journal
+    from safebunny.queues.journal import Journal
 
     assert Journal(f"dbfs:{VOLUME}/journal").location == f"dbfs:{VOLUME}/journal"
     require_journal(_source(journal_location=f"{VOLUME}/journal"), "quorum")

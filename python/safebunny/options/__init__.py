@@ -30,6 +30,7 @@ __all__ = [
     "parse_int",
     "parse_choice",
     "parse_str",
+    "duration_ms",
     "options_table",
     "option",
     "option_specs",
@@ -111,6 +112,21 @@ def parse_choice(*choices: str) -> Parser:
         )
 
     return parse
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?|d|days?)\s*$", re.I)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(text: str) -> float | None:
+    """``text`` as milliseconds: a number and a unit, ``ms``, ``s``, ``m``, ``h``, ``d`` or their words
+    (``"250ms"``, ``"10s"``, ``"1 second"``, ``"2 hours"``), or None when it is not a duration. The one duration
+    parser: a saga's trigger intervals and retry delays."""
+    match = _DURATION.match(text)
+    if not match:
+        return None
+    unit = match[2].lower()
+    return float(match[1]) * _UNIT_MS["ms" if unit.startswith(("ms", "milli")) else unit[0]]
 
 
 def parse_options(

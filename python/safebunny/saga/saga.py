@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from safebunny.errors import SafeBunnyOptionError
+from safebunny.errors import SafeBunnyOptionError, moved_keywords
 from safebunny.exactly_once import BatchReport, Step, StepSettings
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define import definition, topology
@@ -30,6 +30,12 @@ if TYPE_CHECKING:
 __all__ = ["Saga", "StepStatus", "TraceEntry"]
 
 
+#: the keywords ``Saga`` took before its settings were one SagaSettings, each answered with its new form
+_SETTINGS_KEYWORDS = ("retry", "quorum", "delivery_limit", "batch_size", "strict", "management_url", "poison_max_age",
+                      "unrouted_max_age", "driver", "executor_publish_rows", "executor_partition_rows", "checkpoints")
+
+
+@moved_keywords({k: f"Saga(name, uri, root, SagaSettings({k}=...))" for k in _SETTINGS_KEYWORDS})
 class Saga:
     """A saga named ``name`` on the broker at ``uri``, with checkpoints, journals, the inbox and control files
     under ``root``: ``Saga(name, uri, root, settings, password=...)``, every other setting a keyword of
@@ -51,7 +57,7 @@ class Saga:
             raise SafeBunnyOptionError(
                 f"Saga's root must name where the saga keeps its state, but got {root!r}; give a path or URI, "
                 "e.g. Saga(name, uri, root='/data/sagas/shop') (on Databricks, a volume: /Volumes/...).", "root")
-        if not isinstance(settings, SagaSettings):  # the fourth argument was the retry tiers before issue 49
+        if not isinstance(settings, SagaSettings):  # the fourth argument was the retry tiers in earlier releases
             raise SafeBunnyOptionError(
                 f"Saga's settings must be a safebunny.SagaSettings, but got a {type(settings).__name__}; "
                 "write Saga(name, uri, root, SagaSettings(retry=..., ...)).", "settings")

@@ -3,8 +3,8 @@
 A classic or quorum queue batch *is* one immutable journal file, ``(start, end]`` in the source's sequence,
 and the query's offset log names the range (``offsets/<N>`` its end, ``offsets/<N-1>`` its start). Reading
 that file here gives the rows ``df.toArrow()`` gives, in the same order, without a Spark job in front of the
-step's work; the source, which owns both formats, reads the file (:meth:`~safebunny.source.journal.Journal.rows`)
-and decodes its offsets (:func:`~safebunny.source.offset.logged_seq`). Spark's own read still runs
+step's work; the source, which owns both formats, reads the file (:meth:`~safebunny.queues.journal.Journal.rows`)
+and decodes its offsets (:func:`~safebunny.queues.offset.logged_seq`). Spark's own read still runs
 (:class:`SparkRead`, one stage that counts the rows) so ``numInputRows`` stays true, and a count that differs
 fails the batch (docs/exactly-once.md, "Reading the batch from the journal").
 
@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.errors import SafeBunnyDataLossError, SafeBunnyError
-from safebunny.source.journal import Journal
-from safebunny.source.offset import logged_seq
+from safebunny.queues.journal import Journal
+from safebunny.queues.offset import logged_seq
 from safebunny.storage.location import resolve_under
 
 __all__ = ["JournalRead", "SparkRead", "handed_as_is"]

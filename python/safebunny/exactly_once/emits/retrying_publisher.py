@@ -165,8 +165,8 @@ class EmitPublisher:
         settings = self.settings
         options = settings.sink
         if options is None:
-            raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no uri; pass "
-                                       "StepSettings(uri=...).", "uri")
+            raise SafeBunnyOptionError(f"Step {self.node!r} emits messages but has no broker; pass "
+                                       "StepSettings(connection=safebunny.ConnectionSettings(uri)).", "connection")
         executors = spark is not None and self.from_executors(rows.num_rows, spark)
         where = "executors" if executors else "driver"
         started = time.monotonic()

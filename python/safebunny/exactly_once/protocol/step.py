@@ -34,7 +34,7 @@ import pyarrow as pa
 
 from safebunny.crashpoints import crash_point
 from safebunny.delta.backend import table_identity
-from safebunny.errors import SafeBunnyOptionError
+from safebunny.errors import SafeBunnyOptionError, moved_keywords
 from safebunny.exactly_once.claims.batch_claims import BatchClaims, Claimed
 from safebunny.exactly_once.collect.batch import Batch, NewMessages
 from safebunny.exactly_once.collect.journal_read import JournalRead, SparkRead
@@ -74,6 +74,15 @@ class _Run:
     yielded: Collection[str] = ()
 
 
+#: the keywords ``Step`` took before its settings were one StepSettings, each answered with its new form
+_CONNECTION = "Step(node, inbox, StepSettings(connection=safebunny.ConnectionSettings(uri, password=...)))"
+_SETTINGS_KEYWORDS = ("window", "row_retries", "max_isolation_jobs", "on_failed", "router", "publish_options", "epoch",
+                      "publish_retry_seconds", "inbox_backend", "checkpoint", "prepare", "state", "journal", "skip",
+                      "executor_publish_rows", "executor_partition_rows", "parked")
+
+
+@moved_keywords({"uri": _CONNECTION, "password": _CONNECTION,
+                 **{k: f"Step(node, inbox, StepSettings({k}=...))" for k in _SETTINGS_KEYWORDS}})
 class Step:
     """An exactly-once step: ``query = df.writeStream.foreachBatch(step.foreach_batch(handler))...``.
 
@@ -81,7 +90,7 @@ class Step:
     ids); ``inbox`` the inbox Delta table (may be shared by many nodes): a path, written with delta-rs, or a table
     name when the session has Delta (``inbox_backend="spark"`` puts a path on Spark Delta too); every other
     setting is a keyword of ``settings``, a :class:`~safebunny.exactly_once.protocol.settings.StepSettings`
-    (e.g. ``StepSettings(uri=..., executor_publish_rows=None)``), checked when it is made:
+    (e.g. ``StepSettings(connection=ConnectionSettings(uri), executor_publish_rows=None)``), checked when it is made:
 
     - ``state``: where the step's claims, outcome logs and row decisions live (a path or URI); by default the
       inbox's folder, and required for an inbox given by table name
@@ -135,10 +144,10 @@ class Step:
 
     def __init__(self, node: str, inbox: str, settings: StepSettings | None = None) -> None:
         self.settings = settings = StepSettings() if settings is None else settings
-        if not isinstance(settings, StepSettings):  # the third argument was the uri before issue 49
+        if not isinstance(settings, StepSettings):  # the third argument was the uri in earlier releases
             raise SafeBunnyOptionError(
-                f"Step's settings must be a safebunny.StepSettings, but got a {type(settings).__name__}; "
-                "write Step(node, inbox, StepSettings(uri=..., ...)).", "settings")
+                f"Step's settings must be a safebunny.StepSettings, but got a {type(settings).__name__}; write "
+                "Step(node, inbox, StepSettings(connection=safebunny.ConnectionSettings(uri), ...)).", "settings")
         if not isinstance(inbox, str) or not inbox.strip():  # "" would become the working directory
             raise SafeBunnyOptionError(
                 f"Step's inbox must name the inbox Delta table, but got {inbox!r}; give a path or URI (or a table "

@@ -107,7 +107,7 @@ class SagaLayout:
     def checkpoint(self, unit_label: str) -> str:
         """The Spark checkpoint of one step's (or shard's) query: the driver's own. Two drivers on one checkpoint
         would share one epoch, and a batch id the other used reads as done there (its effects and marker skipped),
-        so a ``checkpoints`` home keeps a folder per driver too (issue 48, item 2); without a driver, as before."""
+        so a ``checkpoints`` home keeps a folder per driver too; without a driver, the home itself."""
         if self.checkpoints is None:
             return os.path.join(self.own_root, "checkpoints", unit_label)
         return os.path.join(self.checkpoints, *([self.driver] if self.driver else []), unit_label)

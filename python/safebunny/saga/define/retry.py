@@ -8,12 +8,12 @@ unreliable across broker versions (docs/sagas.md, "Failures").
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from safebunny.errors import SafeBunnyOptionError
+from safebunny.options import duration_ms
 
 __all__ = ["Retry", "Decision", "parse_duration_ms", "decide", "failure_headers", "ATTEMPT", "FIRST_FAILURE", "REASON"]
 
@@ -26,22 +26,22 @@ REASON = "x-safebunny-reason"
 PARKED_AT = "x-safebunny-parked-at"
 _DROP = ("x-death", "x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-last-death-exchange",
          "x-last-death-queue", "x-last-death-reason", "x-delivery-count")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 #: Errors that retrying cannot mend: a body that does not parse, a message the handler rejects on purpose.
 ALWAYS_POISON = ("MalformedMessage",)
 
 
 def parse_duration_ms(value: str | int | float) -> int:
-    """``"10s"``, ``"1m"``, ``"250ms"``, ``"2h"``, ``"1d"`` (or a number of seconds) in milliseconds."""
+    """``"10s"``, ``"1m"``, ``"250ms"``, ``"2 hours"``, ``"1d"`` (:func:`~safebunny.options.duration_ms`), or a
+    number of seconds, in milliseconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         ms = int(value * 1000)
     else:
-        m = _DURATION.match(str(value))
-        if not m:
+        parsed = duration_ms(str(value))
+        if parsed is None:
             raise SafeBunnyOptionError(
-                f"A retry delay must look like '250ms', '10s', '1m', '2h' or '1d'; got {value!r}.", "delays")
-        ms = int(float(m[1]) * _UNIT_MS[m[2]])
+                f"A retry delay must look like '250ms', '10s', '1m', '2h', '1d' or '30 seconds'; got {value!r}.",
+                "delays")
+        ms = int(parsed)
     if ms <= 0:
         raise SafeBunnyOptionError(f"A retry delay must be positive; got {value!r}.", "delays")
     return ms

@@ -17,11 +17,11 @@ saga's root (``checkpoints/<node>.<type>``, ``journal/<node>.<type>``), so a res
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from typing import Any
 
 from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
+from safebunny.options import duration_ms
 from safebunny.options.source import SourceOptions
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaRunner, SagaShape
@@ -32,7 +32,7 @@ from safebunny.spark.exceptions import error_of, is_plan_error, message_of, rais
 from safebunny.spark.log_levels import note_streaming_started, quiet_query_context
 from safebunny.spark.session import activate, read_stream
 
-__all__ = ["source_frame", "source_options", "start_query", "interval_ms", "is_entry", "is_available_now",
+__all__ = ["source_frame", "source_options", "start_query", "is_entry", "is_available_now",
            "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
            "note_serialization_race", "note_restart", "batch_function", "StepRecorder"]
 
@@ -63,7 +63,7 @@ def source_options(saga: SagaShape, step: SagaStep, trigger: str | None = None,
     role, so the broker's connection list says whose consumer a connection is. ``await_file``: an availableNow
     run's ``availableNowAwaitFile`` (a drain's, for a step fed by other steps)."""
     config, layout = saga.config, saga.config.layout
-    interval = None if trigger is None else interval_ms(trigger)
+    interval = None if trigger is None else duration_ms(trigger)
     # only an entry step is paced, by its source, under a zero trigger (docs/sagas.md, "Running")
     paced = interval is not None and is_entry(saga, step)
     return SourceOptions(
@@ -95,7 +95,7 @@ def start_query(spark: Any, saga: SagaRunner, step: SagaStep, trigger: str | Non
         writer = writer.trigger(availableNow=True)
     else:
         # the source paces the batches instead (see source_frame): interval triggers put the hops in lockstep
-        writer = writer.trigger(processingTime="0 seconds" if interval_ms(trigger) is not None else trigger)
+        writer = writer.trigger(processingTime="0 seconds" if duration_ms(trigger) is not None else trigger)
     query = first_stream.start(spark, writer)  # a new driver's first query alone: see safebunny.spark.first_stream
     note_streaming_started(spark)
     return query
@@ -148,18 +148,6 @@ def plan_error(saga_name: str, step: SagaStep, exc: BaseException) -> SafeBunnyP
         f"saga {saga_name!r} step {step.unit_label} (handler {handler}, schema {step.schema!r}): Spark refused the "
         f"handler's plan: {' '.join(cause.split())} This fails every batch, so the step is not restarted: fix the "
         "handler (or the step's schema=) and run the saga again.")
-
-
-_INTERVAL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|seconds?|m|minutes?|h|hours?)\s*$", re.I)
-_INTERVAL_MS = {"ms": 1, "millisecond": 1, "milliseconds": 1, "s": 1000, "second": 1000, "seconds": 1000,
-                "m": 60_000, "minute": 60_000, "minutes": 60_000, "h": 3_600_000, "hour": 3_600_000,
-                "hours": 3_600_000}
-
-
-def interval_ms(trigger: str) -> float | None:
-    """A processing-time trigger's interval in milliseconds (``"1 second"`` -> 1000.0), or None."""
-    match = _INTERVAL.match(trigger)
-    return None if not match else float(match[1]) * _INTERVAL_MS[match[2].lower()]
 
 
 def not_worth_a_restart(error: BaseException) -> bool:

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from safebunny.crashpoints import crash_point
 from safebunny.errors import SafeBunnyBrokerError, SafeBunnyDataLossError
-from safebunny.source.ack_budget import AckBudget
-from safebunny.source.admission import Admission
-from safebunny.source.consumer import Delivery, QueueConsumer
-from safebunny.source.journal import Journal, deliveries_to_table
-from safebunny.source.journal_owner import JournalOwner
-from safebunny.source.offset import QueueOffset
+from safebunny.queues.ack_budget import AckBudget
+from safebunny.queues.admission import Admission
+from safebunny.queues.consumer import Delivery, QueueConsumer
+from safebunny.queues.journal import Journal, deliveries_to_table
+from safebunny.queues.journal_owner import JournalOwner
+from safebunny.queues.offset import QueueOffset
 from safebunny.storage.location import absolute_location
 from safebunny.storage.pause import await_file_present, paused_until
 

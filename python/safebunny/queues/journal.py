@@ -26,7 +26,7 @@ from safebunny.storage.records import list_records, remove_record
 from safebunny.storage.writes import write_atomically
 
 if TYPE_CHECKING:
-    from safebunny.source.consumer import Delivery
+    from safebunny.queues.consumer import Delivery
 
 __all__ = ["Journal", "batch_file_name", "parse_batch_file_name", "deliveries_to_table", "fit_headers"]
 

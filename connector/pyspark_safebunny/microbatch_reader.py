@@ -1,6 +1,7 @@
-"""``create_stream_reader``: the source's stream reader, which picks the reader for the queue's type.
+"""``create_microbatch_reader``: the source's micro-batch reader (Spark's ``DataSourceStreamReader``), which picks
+the reader for the queue's type.
 
-Classic and quorum queues get :class:`SafeBunnyQueueStreamReader` (journal, ack on
+Classic and quorum queues get :class:`SafeBunnyQueueReader` (journal, ack on
 commit); stream queues get :class:`SafeBunnyStreamQueueReader` (read by offset).
 """
 
@@ -16,12 +17,13 @@ from pyspark.sql.types import StructType
 from pyspark_safebunny.schema import require_journal, resolve_queue_type
 from safebunny.options.source import SourceOptions, parse_source_options
 
-__all__ = ["create_stream_reader", "SafeBunnyStreamReader"]
+__all__ = ["create_microbatch_reader", "SafeBunnyMicroBatchReader"]
 
 
-def create_stream_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceStreamReader:
-    """The source's stream reader; it asks the broker nothing until Spark calls it (:class:`SafeBunnyStreamReader`)."""
-    return SafeBunnyStreamReader(parse_source_options(raw_options), schema)
+def create_microbatch_reader(raw_options: Mapping[str, str], schema: StructType) -> DataSourceStreamReader:
+    """The source's micro-batch reader; it asks the broker nothing until Spark calls it
+    (:class:`SafeBunnyMicroBatchReader`)."""
+    return SafeBunnyMicroBatchReader(parse_source_options(raw_options), schema)
 
 
 def _queue_reader(options: SourceOptions, schema: StructType) -> DataSourceStreamReader:
@@ -31,12 +33,12 @@ def _queue_reader(options: SourceOptions, schema: StructType) -> DataSourceStrea
 
         return SafeBunnyStreamQueueReader(options, schema)
     require_journal(options, queue_type)
-    from pyspark_safebunny.queue_reader import SafeBunnyQueueStreamReader
+    from pyspark_safebunny.queue_reader import SafeBunnyQueueReader
 
-    return SafeBunnyQueueStreamReader(options, schema)
+    return SafeBunnyQueueReader(options, schema)
 
 
-class SafeBunnyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class SafeBunnyMicroBatchReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The reader Spark gets: it probes the queue's type and creates the reader for it on Spark's first call.
 
     PySpark's streaming source runner creates the reader in a ``try`` whose ``finally`` calls
@@ -90,7 +92,7 @@ class SafeBunnyStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             from pyspark_safebunny.queue_reader import read_journal_partition
 
             return read_journal_partition(partition)  # type: ignore[arg-type]
-        if kind == "SafeBunnyStreamPartition":
+        if kind == "SafeBunnyStreamQueuePartition":
             from pyspark_safebunny.stream_queue_reader import read_stream_partition
 
             return read_stream_partition(self.options, partition)

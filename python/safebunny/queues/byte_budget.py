@@ -1,6 +1,6 @@
 """The consumer's byte budget, pure: body bytes delivered and taken, and the prefetch the budget holds.
 
-The consumer (:mod:`safebunny.source.consumer`) counts each delivery in and each take out, and asks this when
+The consumer (:mod:`safebunny.queues.consumer`) counts each delivery in and each take out, and asks this when
 to cancel, when to consume again and with which prefetch; the cancel and the consume themselves are its I/O.
 """
 

@@ -2,7 +2,7 @@
 
 ``seq`` counts the messages this query has taken (never a delivery tag, which is channel-scoped);
 ``tick`` only moves to make Spark plan an empty batch (so that it commits the one before); ``journal``
-is the journal owner's id (:mod:`safebunny.source.journal_owner`), present once the query has written a batch.
+is the journal owner's id (:mod:`safebunny.queues.journal_owner`), present once the query has written a batch.
 The JSON is what checkpoints already hold, key for key: ``{"seq": n, "tick": t}`` plus ``"journal"``
 when set; an old offset without ``tick`` reads as tick 0. :func:`logged_seq` reads it back from a file of Spark's
 offset log, for a step that reads its batch from the journal.
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from safebunny.source.journal_owner import OFFSET_KEY
+from safebunny.queues.journal_owner import OFFSET_KEY
 
 __all__ = ["QueueOffset", "logged_seq"]
 

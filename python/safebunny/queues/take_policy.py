@@ -1,4 +1,4 @@
-"""When :meth:`~safebunny.source.consumer.QueueConsumer.take` keeps waiting for deliveries: pure rules over
+"""When :meth:`~safebunny.queues.consumer.QueueConsumer.take` keeps waiting for deliveries: pure rules over
 what the buffer and the consumer show, and a clock passed in.
 
 A take waits in up to four phases (first, restart, backlog, fill; what each waits for: docs/source.md, "How

@@ -34,9 +34,9 @@ from safebunny.errors import (
     SafeBunnyError,
     VhostNotFoundError,
 )
-from safebunny.source.byte_budget import ByteBudget
-from safebunny.source.consumer_acks import ConsumerAcks
-from safebunny.source.take_policy import BufferView, TakeWaits
+from safebunny.queues.byte_budget import ByteBudget
+from safebunny.queues.consumer_acks import ConsumerAcks
+from safebunny.queues.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
 __all__ = ["Delivery", "QueueConsumer", "open_connection"]
@@ -329,7 +329,7 @@ class QueueConsumer:
         fill_wait: float = 0.0,
     ) -> list[Delivery]:
         """Take up to ``max_messages`` deliveries (and about ``max_bytes`` of bodies), waiting as
-        :class:`~safebunny.source.take_policy.TakeWaits` says (``first_wait``, ``linger``, ``fill_wait``:
+        :class:`~safebunny.queues.take_policy.TakeWaits` says (``first_wait``, ``linger``, ``fill_wait``:
         docs/source.md, "How long a take waits"). Never blocks the I/O thread.
         """
         self._check()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from safebunny.errors import JournalOwnerError, SafeBunnyError
-from safebunny.source.journal import Journal
+from safebunny.queues.journal import Journal
 from safebunny.storage.lease import DAMAGED, Lease, Renewer, write_lease
 from safebunny.storage.records import read_record
 from safebunny.storage.writes import writes_whole

@@ -1,6 +1,6 @@
 """The consumer's calls onto its I/O thread from the Spark-facing thread: acks on commit, their
 confirmation, and the queue's depth. :class:`ConsumerAcks` is owned by a
-:class:`~safebunny.source.consumer.QueueConsumer` (its ``acks``), which hands it the one thing it does not own:
+:class:`~safebunny.queues.consumer.QueueConsumer` (its ``acks``), which hands it the one thing it does not own:
 the current connection, channel and channel generation (the consumer replaces them on a reconnect). The ack
 state (what was acked, asked for, confirmed) and the queue's last known depth are its own."""
 
