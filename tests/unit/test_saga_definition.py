@@ -186,3 +186,12 @@ def test_the_step_keywords_of_earlier_releases_name_their_settings(keyword, new_
     with pytest.raises(safebunny.SafeBunnyOptionError, match=new_form) as caught:
         safebunny.Step("billing", str(tmp_path / "inbox"), **{keyword: "x"})
     assert caught.value.option == keyword
+
+
+def test_saga_settings_check_the_executor_publishing_they_declare_with_the_step():
+    with pytest.raises(safebunny.SafeBunnyOptionError, match="executor_publish_rows must be 'auto'"):
+        safebunny.SagaSettings(executor_publish_rows="many")
+    settings = safebunny.SagaSettings(executor_publish_rows=10, executor_partition_rows=5)
+    assert settings.executor_publishing() == {"executor_publish_rows": 10, "executor_partition_rows": 5}
+    saga = safebunny.Saga("orders", "amqp://app:s3cret@h/%2F", "/tmp/sb-exec", settings)
+    assert saga.config.connection.password == "s3cret" and "s3cret" not in repr(saga.config)
