@@ -22,7 +22,7 @@ class ConnectionSettings:
     the broker's URI, password, connection name and TLS for every role that talks to the broker (the source, the
     sink, a step, a saga). ``uri`` keeps no password: one inside it moves to ``password`` unless ``password`` is
     given (the one place a URI's password is split out), so neither the repr nor a rendered ``uri`` option shows
-    it; :attr:`login_uri` is what pika opens, TLS when :attr:`tls`."""
+    it; :attr:`login_uri` is what pika opens (TLS for ``amqps://``: :func:`~safebunny.uri.connection_parameters`)."""
 
     uri: str = option(lambda name, raw: validate_uri(raw, name), values="`amqp://` or `amqps://` URI",
                       doc="The broker, e.g. `amqp://user:password@host:5672/%2F`. The password is never logged.")
@@ -53,11 +53,6 @@ class ConnectionSettings:
     def login_uri(self) -> str:
         """The broker's URI with the password, for pika."""
         return with_password(self.uri, self.password)
-
-    @property
-    def tls(self) -> bool:
-        """Whether the connection uses TLS (an ``amqps://`` URI)."""
-        return self.uri.startswith("amqps://")
 
     def name_or(self, default: str) -> str:
         """The connection's client-provided name: ``connectionName`` when given, else ``default``."""
