@@ -110,13 +110,11 @@ def exports(package: str, lazy: Mapping[str, str], gone: Mapping[str, str] | Non
     ``gone`` (an earlier release's) raises :class:`~safebunny.errors.SafeBunnyMovedError` saying what to write."""
 
     def __getattr__(name: str) -> Any:
-        if gone and name in gone:
-            from safebunny.errors import SafeBunnyMovedError
-
-            raise SafeBunnyMovedError(f"{package}.{name} is gone (CHANGELOG.md): {gone[name]}", name=package)
         module = lazy.get(name)
         if module is None:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+            from safebunny.errors import moved_names
+
+            return moved_names(package, gone or {})(name)  # our error for a name that went, else AttributeError
         value = getattr(importlib.import_module(module), name)
         setattr(sys.modules[package], name, value)  # once: later lookups are plain attribute reads
         return value

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 __all__ = [
     "moved_keywords",
+    "moved_names",
     "SafeBunnyError",
     "SafeBunnyOptionError",
     "SafeBunnyBrokerError",
@@ -131,3 +132,14 @@ def moved_keywords(moved: Mapping[str, str]) -> Callable[[_C], _C]:
         return cls
 
     return decorate
+
+
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__``: a name of an earlier release that ``moved`` names (old name -> what to write now)
+    raises :class:`SafeBunnyMovedError` saying so, any other missing name Python's ``AttributeError``."""
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            raise SafeBunnyMovedError(f"{module}.{name} is gone (CHANGELOG.md): {moved[name]}", name=module)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -62,3 +62,16 @@ def test_names_that_went_or_moved_raise_our_error_naming_the_new_form():
     with pytest.raises(SafeBunnyMovedError, match="SafeBunnyStreamQueuePartition"):
         from pyspark_safebunny.stream_queue_reader import SafeBunnyStreamPartition  # noqa: F401
     assert not hasattr(safebunny, "NoSuchName")
+
+
+@pytest.mark.parametrize("module, name, new", [
+    ("safebunny.saga.run.queries", "interval_ms", "safebunny.options.duration_ms"),
+    ("safebunny.delta.spark_delta", "history_covers", "safebunny.delta.commit_tags"),
+    ("safebunny.delta.spark_delta", "applied_in_history", "safebunny.delta.commit_tags"),
+    ("safebunny.cli.run", "session", "safebunny.spark.session.run_session")])
+def test_a_name_that_moved_out_of_a_module_is_our_error_naming_where_it_is(module, name, new):
+    imported = importlib.import_module(module)
+    with pytest.raises(SafeBunnyMovedError, match=re.escape(new)):
+        getattr(imported, name)
+    with pytest.raises(AttributeError):
+        imported.nothing_here  # noqa: B018

@@ -4,6 +4,7 @@ routing checks, the URI's password, and the poison listing's one entry per messa
 from __future__ import annotations
 
 import logging
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -195,3 +196,22 @@ def test_saga_settings_check_the_executor_publishing_they_declare_with_the_step(
     assert settings.executor_publishing() == {"executor_publish_rows": 10, "executor_partition_rows": 5}
     saga = safebunny.Saga("orders", "amqp://app:s3cret@h/%2F", "/tmp/sb-exec", settings)
     assert saga.config.connection.password == "s3cret" and "s3cret" not in repr(saga.config)
+
+
+def test_saga_config_takes_its_broker_as_connection_settings_and_names_the_old_forms():
+    from safebunny.errors import SafeBunnyMovedError
+    from safebunny.options.connection import ConnectionSettings
+    from safebunny.saga.define.config import SagaConfig, SagaLayout
+
+    layout = SagaLayout("/tmp/sb-config")
+    with pytest.raises(safebunny.SafeBunnyOptionError, match=r"SagaConfig\(name, ConnectionSettings\(uri, password\)"):
+        SagaConfig("orders", "amqp://h/%2F", layout)
+    with pytest.raises(safebunny.SafeBunnyOptionError, match=r"SagaConfig\(password=\.\.\.\)"):
+        SagaConfig("orders", ConnectionSettings("amqp://h/%2F"), layout, password="s3cret")
+    config = SagaConfig("orders", ConnectionSettings("amqp://app:s3cret@h/%2F"), layout)
+    for old, new in (("uri", "config.connection.uri"), ("password", "config.connection.password"),
+                     ("connection_uri", "config.connection.login_uri")):
+        with pytest.raises(SafeBunnyMovedError, match=re.escape(new)):
+            getattr(config, old)
+    assert config.connection.login_uri == "amqp://app:s3cret@h/%2F"
+

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 from safebunny.cli import exits
 from safebunny.cli.exits import CliError
 from safebunny.cli.status import positive_seconds
-from safebunny.errors import SafeBunnyError
+from safebunny.errors import SafeBunnyError, moved_names
 from safebunny.spark.session import run_session
 
 if TYPE_CHECKING:
     from safebunny.saga.saga import Saga
 
 __all__: list[str] = []
+#: this module's names of earlier releases that moved (CHANGELOG.md)
+__getattr__ = moved_names(__name__, {"session": "write safebunny.spark.session.run_session(remote, master)."})
 
 
 def _parked(saga: Saga) -> int:

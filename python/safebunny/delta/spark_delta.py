@@ -32,12 +32,15 @@ import pyarrow as pa
 
 from safebunny.delta.commit_tags import History, commit_tag, lock_in_history, parse_tag, versions_in_history
 from safebunny.delta.target import DeltaTarget, Guard, Prefix, is_path
-from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
+from safebunny.errors import SafeBunnyError, SafeBunnyOptionError, moved_names
 
 log = logging.getLogger("safebunny.delta")
 
 __all__ = ["SparkDeltaTarget", "merge_sql", "name_parts", "qualified_name", "orphan_location", "last_per_key_sql",
            "quote_name", "table_ref", "maintenance_sql", "TXN_APP_CONF", "USER_METADATA_CONF"]
+#: this module's names of earlier releases that moved (CHANGELOG.md)
+__getattr__ = moved_names(__name__, {name: f"import {name} from safebunny.delta.commit_tags." for name in (
+    "applied_in_history", "history_covers", "CLOCK_SLACK_SECONDS")})
 
 TXN_APP_CONF = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"

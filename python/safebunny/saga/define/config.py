@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from safebunny.errors import SafeBunnyOptionError
+from safebunny.errors import SafeBunnyMovedError, SafeBunnyOptionError, moved_keywords
 from safebunny.exactly_once.emits.retrying_publisher import ExecutorPublishing
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.names import check_name
@@ -167,6 +167,13 @@ class SagaSettings(ExecutorPublishing):
                                        f"{self.batch_size}.", "delivery_limit")
 
 
+_CONFIG = "SagaConfig(name, ConnectionSettings(uri, password), layout, settings)"
+#: SagaConfig's attributes of earlier releases -> where each is now
+_MOVED_ATTRIBUTES = {"uri": "config.connection.uri", "password": "config.connection.password",
+                     "connection_uri": "config.connection.login_uri"}
+
+
+@moved_keywords({"uri": _CONFIG, "password": _CONFIG})
 @dataclass(frozen=True)
 class SagaConfig:
     """A saga: its name, broker (``connection``), storage layout and :class:`SagaSettings`, checked when made."""
@@ -178,6 +185,15 @@ class SagaConfig:
 
     def __post_init__(self) -> None:
         check_name("saga", self.name)
+        if not isinstance(self.connection, ConnectionSettings):  # the URI, in earlier releases
+            raise SafeBunnyOptionError(f"SagaConfig's broker must be a safebunny.ConnectionSettings, but got a "
+                                       f"{type(self.connection).__name__}; write {_CONFIG} (CHANGELOG.md).",
+                                       "connection")
+
+    def __getattr__(self, name: str) -> Any:  # only for a name the instance and its class do not have
+        if name in _MOVED_ATTRIBUTES:
+            raise SafeBunnyMovedError(f"SagaConfig.{name} is gone (CHANGELOG.md): read {_MOVED_ATTRIBUTES[name]}.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def connection_name(self, role: str, unit_label: str | None = None) -> str:
         """The client-provided name of a connection this saga opens (RabbitMQ shows it):

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from safebunny.errors import SafeBunnyError, SafeBunnyPlanError
+from safebunny.errors import SafeBunnyError, SafeBunnyPlanError, moved_names
 from safebunny.options import duration_ms
 from safebunny.options.source import SourceOptions
 from safebunny.saga.define import topology
@@ -35,6 +35,9 @@ from safebunny.spark.session import activate, read_stream
 __all__ = ["source_frame", "source_options", "start_query", "is_entry", "is_available_now",
            "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
            "note_serialization_race", "note_restart", "batch_function", "StepRecorder"]
+#: this module's names of earlier releases that moved (CHANGELOG.md)
+__getattr__ = moved_names(__name__, {"interval_ms": "write safebunny.options.duration_ms(trigger), the one duration "
+                                                    "parser (it reads the same intervals, and days)."})
 
 log = logging.getLogger("safebunny.saga")
 #: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
