@@ -6,7 +6,8 @@ import datetime as dt
 from types import SimpleNamespace
 
 from safebunny.ids import correlation_id_for, message_id
-from safebunny.saga.look.instance_state import Parked, instance_rows
+from safebunny.saga.look.instance_state import instance_rows
+from safebunny.saga.look.parked import Parked
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -38,6 +39,13 @@ def _path(key: str, steps: list[tuple[str, str, str | None, str]], minutes: int 
     return rows
 
 
+def _parked(row: dict, reason: str, **more: object) -> Parked:
+    """``row``'s message parked by its step (payment.StockReserved), as read_parked gives it."""
+    return Parked(step="payment.StockReserved", offset=0, messageId=row["messageId"],
+                  correlationId=row["correlationId"], type="StockReserved", reason=reason, errorType="ValueError",
+                  attempts=3, firstFailure=None, parkedAt=None, body="{}", **more)  # type: ignore[arg-type]
+
+
 def test_each_state_and_its_step() -> None:
     inbox = [
         *_path("done", [("stock", "OrderPlaced", "StockReserved", "done"),
@@ -55,7 +63,7 @@ def test_each_state_and_its_step() -> None:
                             ("payment", "StockReserved", "Invoice", "done")]),  # Invoice leaves the saga
     ]
     stuck = [r for r in inbox if r["correlationId"] == correlation_id_for("stuck") and r["status"] == "failed"][0]
-    parked = [Parked("payment.StockReserved", stuck["messageId"], stuck["correlationId"], "card refused")]
+    parked = [_parked(stuck, "card refused")]
     started = [{"businessKey": k, "correlationId": correlation_id_for(k), "startedAt": T0 - dt.timedelta(seconds=1)}
                for k in ("done", "comp", "flight", "retry", "stuck", "external", "queued")]
     table = instance_rows(inbox, STEPS, parked, started)
@@ -76,7 +84,7 @@ def test_a_parked_message_processed_after_a_redrive_no_longer_parks_its_instance
                             ("payment", "StockReserved", "PaymentCharged", "done"),
                             ("shipping", "PaymentCharged", None, "done")])
     failed = inbox[1]
-    parked = [Parked("payment.StockReserved", failed["messageId"], failed["correlationId"], "x")]
+    parked = [_parked(failed, "x")]
     (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
     assert row["state"] == "completed" and row["businessKey"] is None and row["messages"] == 3
 
@@ -85,8 +93,7 @@ def test_an_instance_whose_parked_message_was_discarded_is_discarded_with_the_re
     inbox = _path("gone", [("stock", "OrderPlaced", "StockReserved", "done"),
                            ("payment", "StockReserved", None, "failed")])
     failed = inbox[1]
-    parked = [Parked("payment.StockReserved", failed["messageId"], failed["correlationId"], "refunded by hand",
-                     "discarded")]
+    parked = [_parked(failed, "card refused", state="discarded", discardReason="refunded by hand")]
     (row,) = instance_rows(inbox, STEPS, parked).to_pylist()
     assert (row["state"], row["step"], row["reason"]) == ("discarded", "payment.StockReserved", "refunded by hand")
 

@@ -68,7 +68,8 @@ def test_names_that_went_or_moved_raise_our_error_naming_the_new_form():
     ("safebunny.saga.run.queries", "interval_ms", "safebunny.options.duration_ms"),
     ("safebunny.delta.spark_delta", "history_covers", "safebunny.delta.commit_tags"),
     ("safebunny.delta.spark_delta", "applied_in_history", "safebunny.delta.commit_tags"),
-    ("safebunny.cli.run", "session", "safebunny.spark.session.run_session")])
+    ("safebunny.cli.run", "session", "safebunny.spark.session.run_session"),
+    ("safebunny.saga.look.instance_state", "Parked", "safebunny.saga.look.parked.Parked")])
 def test_a_name_that_moved_out_of_a_module_is_our_error_naming_where_it_is(module, name, new):
     imported = importlib.import_module(module)
     with pytest.raises(SafeBunnyMovedError, match=re.escape(new)):

@@ -11,14 +11,17 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from safebunny.errors import moved_names
 from safebunny.ids import message_id
+from safebunny.saga.look.parked import Parked as ParkedMessage
 
-__all__ = ["STATES", "Parked", "instance_rows"]
+__all__ = ["STATES", "instance_rows"]
+__getattr__ = moved_names(__name__, {"Parked": "use safebunny.saga.look.parked.Parked (what read_parked returns); "
+                                               "its discardReason is a discarded message's reason."})
 
 STATES = ("running", "retrying", "parked", "discarded", "compensated", "completed")
 INSTANCE_SCHEMA = pa.schema([
@@ -27,18 +30,6 @@ INSTANCE_SCHEMA = pa.schema([
     ("stepsDone", pa.int32()), ("messages", pa.int32()), ("reason", pa.string()),
     ("waitingSince", pa.timestamp("us", tz="UTC")),
 ])
-
-
-@dataclass(frozen=True)
-class Parked:
-    """A message in a step's poison queue: the step's label, its id and instance, and why."""
-
-    step: str
-    message_id: str | None
-    correlation_id: str | None
-    reason: str | None = None
-    #: ``parked`` (or ``redriven``, not yet processed) or ``discarded`` (``reason`` is then the discard's reason)
-    state: str = "parked"
 
 
 def _label(row: Mapping[str, Any]) -> str:
@@ -52,7 +43,7 @@ def _expected(row: Mapping[str, Any], consumed_by: Mapping[str, set[str]]) -> se
     return {message_id(row["messageId"], row["node"], t, i) for t in types for i in range(n)}
 
 
-def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], parked: Iterable[Parked] = (),
+def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], parked: Iterable[ParkedMessage] = (),
                   started: Iterable[Mapping[str, Any]] = ()) -> pa.Table:
     """One row per instance (:data:`INSTANCE_SCHEMA`), newest update first.
 
@@ -73,10 +64,10 @@ def instance_rows(inbox: Iterable[Mapping[str, Any]], steps: Sequence[Any], park
         if row["status"] == "done":
             done_ids.add(row["messageId"])
             done_at.add((_label(row), row["messageId"]))
-    parked_of: dict[str | None, list[Parked]] = defaultdict(list)
+    parked_of: dict[str | None, list[ParkedMessage]] = defaultdict(list)
     for p in parked:
-        if p.message_id is not None and (p.step, p.message_id) not in done_at:  # a redrive resolved it
-            parked_of[p.correlation_id].append(p)
+        if p.messageId is not None and (p.step, p.messageId) not in done_at:  # a redrive resolved it
+            parked_of[p.correlationId].append(p)
     first: dict[str, tuple[str | None, dt.datetime | None, str | None]] = {}
     for s in started:
         key, corr, at = s.get("businessKey"), s["correlationId"], s.get("startedAt")
@@ -101,7 +92,7 @@ def _waits_at(row: Mapping[str, Any], emitted: str, consumed_by: Mapping[str, se
     return []
 
 
-def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Parked],
+def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[ParkedMessage],
               start: tuple[str | None, dt.datetime | None, str | None] | None, done_ids: set[str],
               done_at: set[tuple[str, str]], consumed_by: Mapping[str, set[str]], compensation: set[str],
               with_fails_as: set[str], queue_of: Mapping[tuple[str, str], list[str]]) -> dict[str, Any]:
@@ -111,8 +102,8 @@ def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Park
     discarded = [p for p in parked if p.state == "discarded"]
     stuck = [p for p in parked if p.state != "discarded" and not (compensated and p.step in with_fails_as)]
     failing = [r for r in rows if r["status"] == "failed" and (_label(r), r["messageId"]) not in done_at
-               and not any(p.message_id == r["messageId"] for p in parked)]
-    given_up = {p.message_id for p in discarded}
+               and not any(p.messageId == r["messageId"] for p in parked)]
+    given_up = {p.messageId for p in discarded}
     in_flight = [(r, e) for r in done for e in (r["emitted"] or ()) if e not in done_ids and e not in given_up]
     open_emits = [(r, e) for r, e in in_flight if e in _expected(r, consumed_by)]
     last = rows[-1] if rows else None
@@ -128,7 +119,7 @@ def _instance(corr: str | None, rows: list[Mapping[str, Any]], parked: list[Park
             _label(last) if last else None)
         state, reason = "running", None
     elif discarded:
-        state, step, reason = "discarded", discarded[-1].step, discarded[-1].reason
+        state, step, reason = "discarded", discarded[-1].step, discarded[-1].discardReason
     else:
         state, step, reason = ("compensated" if compensated else "completed"), _label(last), None
     times = [r["processedAt"] for r in rows]

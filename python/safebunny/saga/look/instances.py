@@ -22,7 +22,7 @@ from safebunny.ids import correlation_id_for, message_id
 from safebunny.options.sink import SinkOptions
 from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaConfig, SagaShape
-from safebunny.saga.look.instance_state import INSTANCE_SCHEMA, STATES, Parked, instance_rows
+from safebunny.saga.look.instance_state import INSTANCE_SCHEMA, STATES, instance_rows
 from safebunny.saga.look.parked import read_all_parked
 from safebunny.spark.session import publish, session_or_raise
 
@@ -102,10 +102,9 @@ def instances_table(saga: SagaShape, state: str | None = None, parked: list[Any]
         raise SafeBunnyOptionError(f"state must be one of {', '.join(STATES)}; got {state!r}.", "state")
     inbox = Inbox(saga.config.layout.inbox, "instances").rows(all_nodes=True)
     started = delta_target(saga.config.layout.started).read()
-    stuck = [Parked(p.step, p.messageId, p.correlationId, p.discardReason, "discarded") if p.state == "discarded"
-             else Parked(p.step, p.messageId, p.correlationId, p.reason)  # discarded ones have their own state
-             for p in (parked if parked is not None else [p for found in read_all_parked(saga).values() for p in found])
-             if p.state != "resolved"]
+    if parked is None:
+        parked = [p for found in read_all_parked(saga).values() for p in found]
+    stuck = [p for p in parked if p.state != "resolved"]
     table = instance_rows(inbox.select(_INBOX_COLUMNS).to_pylist(), saga.steps, stuck,
                           started.to_pylist() if started is not None else ())
     if state is not None:
