@@ -115,9 +115,14 @@ delta-jars:
 DELTA_ENV = SAFEBUNNY_TEST_DELTA_JARS=$(abspath $(DELTA_JARS)) SAFEBUNNY_TEST_JVM_ARCHIVE=0 \
 	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD))
 
+# CI's run leaves out two tests whose volume variants in test_saga_on_volume.py run the same drivers with more of the
+# saga by name (its inbox too, its root on a volume); `make test-delta` runs them.
+RUNTIME_SUPERSEDED := --deselect tests/delta_spark/test_drivers_by_name.py --deselect \
+	tests/delta_spark/test_random_kills_by_name.py
+
 test-runtime: install-delta broker-package
-	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) $(DELTA_TESTS) -n 2 --dist loadgroup -q -p no:cacheprovider \
-		--durations=20
+	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) $(DELTA_TESTS) $(RUNTIME_SUPERSEDED) -n 2 --dist loadgroup -q \
+		-p no:cacheprovider --durations=20
 
 test-compat: install-delta broker-package
 	$(DELTA_ENV) $(PYD) -m pytest $(COMPAT_TESTS) -q -p no:cacheprovider --durations=10
