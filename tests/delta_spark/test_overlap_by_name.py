@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 
-from test_saga_drivers import _close_active_consumers, _log, _stop  # noqa: E402
+from test_saga_drivers import _close_active_consumers, _full_log, _log, _stop  # noqa: E402
 
 from conftest import publish_numbered, wait_until  # noqa: E402
 
@@ -33,10 +33,6 @@ def _driver(uri, queue, workdir, driver, **env):
     out = open(workdir / f"driver-{driver}.log", "w")  # noqa: SIM115 - the process writes it until it ends
     return subprocess.Popen([sys.executable, str(HERE / "overlap_driver.py"), uri, queue, str(workdir), driver],
                             env=environ, cwd=str(workdir), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _whole_log(workdir, driver):
-    return (workdir / f"driver-{driver}.log").read_text(errors="replace")
 
 
 def _create_tables(spark, workdir):
@@ -64,9 +60,9 @@ def test_a_driver_stalled_mid_batch_on_tables_by_name_applies_nothing_twice(spar
     first = second = None
     try:
         first = _driver(amqp_uri, queue, tmp_path, "a", SAFEBUNNY_STALL_AT=stall_at, SAFEBUNNY_STALL_DIR=str(stall))
-        wait_until(lambda: "RUNNING" in _log(tmp_path, "a"), timeout=240, every=1, what="driver a running")
+        wait_until(lambda: "RUNNING" in _full_log(tmp_path, "a"), timeout=240, every=1, what="driver a running")
         second = _driver(amqp_uri, queue, tmp_path, "b")
-        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=240, every=1, what="driver b running")
+        wait_until(lambda: "RUNNING" in _full_log(tmp_path, "b"), timeout=240, every=1, what="driver b running")
         time.sleep(5)  # b's consumer attaches at its first trigger, waiting behind a's (single active consumer)
         publish_numbered(amqp_uri, queue, ORDERS, body=lambda i: json.dumps({"orderId": f"o{i}"}).encode())
         wait_until(lambda: (stall / "stalled").exists(), timeout=240, every=0.5, what="driver a stalled mid-batch")
@@ -87,7 +83,7 @@ def test_a_driver_stalled_mid_batch_on_tables_by_name_applies_nothing_twice(spar
 
         (stall / "release").touch()
         # a's batch ends by leaving its ids out, or (were it not fenced) by applying them a second time
-        wait_until(lambda: any(w in _whole_log(tmp_path, "a") for w in ("left out", "QUERY-EXCEPTION"))
+        wait_until(lambda: any(w in _full_log(tmp_path, "a") for w in ("left out", "QUERY-EXCEPTION"))
                    or len(ledger()) > ORDERS or any(int(m["numTargetRowsUpdated"]) for m in merges()),
                    timeout=180, every=1, what="driver a's stalled batch to end")
         time.sleep(5)  # a second copy would land within a few triggers
@@ -95,7 +91,7 @@ def test_a_driver_stalled_mid_batch_on_tables_by_name_applies_nothing_twice(spar
         merged = merges()
         assert sum(int(m["numTargetRowsInserted"]) for m in merged) == ORDERS
         assert sum(int(m["numTargetRowsUpdated"]) for m in merged) == 0, "no order merged twice: " + str(merged)
-        assert "planning again" in _whole_log(tmp_path, "a"), "a's stale commit was refused: " + _log(tmp_path, "a")
+        assert "planning again" in _full_log(tmp_path, "a"), "a's stale commit was refused: " + _log(tmp_path, "a")
         assert first.poll() is None and second.poll() is None, _log(tmp_path, "a") + _log(tmp_path, "b")
     finally:
         _stop(tmp_path, [(first, "a"), (second, "b")])

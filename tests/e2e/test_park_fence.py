@@ -31,7 +31,7 @@ pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from park_fence_driver import define  # noqa: E402
-from test_saga_drivers import _close_active_consumers, _consumers, _log, _stop  # noqa: E402
+from test_saga_drivers import _close_active_consumers, _consumers, _full_log, _log, _stop  # noqa: E402
 
 ORDERS = 12
 
@@ -85,7 +85,7 @@ def test_a_batch_parking_an_order_while_the_new_holder_applies_it_ends_in_one_br
         _wait(tmp_path, lambda: min(_consumers(saga, queues)) >= 1, "driver a holds every shard")
         second = _driver(amqp_uri, name, tmp_path, "b", SAFEBUNNY_TEST_GO=str(go))
         go.touch()
-        _wait(tmp_path, lambda: "RUNNING" in _log(tmp_path, "b"), "driver b running")
+        _wait(tmp_path, lambda: "RUNNING" in _full_log(tmp_path, "b"), "driver b running")
         time.sleep(5)  # b's consumers attach at their first trigger (waiting ones are not counted)
         saga.start(spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string"), node="orders",
                    type="OrderPlaced", business_key="orderId")

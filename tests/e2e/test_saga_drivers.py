@@ -49,8 +49,14 @@ def _driver(uri, name, workdir, driver, crash_at=None, fail_at=None, go=None, ch
                             env=env, cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _full_log(workdir, driver):
+    return (workdir / f"driver-{driver}.log").read_text(errors="replace")
+
+
 def _log(workdir, driver):
-    text = (workdir / f"driver-{driver}.log").read_text(errors="replace")
+    """The log's tail without Java stack frames, for a failure's message (search _full_log: at load the tail can
+    be all Spark's worker-start tracebacks)."""
+    text = _full_log(workdir, driver)
     return "\n".join(ln for ln in text.splitlines() if not ln.strip().startswith("at "))[-4000:]
 
 
@@ -113,7 +119,7 @@ def _standby_then_orders(spark, uri, name, workdir, saga, shards, orders=ORDERS,
     go.touch()
     # a waiting consumer of a single-active-consumer queue is not in the queue's consumer count: b's queries have
     # started, and their consumers attach at their first trigger
-    wait_until(lambda: "RUNNING" in _log(workdir, "b"), timeout=180, every=1, what="driver b running")
+    wait_until(lambda: "RUNNING" in _full_log(workdir, "b"), timeout=180, every=1, what="driver b running")
     time.sleep(5)
     frame = spark.createDataFrame([(f"o{i}",) for i in range(orders)], "orderId string")
     saga.start(frame, node="orders", type="OrderPlaced", business_key="orderId")
@@ -170,7 +176,7 @@ def test_a_failed_batch_replayed_beside_the_standby_that_got_its_messages_is_fen
         first = _driver(amqp_uri, name, tmp_path, "a", fail_at="step.after_claim:3")
         second = _standby_then_orders(spark, amqp_uri, name, tmp_path, saga, shards)
         _wait_shipped(saga, tmp_path, shards, "b")
-        assert "injected failure at crash point" in _log(tmp_path, "a"), "driver a's batch failed after its claim"
+        assert "injected failure at crash point" in _full_log(tmp_path, "a"), "driver a's batch failed after its claim"
         _assert_each_order_once_and_every_shard_held(saga, tmp_path, shards, ORDERS,
                                                      [(first, "a"), (second, "b")])
     finally:
@@ -194,7 +200,8 @@ def test_two_drivers_started_at_once_with_a_checkpoints_home_keep_a_checkpoint_e
     try:
         drivers = [(_driver(amqp_uri, name, tmp_path, d, checkpoints=home), d) for d in ("a", "b")]
         for _process, d in drivers:
-            wait_until(lambda d=d: "RUNNING" in _log(tmp_path, d), timeout=180, every=1, what=f"driver {d} running")
+            wait_until(lambda d=d: "RUNNING" in _full_log(tmp_path, d), timeout=180, every=1,
+                       what=f"driver {d} running")
         # a loaded machine restarts queries whose Python worker was slow to start: give the shards time
         wait_until(lambda: min(_consumers(saga, shards)) >= 1, timeout=300, every=1, what="every shard held")
         orders = spark.createDataFrame([(f"o{i}",) for i in range(ORDERS)], "orderId string")
@@ -243,7 +250,7 @@ def test_a_driver_that_starts_later_gets_its_share_of_the_shards_and_every_effec
         wait_until(lambda: set(holders().values()) == {"a"}, timeout=120, every=1,
                    what="driver a holding every shard, by its lease")
         drivers.append((_driver(amqp_uri, name, tmp_path, "b"), "b"))
-        wait_until(lambda: "RUNNING" in _log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
+        wait_until(lambda: "RUNNING" in _full_log(tmp_path, "b"), timeout=180, every=1, what="driver b running")
         deadline = time.monotonic() + 150
         while set(holders().values()) != {"a", "b"}:  # orders keep coming: a holder shows itself by its batches
             assert time.monotonic() < deadline, (f"no shard moved to driver b: {holders()}; driver a's log:\n"
@@ -308,10 +315,11 @@ def test_a_driver_stalled_mid_batch_while_its_shard_moved_applies_nothing_twice(
         # decisions (the first commit of a saga step's batch, before its claim names any effect table) has b follow
         # the decisions that landed, leaving them out of the decision table. Which comes first depends on which
         # of a's stock shards reaches the point first.
-        met = _log(tmp_path, "b")
-        assert "fencing" in met or "_decisions were applied by another batch" in met, "b met a's batch: " + met
+        met = _full_log(tmp_path, "b")
+        assert "fencing" in met or "_decisions were applied by another batch" in met, "b met a's batch: " + _log(
+            tmp_path, "b")
         (stall / "release").touch()
-        wait_until(lambda: "applied by another batch" in _log(tmp_path, "a")
+        wait_until(lambda: "applied by another batch" in _full_log(tmp_path, "a")
                    or len(_order_ids(tmp_path / "reservations")) > orders, timeout=120, every=1,
                    what="driver a's stalled batch to end")
         _wait_shipped(saga, tmp_path, shards, "b", orders)
