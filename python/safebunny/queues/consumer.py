@@ -23,8 +23,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from pika import spec
-
 from safebunny.amqp.connection import StreamEndpoint, broker_error, close_quietly, open_blocking
 from safebunny.amqp.frame_tap import FrameTap, install
 from safebunny.errors import (
@@ -36,6 +34,7 @@ from safebunny.errors import (
 )
 from safebunny.queues.byte_budget import ByteBudget
 from safebunny.queues.consumer_acks import ConsumerAcks
+from safebunny.queues.flow_control import FlowControl
 from safebunny.queues.take_policy import BufferView, TakeWaits
 from safebunny.uri import describe
 
@@ -67,7 +66,7 @@ def open_connection(uri: str, heartbeat: int | None = None, name: str = "safebun
     return open_blocking(uri, heartbeat=heartbeat, action="consume", name=name)
 
 
-class QueueConsumer:
+class QueueConsumer(FlowControl):
     """Consume ``queue`` with manual acks on a connection serviced by a daemon thread.
 
     ``prefetch`` bounds the unacked deliveries the broker hands us, so it bounds memory.
@@ -370,62 +369,3 @@ class QueueConsumer:
     def buffered(self) -> int:
         with self._cond:
             return len(self._buffer)
-
-    # ----------------------------------------------------------------- the byte budget
-    def buffered_bytes(self) -> int:
-        """Body bytes delivered and not yet taken."""
-        return self.budget.buffered()
-
-    def _pause(self) -> None:
-        """(I/O thread) Cancel the consumer: the buffer reached its byte budget, or the first delivery told the body
-        size. Deliveries before the cancel-ok still reach the buffer (pika would reject them: requeued, and on a
-        quorum queue a delivery attempt counted)."""
-        self.paused = True
-        self._calibrating = False
-        tag, channel = self._consumer_tag, self._channel
-        if tag is None or channel is None or not channel.is_open:
-            return
-        impl = channel._impl  # noqa: SLF001
-        self._cancelling = True
-
-        def on_cancel_ok(_frame: Any) -> None:
-            impl._cleanup_consumer_ref(tag)  # noqa: SLF001 - pika's own clean-up after a cancel-ok
-            channel._consumer_infos.pop(tag, None)  # noqa: SLF001 - and BlockingChannel's
-            self._cancelling = False
-            self._consumer_tag = None
-            self.acks.wake(self.maybe_resume)  # outside pika's frame processing
-
-        impl._rpc(spec.Basic.Cancel(consumer_tag=tag), on_cancel_ok,  # noqa: SLF001
-                  [(spec.Basic.CancelOk, {"consumer_tag": tag})])
-        log.debug("queue %r: consumer paused, %d body bytes buffered (budget %d)", self.queue,
-                  self.buffered_bytes(), self.max_buffered_bytes)
-
-    def maybe_resume(self) -> None:
-        """(I/O thread) Consume again once the buffer is down to half its byte budget, with the prefetch lowered
-        to what the budget holds at the average body size seen."""
-        if not self.paused or self._cancelling or self.max_buffered_bytes is None:
-            return
-        channel = self._channel
-        if channel is None or not channel.is_open or not self.budget.may_resume():
-            return
-        self.effective_prefetch = self.budget.prefetch_for_next()
-        # before paused goes False: take() must never see the consumer neither paused nor restarting while consume()
-        # waits for the broker (a quorum queue's log), or it hands out one linger's worth (a first batch of 1)
-        self.restarted = True  # until the restarted consumer's first delivery
-        self.paused = False
-        self._consume()
-        with self._cond:  # take() may wait for this
-            self._cond.notify_all()
-        log.debug("queue %r: consuming again with prefetch %d", self.queue, self.effective_prefetch)
-
-    def can_grow(self) -> bool:
-        """Whether the broker may send more soon, after the current channel's last delivery: the prefetch is not
-        used up by deliveries buffered or taken and not yet acked, and a paused consumer is about to consume
-        again (when it cannot, waiting for more is pointless). An ack ``acks.ack_through`` has asked for counts
-        as sent: the I/O thread writes it in a moment, and what it frees arrives after (a commit followed at
-        once by the next batch's take must not end that batch at what is buffered)."""
-        if self.paused:
-            return self.budget.may_resume()
-        if not self.effective_prefetch:
-            return True
-        return self._last_tag - self.acks.acked(self.generation) < self.effective_prefetch
