@@ -14,7 +14,7 @@ import pytest
 import safebunny.saga.run.drain as draining
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.config import SagaConfig, SagaLayout
-from safebunny.saga.run import runner
+from safebunny.saga.run import runner, worker_starts
 from safebunny.saga.run.drain import drain
 
 CONFIG = SagaConfig("orders", ConnectionSettings("amqp://localhost"), SagaLayout("/tmp/safebunny-unit-drain"))
@@ -196,7 +196,7 @@ def test_a_query_that_fails_to_start_is_a_failed_step_started_again_next_round()
 def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bounded(monkeypatch, caplog):
     """Spark's fixed 10 s for its Python process to connect back, missed on a loaded machine: the query never ran,
     so it does not use the step's restarts (``restarts=0`` still drains); too many in a row still raise."""
-    monkeypatch.setattr(draining, "WORKER_START_WAIT_S", 0.0)
+    monkeypatch.setattr(worker_starts, "WAIT_S", 0.0)
     refused = RuntimeError("Python worker failed to connect back.")
     saga = _Saga({"stock.OrderPlaced": [refused, refused, refused, 5]})
     with caplog.at_level(logging.WARNING, logger="safebunny.saga"):
@@ -211,7 +211,7 @@ def test_a_python_process_that_did_not_start_in_time_is_not_a_restart_but_is_bou
 
     with pytest.raises(RuntimeError) as err:
         drain(None, _Saga({"stock.OrderPlaced": [5]}), timeout_s=30, restarts=0, start=never)
-    assert err.value is refused and calls["n"] == draining.WORKER_START_TRIES + 1
+    assert err.value is refused and calls["n"] == worker_starts.TRIES + 1
 
 
 def test_a_running_saga_restarts_a_query_that_failed_to_start(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 
 from safebunny.options.connection import ConnectionSettings
 from safebunny.saga.define.config import SagaConfig, SagaLayout
-from safebunny.saga.run import runner
+from safebunny.saga.run import runner, worker_starts
 from safebunny.saga.run.queries import is_available_now
 from safebunny.saga.run.runner import RunningSaga
 
@@ -96,7 +96,7 @@ def test_a_processing_time_trigger_still_runs_queries_until_stopped(started: lis
 
 def test_steps_whose_python_process_did_not_start_start_again_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three steps' first queries fail as a loaded machine makes them (Spark's Python process missed its 10 s to
-    connect back): they start again one at a time, UNSTARTED_STAGGER_S apart, and the misses are not failures."""
+    connect back): they start again one at a time, worker_starts.STAGGER_S apart, and the misses are not failures."""
     started_at: dict[str, list[float]] = {}
 
     def start(spark, saga, step, trigger):  # type: ignore[no-untyped-def]
@@ -108,8 +108,8 @@ def test_steps_whose_python_process_did_not_start_start_again_one_at_a_time(monk
 
     monkeypatch.setattr(runner, "start_query", start)
     monkeypatch.setattr(runner, "activate", lambda spark: None)
-    monkeypatch.setattr(runner, "WORKER_START_WAIT_S", 0.2)
-    monkeypatch.setattr(RunningSaga, "UNSTARTED_STAGGER_S", 1.5)
+    monkeypatch.setattr(worker_starts, "WAIT_S", 0.2)
+    monkeypatch.setattr(worker_starts, "STAGGER_S", 1.5)
     running = RunningSaga(None, _saga("a", "b", "c"), "1 second")
     try:
         _wait(lambda: all(len(t) == 2 for t in started_at.values()) and len(started_at) == 3)

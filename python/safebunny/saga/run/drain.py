@@ -13,8 +13,6 @@ from safebunny.saga.define import topology
 from safebunny.saga.define.config import SagaRunner, SagaShape
 from safebunny.saga.define.graph import graph_of, layout
 from safebunny.saga.run.queries import (
-    WORKER_START_TRIES,
-    WORKER_START_WAIT_S,
     not_worth_a_restart,
     note_restart,
     note_serialization_race,
@@ -22,6 +20,7 @@ from safebunny.saga.run.queries import (
     try_start,
 )
 from safebunny.saga.run.reports import ReportStore
+from safebunny.saga.run.worker_starts import TRIES, UnstartedSteps
 from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
 from safebunny.storage.pause import clear_await_file, write_await_file
 
@@ -43,14 +42,14 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
     overlap; a compensation flowing back to an earlier layer waits for the next round. A failed step starts again
     from its checkpoint in the next round, and its error is raised after ``restarts`` failures in a row
     (docs/sagas.md, "Running"). A query whose Python process Spark could not start in time never ran: it is
-    started again, up to :data:`WORKER_START_TRIES` times in a row. ``start`` starts one step's query
-    (:func:`start_query`; a parameter for tests of this loop)."""
+    started again as :mod:`safebunny.saga.run.worker_starts` says, up to its ``TRIES`` times in a row. ``start``
+    starts one step's query (:func:`start_query`; a parameter for tests of this loop)."""
     if restarts < 0:
         raise ValueError(f"restarts must be >= 0, but got {restarts}")
     deadline = time.monotonic() + timeout_s
     rounds = 0
     failed: dict[str, int] = {}  # step label -> failures in a row
-    unstarted: dict[str, int] = {}  # step label -> queries in a row whose Python process did not start in time
+    unstarted = UnstartedSteps()  # steps whose queries did not start (their Python process), and how often in a row
     layer_of = layers(saga)
     order = sorted(set(layer_of.values()))
     name = uuid.uuid4().hex[:12]
@@ -74,18 +73,18 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
         for gate in gates.values():
             clear_await_file(gate)
         for step, error in errors:
-            if (failed.get(step.unit_label, 0) > restarts or unstarted.get(step.unit_label, 0) > WORKER_START_TRIES
+            if (failed.get(step.unit_label, 0) > restarts or unstarted.exhausted(step.unit_label)
                     or not_worth_a_restart(error)):
                 raise (error_of(error) or error) from error  # safebunny's message on the last line
         pause = 0.0
         for step, error in errors:
             note_restart(saga, step.unit_label, error)  # started again in the next round, as the supervisor counts
             if is_worker_start_timeout(error):
-                tries = unstarted[step.unit_label]
-                pause = max(pause, WORKER_START_WAIT_S * tries)
+                wait = unstarted.wait_for(step.unit_label)
+                pause = max(pause, wait)
                 log.warning("saga %s: step %s: Spark's Python process for its query did not connect back in time (a "
                             "loaded machine); starting it again in %.0f s (%d of %d)", saga.config.name,
-                            step.unit_label, WORKER_START_WAIT_S * tries, tries, WORKER_START_TRIES)
+                            step.unit_label, wait, unstarted.streak[step.unit_label], TRIES)
                 continue
             log.warning("saga %s: step %s failed (%s); starting it again from its checkpoint (restart %d of %d)",
                         saga.config.name, step.unit_label, message_of(error), failed[step.unit_label], restarts)
@@ -105,7 +104,7 @@ def drain(spark: Any, saga: SagaRunner, timeout_s: float = 600.0, restarts: int 
             time.sleep(0.5)  # messages wait in a retry tier's TTL, or a failed step starts again
 
 
-def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: dict[str, int]
+def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: UnstartedSteps
            ) -> list[tuple[Any, BaseException]]:
     """Wait for ``queries`` to end; their errors, counted in a row per step (``failed``, or ``unstarted`` for a
     query whose Python process did not start in time)."""
@@ -116,11 +115,13 @@ def _ended(queries: list[tuple[Any, Any]], failed: dict[str, int], unstarted: di
         label = step.unit_label
         if error is None:
             failed.pop(label, None)
-            unstarted.pop(label, None)
+            unstarted.ran(label)
             continue
         errors.append((step, error))
-        counts = unstarted if is_worker_start_timeout(error) else failed
-        counts[label] = counts.get(label, 0) + 1
+        if is_worker_start_timeout(error):
+            unstarted.missed(label)
+        else:
+            failed[label] = failed.get(label, 0) + 1
     return errors
 
 

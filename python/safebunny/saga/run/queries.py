@@ -33,18 +33,18 @@ from safebunny.spark.log_levels import note_streaming_started, quiet_query_conte
 from safebunny.spark.session import activate, read_stream
 
 __all__ = ["source_frame", "source_options", "start_query", "is_entry", "is_available_now",
-           "WORKER_START_TRIES", "WORKER_START_WAIT_S", "NotStarted", "try_start", "not_worth_a_restart",
+           "NotStarted", "try_start", "not_worth_a_restart",
            "note_serialization_race", "note_restart", "batch_function", "StepRecorder"]
 #: this module's names of earlier releases that moved (CHANGELOG.md)
-__getattr__ = moved_names(__name__, {"interval_ms": "write safebunny.options.duration_ms(trigger), the one duration "
-                                                    "parser (it reads the same intervals, and days)."})
+__getattr__ = moved_names(__name__, {
+    "interval_ms": "write safebunny.options.duration_ms(trigger), the one duration parser (it reads the same "
+                   "intervals, and days).",
+    "WORKER_START_TRIES": "read safebunny.saga.run.worker_starts.TRIES (the one policy for queries that never "
+                          "started, the supervisor's and a drain's).",
+    "WORKER_START_WAIT_S": "read safebunny.saga.run.worker_starts.WAIT_S (the one policy for queries that never "
+                           "started, the supervisor's and a drain's)."})
 
 log = logging.getLogger("safebunny.saga")
-#: queries in a row whose Python process Spark could not start in time (its fixed 10 s to connect back, missed on a
-#: loaded machine) that :func:`drain` starts again before it raises: they never ran, so they are not the step's
-#: restarts; each waits :data:`WORKER_START_WAIT_S` times its number first, for the load to pass
-WORKER_START_TRIES = 6
-WORKER_START_WAIT_S = 2.0
 
 
 def is_available_now(trigger: str | None) -> bool:

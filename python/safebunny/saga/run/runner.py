@@ -12,7 +12,6 @@ from safebunny.saga.define.config import SagaRunner
 from safebunny.saga.define.definition import SagaStep
 from safebunny.saga.run.leases import TTL_S, Balancer
 from safebunny.saga.run.queries import (
-    WORKER_START_WAIT_S,
     NotStarted,
     is_available_now,
     not_worth_a_restart,
@@ -21,6 +20,7 @@ from safebunny.saga.run.queries import (
     start_query,
     try_start,
 )
+from safebunny.saga.run.worker_starts import UnstartedSteps
 from safebunny.spark.exceptions import error_of, is_worker_start_timeout, message_of
 from safebunny.spark.session import activate
 
@@ -40,8 +40,8 @@ class RunningSaga:
     again from one second once a restarted query has run for :attr:`HEALTHY_S` without failing (or an
     availableNow round ended well), so a step that failed a few times last week restarts at once today. A query that
     never started (Spark's Python process for it missed its fixed 10 s to connect back: a loaded machine) is not the
-    step's failure: such steps start again one at a time, :attr:`UNSTARTED_STAGGER_S` apart, each after 2, 4, ... 32
-    seconds as its run of such misses grows.
+    step's failure: such steps start again as :mod:`safebunny.saga.run.worker_starts` says (one at a time, after
+    2, 4, ... 32 seconds as its misses in a row grow).
 
     With ``trigger="availableNow"`` each step runs in rounds, the next one started at the
     supervisor's next tick or :data:`IDLE_ROUND_S` later after an empty round (docs/databricks.md, "Run modes");
@@ -49,8 +49,6 @@ class RunningSaga:
 
     #: a restarted query that has run this long without failing resets its step's backoff
     HEALTHY_S = 60.0
-    #: seconds between the starts of two steps whose last start failed for want of a Python process
-    UNSTARTED_STAGGER_S = 5.0
 
     def __init__(self, spark: Any, saga: SagaRunner, trigger: str, max_backoff_s: float = 60.0,
                  balance: bool = True) -> None:
@@ -70,13 +68,8 @@ class RunningSaga:
         #: step label -> failures since its query last ran well (what the backoff doubles with)
         self.failing: dict[str, int] = {label: 0 for label in self.queries}
         self._restarted_at: dict[str, float] = {}
-        #: steps whose last query failed only because Spark's Python process for it did not start in time
-        self._unstarted: set[str] = set()
-        #: step label -> such failures in a row (each doubles the wait before the next start, up to 16 times)
-        self._unstarted_streak: dict[str, int] = {label: 0 for label in self.queries}
-        #: when the next unstarted step may start: they start one at a time, UNSTARTED_STAGGER_S apart, as their
-        #: Python processes all starting at once on a loaded machine is what made each miss Spark's 10 s
-        self._next_unstarted_at = 0.0
+        #: steps whose last query never started (Spark's Python process for it did not connect back in time)
+        self.unstarted = UnstartedSteps()
         #: each step's last failure: safebunny's own error when the query carried one (:func:`safebunny.error_of`)
         self.errors: dict[str, BaseException] = {}
         #: shards due to be handed over -> when the handover was first due (it waits for the batch to end)
@@ -107,7 +100,7 @@ class RunningSaga:
                 # a restarted query still running HEALTHY_S after its restart ends its step's failure streak
                 if query.isActive and now - self._restarted_at.get(label, now) >= self.HEALTHY_S:
                     self.failing[label] = 0
-                    self._unstarted_streak[label] = 0
+                    self.unstarted.ran(label)
                 if query.isActive or self._stop.is_set() or label in self.given_up:
                     continue
                 if self.in_rounds and label not in retry_at and self._round_ended(step, query, now, next_round):
@@ -120,28 +113,23 @@ class RunningSaga:
                         self.given_up.add(label)
                         log.error("saga %s: step %s stopped and is not restarted: %s", name, label, message_of(failure))
                         continue
-                    unstarted = is_worker_start_timeout(failure)  # a loaded machine: it never ran, back soon
-                    backoff = min(self.max_backoff_s, 2.0 ** self.failing[label])
-                    if unstarted:
-                        self._unstarted.add(label)
-                        backoff = WORKER_START_WAIT_S * 2.0 ** min(self._unstarted_streak[label], 4)
-                        self._unstarted_streak[label] += 1
+                    if is_worker_start_timeout(failure):  # a loaded machine: it never ran, back soon
+                        backoff = self.unstarted.missed(label)
+                    else:
+                        backoff = min(self.max_backoff_s, 2.0 ** self.failing[label])
                     retry_at[label] = now + backoff
                     # one line: safebunny's message, not the query's Python and Java traces
                     log.error("saga %s: step %s stopped (%s); restarting in %.0f s", name, label,
                               message_of(failure) if failure is not None else "no error", backoff)
                     note_serialization_race(self.saga, step, failure)
                 if now >= retry_at[label]:
-                    if label in self._unstarted:
-                        if now < self._next_unstarted_at:
-                            continue
-                        self._next_unstarted_at = now + self.UNSTARTED_STAGGER_S
+                    never_ran = self.unstarted.pending(label)
+                    if not self.unstarted.may_start(label, now):
+                        continue  # another step that missed started less than its stagger ago
                     del retry_at[label]
                     self.restarts[label] += 1
                     note_restart(self.saga, label, self.errors.get(label))
-                    if label in self._unstarted:
-                        self._unstarted.discard(label)
-                    else:
+                    if not never_ran:
                         self.failing[label] += 1
                     self._restarted_at[label] = now
                     try:
