@@ -152,13 +152,19 @@ bench: install
 	$(PY) -m bench.run --quick
 	$(PY) -m bench.saga_latency --seconds 20 --warmup 5
 
-# the step and the saga with tables by name on Delta Spark (issue 47, item 6), beside the raw stage loop and the plain
-# hops of the same run
+# the step and the saga with tables by name on Delta Spark, beside the raw stage loop and the plain hops of the same
+# run, and a saga's first drain on the default path in a fresh process: each bench writes its result (a failed one
+# does not stop the others); the last line prints every target of tables by name with its ratio and "met" or "not met"
+BENCH_DELTA_ENV = PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD))
 bench-delta: install-delta broker-package
-	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
-		$(PYD) -m bench.bench_step --by-name --delta-jars $(abspath $(DELTA_JARS)) --n 30000 --rounds 2
-	PYSPARK_PYTHON=$(abspath $(PYD)) PYSPARK_DRIVER_PYTHON=$(abspath $(PYD)) \
-		$(PYD) -m bench.saga_latency --by-name --delta-jars $(abspath $(DELTA_JARS)) --seconds 20 --warmup 5
+	-$(BENCH_DELTA_ENV) $(PYD) -m bench.bench_step --by-name --delta-jars $(abspath $(DELTA_JARS)) --n 30000 --rounds 2
+	-$(BENCH_DELTA_ENV) $(PYD) -m bench.saga_latency --by-name --delta-jars $(abspath $(DELTA_JARS)) --seconds 20 \
+		--warmup 5
+	-$(BENCH_DELTA_ENV) $(PYD) -m bench.saga_drain --by-name --delta-jars $(abspath $(DELTA_JARS)) --orders 100000 \
+		--rounds 1
+	-$(BENCH_DELTA_ENV) $(PYD) -m bench.shards_by_name --delta-jars $(abspath $(DELTA_JARS)) --shards 4 --orders 20000
+	-$(BENCH_DELTA_ENV) $(PYD) -m bench.first_drain --orders 20000 --rounds 2
+	$(PYD) -m bench.by_name_targets
 
 bench-full: install
 	$(PY) -m bench.run --full

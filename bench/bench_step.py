@@ -76,7 +76,8 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
 
     df = conn._reader(spark, uri, queue, "classic", batch, 1, workdir, {"journalLocation": journal})
     t0 = time.time()
-    query = (df.writeStream.foreachBatch(step.foreach_batch(handle)).option("checkpointLocation", checkpoint)
+    run_batch, jobs = _job_counted(spark, step.foreach_batch(handle), lambda: bool(step.reports[-1].received))
+    query = (df.writeStream.foreachBatch(run_batch).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     run = conn._drained(query, n, timeout_s, "step", f"the step query on {queue!r}", queue)
     wall = time.time() - t0
@@ -96,7 +97,23 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     full = [r for r in step.reports if r.received == batch][1:] or list(step.reports)
     names = full[0].phases if full else {}
     phases = {k: round(statistics.median(r.phases.get(k, 0.0) for r in full), 3) for k in names}
+    phases["spark_jobs"] = statistics.median(jobs[1:] or jobs or [0])  # per batch, after the first
     return run, wall, phases
+
+
+def _job_counted(spark: Any, run_batch: Any, counts: Any) -> tuple[Any, list[int]]:
+    """``run_batch`` that counts the Spark jobs each batch started (the scheduler's next job id before and after:
+    every job of the session, the batch's read beside the step included)."""
+    jobs: list[int] = []
+    scheduler = spark.sparkContext._jsc.sc().dagScheduler()
+
+    def counted(df: Any, batch_id: int) -> None:
+        before = scheduler.nextJobId().get()
+        run_batch(df, batch_id)
+        if counts():  # an empty tick batch is not a batch of the bench
+            jobs.append(scheduler.nextJobId().get() - before)
+
+    return counted, jobs
 
 
 def main(argv: list[str] | None = None) -> None:
