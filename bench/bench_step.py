@@ -108,10 +108,10 @@ def _job_counted(spark: Any, run_batch: Any, counts: Any) -> tuple[Any, list[int
     scheduler = spark.sparkContext._jsc.sc().dagScheduler()
 
     def counted(df: Any, batch_id: int) -> None:
-        before = scheduler.nextJobId().get()
+        before = scheduler.nextJobId()
         run_batch(df, batch_id)
         if counts():  # an empty tick batch is not a batch of the bench
-            jobs.append(scheduler.nextJobId().get() - before)
+            jobs.append(scheduler.nextJobId() - before)
 
     return counted, jobs
 
