@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 from safebunny.delta.commit_tags import History, commit_tag, lock_in_history, parse_tag, versions_in_history
+from safebunny.delta.spark_history import Entry, history_cache
 from safebunny.delta.target import DeltaTarget, Guard, Prefix, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError, moved_names
 
@@ -299,23 +300,26 @@ class SparkDeltaTarget(DeltaTarget):
     def history(self) -> History:
         """The table's whole ``DESCRIBE HISTORY`` (empty without a table); a failure to read raises."""
         try:
-            return ([(row[0], row[1], row[2]) for row in self.spark().sql(f"DESCRIBE HISTORY {self.ref}")
-                     .select("version", "timestamp", "userMetadata").collect()] if self.exists() else [])
+            return [entry[:3] for entry in self.history_entries()]
         except Exception as exc:  # noqa: BLE001 - unknown is never "not applied"
             raise SafeBunnyError(
                 f"Could not read the history of the effect table {self.table!r} to tell what earlier batches "
                 f"applied there ({type(exc).__name__}: {exc}). The batch fails and is replayed; give the "
                 "driver's identity SELECT on the table (DESCRIBE HISTORY needs it).") from exc
 
+    def history_entries(self) -> list[Entry]:
+        """The table's history with each commit's operation, newest first (empty without a table), read through the
+        process's cache of it (:mod:`.spark_history`: only the commits that are new since the last read)."""
+        cache = history_cache(self.ref)
+        if not self.exists():
+            cache.forget()
+            return []
+        return cache.read(self.spark())
+
     def _landed(self, tag: str) -> bool:
         """Whether a commit tagged ``tag`` is in the history: a write carrying a lock returns without a commit when
         Delta skipped it (the lock's version is committed already)."""
-        spark = self.spark()
-        for limit in ("LIMIT 64", ""):
-            rows = spark.sql(f"DESCRIBE HISTORY {self.ref} {limit}").select("userMetadata").collect()
-            if any(row[0] == tag for row in rows) or len(rows) < 64:
-                return any(row[0] == tag for row in rows)
-        return False
+        return any(entry[2] == tag for entry in self.history_entries())
 
     def delete_before(self, node: str, column: str, before: str, starting: Prefix | None = None) -> int | None:
         if not self.exists():
