@@ -239,6 +239,9 @@ class DeltaRsTarget(DeltaTarget):
         found = index.lookup(message_ids, since, epoch, batch_id)
         return found if found is not None else self.seen_by_scan(node, since, message_ids, epoch, batch_id)
 
+    def recorded(self, node: str, epoch: str, batch_id: int, done_ids: Sequence[str]) -> None:
+        """Nothing to note: the node's :class:`SeenIndex` reads the marker's new files at its next look-up."""
+
     def seen_by_scan(self, node: str, since: dt.date, message_ids: Sequence[str], epoch: str,
                      batch_id: int) -> set[str]:
         """:meth:`seen` by reading the node's partitions in the window (what the index saves)."""

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from safebunny.delta.commit_tags import History, commit_tag, lock_in_history, parse_tag, versions_in_history
 from safebunny.delta.spark_history import Entry, history_cache
+from safebunny.delta.spark_index import SparkSeenIndex, marker_in
 from safebunny.delta.target import DeltaTarget, Guard, Prefix, is_path
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError, moved_names
 
@@ -144,6 +145,7 @@ class SparkDeltaTarget(DeltaTarget):
     def __init__(self, table: str, spark: Any = None, what: str = "The Delta table", checked: bool = False) -> None:
         self.table, self.ref = table, table_ref(table)
         self._session, self._what, self._checked = spark, what, checked
+        self._indexes: dict[str, SparkSeenIndex] = {}  # an inbox's done ids per node
 
     def spark(self, write: bool = False) -> Any:
         from pyspark.sql import SparkSession
@@ -352,29 +354,64 @@ class SparkDeltaTarget(DeltaTarget):
                     since: Mapping[str, float] | None = None) -> dict[str, int | None]:
         return versions_in_history(history, self.table, apps, since)
 
-    # -- an inbox's look-ups: DataFrame filters with literal values (named SQL parameters are unbound with Delta's
-    # SQL extension on Spark 4.2); "batch done" is read from the table's rows (an empty batch that reads as not
-    # done only re-applies effects that are idempotent anyway)
+    # -- an inbox's look-ups: "seen" answered by the node's index (:mod:`.spark_index`: no read of its rows unless an
+    # id was seen before, or another process wrote the table); "batch done" read from the table's history, whose
+    # commits name their marker (:func:`commit_tag`), and from its rows where log cleanup cut it. Rows are read with
+    # DataFrame filters of literal values (named SQL parameters are unbound with Delta's SQL extension on Spark 4.2)
     def batch_done(self, app_id: str, node: str, epoch: str, batch_id: int) -> bool:
-        if not self.exists():
-            return False
+        index = self._indexes.get(node)
+        history = index.history_read_for(epoch, batch_id) if index is not None else None
+        found = marker_in(self.history_entries() if history is None else history, app_id, batch_id)
+        if found is not None:
+            return found
         from pyspark.sql import functions as F
 
         mine = (F.col("node") == F.lit(node)) & (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
         return bool(self.frame().where(mine).limit(1).count())
 
     def seen(self, node: str, since: _dt.date, message_ids: Sequence[str], epoch: str, batch_id: int) -> set[str]:
+        return self.index(node).lookup(message_ids, since, epoch, batch_id)
+
+    def index(self, node: str) -> SparkSeenIndex:
+        """The index of ``node``'s done ids in this inbox table, one per node."""
+        if node not in self._indexes:
+            self._indexes[node] = SparkSeenIndex(self, node)
+        return self._indexes[node]
+
+    def recorded(self, node: str, epoch: str, batch_id: int, done_ids: Sequence[str]) -> None:
+        """The node's index adds ``done_ids`` when the marker shows up in the history, with no read of its rows."""
+        self.index(node).recorded(epoch, batch_id, done_ids)
+
+    def seen_by_scan(self, node: str, since: _dt.date, message_ids: Sequence[str], epoch: str,
+                     batch_id: int) -> set[str]:
+        """:meth:`seen` by a semi-join of ``message_ids`` with the node's done rows in the window (the index's hits)."""
         if not self.exists():
             return set()
         from pyspark.sql import functions as F
 
         ids = self.spark().createDataFrame(pa.table({"messageId": pa.array(list(message_ids), pa.string())}))
         own = (F.col("epoch") == F.lit(epoch)) & (F.col("batchId") == F.lit(batch_id))
-        done = self.frame().where((F.col("node") == F.lit(node))
-                                  & (F.col("processedDate") >= F.lit(since.isoformat()))
-                                  & (F.col("status") == F.lit("done")) & ~own)
-        found = done.select("messageId").join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
-        return set(found.column("messageId").to_pylist())
+        done = self._done(node, since).where(~own).select("messageId")
+        return set(done.join(F.broadcast(ids), "messageId", "left_semi").distinct().toArrow()
+                   .column("messageId").to_pylist())
+
+    def done_ids(self, node: str, since: _dt.date, batches: Sequence[tuple[str, int]] | None = None) -> list[str]:
+        """The ``done`` ids of ``node`` processed since ``since`` (only of the batches ``(epoch, batchId)``, given)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        frame = self._done(node, since)
+        if batches is not None:
+            which = [(F.col("epoch") == F.lit(e)) & (F.col("batchId") == F.lit(b)) for e, b in batches]
+            frame = frame.where(reduce(lambda a, b: a | b, which))
+        return frame.select("messageId").toArrow().column("messageId").to_pylist()
+
+    def _done(self, node: str, since: _dt.date) -> Any:
+        from pyspark.sql import functions as F
+
+        return self.frame().where((F.col("node") == F.lit(node)) & (F.col("processedDate") >= F.lit(since.isoformat()))
+                                  & (F.col("status") == F.lit("done")))
 
 
 def _lock(fences: Sequence[tuple[str, int]], table: str) -> tuple[str, int] | None:

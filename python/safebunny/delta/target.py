@@ -103,6 +103,11 @@ class DeltaTarget(ABC):
         """The ids among ``message_ids`` that this inbox table holds as ``done`` for ``node`` since ``since``,
         leaving out the rows that batch ``(epoch, batch_id)`` itself wrote (so its replay is processed again)."""
 
+    @abstractmethod
+    def recorded(self, node: str, epoch: str, batch_id: int, done_ids: Sequence[str]) -> None:
+        """Batch ``(epoch, batch_id)`` of ``node`` appended its marker here with ``done_ids`` done: a target that keeps
+        its look-ups up from the table's new commits (Spark Delta's index) needs not read them back."""
+
     # -- the history a table that is not fenceable is locked from (a table by name on Spark Delta)
     def history(self) -> Any:
         """The table's commit history, read before a batch lists the claims; a fenceable target has none."""

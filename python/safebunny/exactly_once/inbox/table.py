@@ -130,7 +130,10 @@ class Inbox:
             "status": [r.status for r in rows], "reason": [r.reason for r in rows],
             "attempts": [r.attempts for r in rows], "emitted": [list(r.emitted) for r in rows],
             "processedAt": [stamp] * n, "processedDate": [stamp.date().isoformat()] * n}, schema=INBOX_SCHEMA)
-        return self.target.append(table, self.app_id(epoch), batch_id, PARTITIONS)
+        appended = self.target.append(table, self.app_id(epoch), batch_id, PARTITIONS)
+        if appended:  # a target that indexes its look-ups takes the done ids from here, not from a read
+            self.target.recorded(self.node, epoch, batch_id, [r.message_id for r in rows if r.status == "done"])
+        return appended
 
     def rows(self, correlation_id: str | None = None, all_nodes: bool = False) -> pa.Table:
         """The inbox rows of this node (or every node), optionally of one saga instance."""
