@@ -11,8 +11,10 @@ parkings of any step) to the fenced decision table before anything else and read
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -38,6 +40,16 @@ _FENCE_ATTEMPTS = 8
 #: what :meth:`BatchClaims.apply_batch` leaves for :meth:`BatchClaims.release`: whether the batch wrote a claim,
 #: and the other claims it met
 Claimed = tuple[bool, list[Claim]]
+#: per node, the lock its batches in this process hold from reading a by-name table's history to their commit there
+_NODE_LOCKS: dict[str, threading.Lock] = {}
+_NODE_LOCKS_GUARD = threading.Lock()
+
+
+def _one_at_a_time(node: str) -> threading.Lock:
+    """The shards of a step in one driver share each by-name table's lock (Delta's compare-and-set): two of them
+    planning at once make one plan again; taking turns here, they never meet (shards in other drivers still can)."""
+    with _NODE_LOCKS_GUARD:
+        return _NODE_LOCKS.setdefault(node, threading.Lock())
 
 
 class BatchClaims:
@@ -103,12 +115,14 @@ class BatchClaims:
         effects = identified(Materialized(effects=dict(effects)), lambda table: table_identity(table, spark)).effects
         pins: dict[tuple, int | None] = {}  # per target: a version read before the listing a fenced plan uses
         moved, pinned = 0, False
+        locked = takeover.locked(effects)  # a table by name: this node's batches here take turns on it
         while True:
             try:
-                histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
-                orphans = self._orphans(epoch, batch_id)
-                met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id) | (
-                    late() if late is not None else set()), pins, histories)
+                with _one_at_a_time(self.node) if locked else contextlib.nullcontext():
+                    histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
+                    orphans = self._orphans(epoch, batch_id)
+                    met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id) | (
+                        late() if late is not None else set()), pins, histories)
                 return orphans, met
             except FenceMoved as exc:
                 if isinstance(exc, StalePlan) and not pinned:  # fenced before this listing: list again, once

@@ -68,6 +68,11 @@ class Takeover:
                 out[key] = target.history()
         return out
 
+    def locked(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> bool:
+        """Whether any target of ``effects`` is fenced by its lock (a table by name: :meth:`histories` reads it)."""
+        return any(not delta_target(effect.table, self.spark, what="The effect table", checked=True).fenceable
+                   for effect, _table in effects.values())
+
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
               late_done: Callable[[], set[str]], pins: dict[tuple, int | None],
               histories: Mapping[tuple, Any]) -> bool:
