@@ -77,9 +77,23 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     df = conn._reader(spark, uri, queue, "classic", batch, 1, workdir, {"journalLocation": journal})
     t0 = time.time()
     run_batch, jobs = _job_counted(spark, step.foreach_batch(handle), lambda: bool(step.reports[-1].received))
-    query = (df.writeStream.foreachBatch(run_batch).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
-    run = conn._drained(query, n, timeout_s, "step", f"the step query on {queue!r}", queue)
+    from safebunny.saga.run.worker_starts import TRIES, UnstartedSteps
+    from safebunny.spark.exceptions import is_worker_start_timeout
+
+    unstarted = UnstartedSteps()  # a loaded machine: Spark's Python worker may miss its fixed 10 s to connect back
+    for attempt in range(TRIES):  # the saga's one policy for such a query: it never ran, start it again after a wait
+        query = (df.writeStream.foreachBatch(run_batch).option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        try:
+            run = conn._drained(query, n, timeout_s, "step", f"the step query on {queue!r}", queue)
+            break
+        except Exception as exc:
+            if attempt == TRIES - 1 or not is_worker_start_timeout(exc) or step.reports:
+                raise
+            wait = unstarted.missed("step")
+            print(f"the step query's Python worker did not start in time (load {os.getloadavg()[0]:.0f}); "
+                  f"again in {wait:.0f} s")
+            time.sleep(wait)
     wall = time.time() - t0
     if by_name:
         got = [r.messageId for r in spark.table(effects).select("messageId").collect()]
