@@ -67,3 +67,13 @@ def test_a_new_empty_history_is_empty() -> None:
     assert read(cache, table) == []
     table.commit(1)
     assert read(cache, table) == list(reversed(table.rows))
+
+
+def test_a_gap_after_the_known_commits_is_read_whole_again() -> None:
+    """Log cleanup removed commits this process never read: what is left is taken as a new process takes it."""
+    table, cache = FakeTable(3), HistoryCache("t")
+    read(cache, table)
+    table.commit(20)
+    table.rows = table.rows[15:]  # versions 0-14 cleaned up: 3-14 were never read
+    assert read(cache, table) == list(reversed(table.rows))
+    assert cache.whole_reads == 2

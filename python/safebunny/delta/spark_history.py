@@ -60,10 +60,13 @@ class HistoryCache:
             if top < self._newest or any(self._entries.get(row[0], row)[1:3] != row[1:3] for row in known):
                 self._entries, self._newest, limit = {}, -1, None  # replaced under its name: start over
                 continue
-            if known or len(rows) < limit:  # reaches a known commit, or holds all there is
+            if known:  # reaches the newest known commit, which reads as before: the same table, nothing missed
                 self._entries.update((row[0], row) for row in rows)
                 self._newest = max(top, self._newest)
                 return
+            if len(rows) < limit:  # all there is, and a gap after the known commits: log cleanup cut it
+                self._entries, self._newest, limit = {}, -1, None  # read whole, as a new process would
+                continue
             limit *= 8
 
 
