@@ -8,14 +8,12 @@ forget its tier.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -23,9 +21,11 @@ from hypothesis import settings
 sys.path.insert(0, str(Path(__file__).parent))
 
 from brokers import Broker, acquire_broker, acquire_stream_broker  # noqa: E402
+from helpers import Admin  # noqa: E402
 from jvm_archive import RESULT_ENV, ArchiveRun, SharedArchive, archive_options  # noqa: E402
 from leaks import broker_objects, left_behind  # noqa: E402
 from spark_home import use_shadow_spark_home  # noqa: E402
+from xdist_units import mark_and_order  # noqa: E402
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -54,60 +54,9 @@ _JVM_ARCHIVE: ArchiveRun | SharedArchive | None = None
 _STREAM_BROKER: Broker | None = None
 
 
-#: fixtures that start something costly once per process that uses them (a throwaway broker, a compile), and the
-#: xdist group of the tests that use them: under ``make test``'s two workers those tests run on one worker, so it
-#: starts once (a test is otherwise a unit of its own, and the two workers would each start it)
-#: (the stream broker's: the drivers group, which test_stream_crash is in)
-SHARED_FIXTURE_GROUPS = {"management_broker": "management-broker", "short_timeout_broker": "short-timeout-broker",
-                         "offline_jar": "offline-jar", "stream_broker": "stream-broker"}
-
-
-def _drivers_unit(item: pytest.Item) -> str:
-    """The xdist group of a test in a drivers file: its module when the module starts something once for its tests
-    (a module-scoped fixture: a kill matrix, a shared JVM), else the test alone, so the two workers share the drivers
-    tests and a long file is not one worker's tail."""
-    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    if any(d and d[-1].scope == "module" for d in defs.values()):
-        return f"drivers:{Path(str(item.fspath)).name}"
-    return f"drivers:{item.nodeid}"
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if not item.get_closest_marker("xdist_group"):
-            fixtures = getattr(item, "fixturenames", ())
-            group = next((g for name, g in SHARED_FIXTURE_GROUPS.items() if name in fixtures), None)
-            if group:
-                item.add_marker(pytest.mark.xdist_group(group))
-        parts = Path(str(item.fspath)).parts
-        group = item.get_closest_marker("xdist_group")
-        # the Delta Spark tier's tests are drivers tests too (most run drivers of their own; all run Delta Spark)
-        if (group.args[:1] == ("drivers",)) if group else "delta_spark" in parts:
-            item.add_marker(pytest.mark.xdist_group(_drivers_unit(item)))
-        if "integration" in parts:
-            item.add_marker(pytest.mark.integration)
-        elif "e2e" in parts or "delta_spark" in parts:
-            if "delta_spark" in parts and not os.environ.get("SAFEBUNNY_TEST_DELTA_JARS"):
-                raise pytest.UsageError("tests/delta_spark needs Delta Spark's jars and pyspark 4.2.0: run `make "
-                                        "test-delta` (SAFEBUNNY_TEST_DELTA_JARS names the jars' folder)")
-            item.add_marker(pytest.mark.integration)
-            item.add_marker(pytest.mark.e2e)
-    # tier by tier: unit, integration, then Spark's (they fail fast, and run beside the making of the run's JVM
-    # archive, which the first Spark test waits for). Among Spark's, the files whose tests run drivers as processes of
-    # their own (crash, takeover, log and cluster tests: ``pytestmark`` xdist group "drivers") go first: they are the
-    # longest units, and :func:`_drivers_unit` splits them so that under ``make test``'s two workers both take them
-    # and neither is left with a long tail of them.
-
-    def tier(item: pytest.Item) -> int:
-        if not item.get_closest_marker("integration"):
-            return 0
-        if not item.get_closest_marker("e2e"):
-            return 1
-        group = item.get_closest_marker("xdist_group")
-        return 2 if group and str(group.args[0]).startswith("drivers") else 3
-
-    items.sort(key=tier)
+    mark_and_order(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -239,7 +188,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 def management_broker() -> Iterator:
     """A throwaway broker with the management plugin on a free loopback port (``.management_port``), statistics
     every 500 ms: the machine's broker runs without the plugin, and the tests do not change its plugins. One for
-    the run (its tests are one xdist group: SHARED_FIXTURE_GROUPS)."""
+    the run (its tests are one xdist group: xdist_units.SHARED_FIXTURE_GROUPS)."""
     from brokers import ThrowawayBroker, free_port
 
     port = free_port()
@@ -303,159 +252,6 @@ def broker() -> Broker:
 @pytest.fixture(scope="session")
 def amqp_uri(broker: Broker) -> str:
     return broker.uri
-
-
-class Admin:
-    """Broker-side helpers for tests: declare, publish, read back, count."""
-
-    def __init__(self, uri: str) -> None:
-        import pika
-
-        self.uri = uri
-        self.connection = pika.BlockingConnection(pika.URLParameters(uri))
-        self.channel = self.connection.channel()
-
-    def _ch(self):  # type: ignore[no-untyped-def]
-        """The channel, on a new connection when the broker dropped this one: a blocking connection sends no
-        heartbeats while the test waits for a driver, so after a few idle minutes the broker resets it."""
-        import pika
-
-        try:
-            self.connection.process_data_events(0)
-        except pika.exceptions.AMQPError:
-            pass
-        if self.connection.is_closed:
-            self.connection = pika.BlockingConnection(pika.URLParameters(self.uri))
-            self.channel = self.connection.channel()
-        elif self.channel.is_closed:
-            self.channel = self.connection.channel()
-        return self.channel
-
-    def declare_queue(self, name: str, kind: str = "classic", arguments: dict | None = None) -> str:
-        args = dict(arguments or {})
-        if kind != "classic":
-            args["x-queue-type"] = kind
-        self._ch().queue_declare(name, durable=True, arguments=args)
-        return name
-
-    def publish(self, queue: str, bodies: list[bytes], properties: list | None = None,
-                exchange: str = "") -> None:
-        import pika
-
-        ch = self._ch()
-        ch.confirm_delivery()
-        for i, body in enumerate(bodies):
-            props = properties[i] if properties else pika.BasicProperties(delivery_mode=2)
-            ch.basic_publish(exchange, queue, body, props, mandatory=False)
-
-    def ready(self, queue: str) -> int:
-        """Messages ready in ``queue`` (a passive declare; unacked messages are not counted)."""
-        return self._ch().queue_declare(queue, passive=True).method.message_count
-
-    def get_all(self, queue: str, limit: int = 1_000_000) -> list:
-        """Take every ready message off ``queue`` (acked); returns (method, properties, body)."""
-        out = []
-        ch = self._ch()
-        while len(out) < limit:
-            method, props, body = ch.basic_get(queue, auto_ack=True)
-            if method is None:
-                break
-            out.append((method, props, body))
-        return out
-
-    def delete_queue(self, name: str) -> None:
-        try:
-            self._ch().queue_delete(name)
-        except Exception:
-            pass
-
-    def delete_exchange(self, name: str) -> None:
-        try:
-            self._ch().exchange_delete(name)
-        except Exception:
-            pass
-
-    def close(self) -> None:
-        try:
-            self.connection.close()
-        except Exception:
-            pass
-
-
-def wait_until(condition, timeout: float = 60.0, what: str = "condition", every: float = 0.1) -> None:  # type: ignore[no-untyped-def]
-    """Poll ``condition()`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-
-
-def run_drivers(commands: list[tuple[list[str], dict[str, str]]], timeout: float, at_once: int = 2) -> list:
-    """Run each ``(argv, env)`` as a process of its own (a new session, so a kill point's ``kill -9`` ends only
-    it), at most ``at_once`` at a time; their ``CompletedProcess`` results in the order given. A kill matrix's
-    drivers are independent (own queues, folders and checkpoints), and a crash driver spends much of its life
-    starting a JVM and waiting on the broker: two at a time by default."""
-    import subprocess
-    from concurrent.futures import ThreadPoolExecutor
-
-    def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
-        return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, start_new_session=True)
-
-    with ThreadPoolExecutor(max(1, at_once)) as pool:
-        return [f.result() for f in [pool.submit(run, argv, env) for argv, env in commands]]
-
-
-def restart_in_one_driver(driver: Path, uri: str, scenarios: list[dict], env: dict[str, str] | None = None) -> Any:
-    """One process of the driver script ``driver`` that restarts every scenario (each killed in a driver of its
-    own before: :func:`run_drivers`) one after another, from ``SAFEBUNNY_TEST_SCENARIOS``: one Spark session
-    start for all of a kill matrix's restarts. Its ``CompletedProcess``. ``env``: more of its environment."""
-    import subprocess
-
-    env = {**{k: v for k, v in os.environ.items() if k != "SAFEBUNNY_CRASH_AT"}, **(env or {})}
-    env["SAFEBUNNY_TEST_SCENARIOS"] = json.dumps(scenarios)
-    return subprocess.run([sys.executable, str(driver), uri], env=env, capture_output=True, text=True,
-                          timeout=120 + 120 * len(scenarios), start_new_session=True)
-
-
-def publish_numbered(uri: str, queue: str, n: int, start: int = 0, body=None, **props) -> None:  # type: ignore[no-untyped-def]
-    """Publish ``n`` persistent messages with ids ``m<start>..``, confirmed; ``body(i)`` makes bodies."""
-    import pika
-
-    conn = pika.BlockingConnection(pika.URLParameters(uri))
-    ch = conn.channel()
-    ch.confirm_delivery()
-    for i in range(start, start + n):
-        payload = body(i) if body else f"m{i}".encode()
-        ch.basic_publish("", queue, payload, pika.BasicProperties(message_id=f"m{i}", delivery_mode=2, **props))
-    conn.close()
-
-
-def queue_totals(broker: Broker, queue: str) -> tuple[int, int]:
-    """``(ready, unacked)`` of ``queue`` as the broker counts them (rabbitmqctl)."""
-    if broker.ctl is None:
-        raise RuntimeError(f"queue_totals needs rabbitmqctl access to {broker.origin}")
-    out = broker.ctl("list_queues", "-q", "--no-table-headers", "name", "messages_ready", "messages_unacknowledged")
-    for line in out.splitlines():
-        cols = line.split()
-        if cols and cols[0] == queue:
-            return int(cols[1]), int(cols[2])
-    raise KeyError(queue)
-
-
-def queue_reader(uri: str, queue: str, journal: str, **extra: str):  # type: ignore[no-untyped-def]
-    """The reader of a classic queue as Spark builds it (options parsed, schema derived), for tests that drive
-    ``latestOffset``/``partitions``/``read``/``commit`` themselves."""
-    from pyspark_safebunny.queue_reader import SafeBunnyQueueReader
-    from pyspark_safebunny.schema import schema_for
-    from safebunny.options.source import parse_source_options
-
-    options = parse_source_options({"uri": uri, "queue": queue, "queueType": "classic", "journalLocation": journal,
-                                    **extra})
-    return SafeBunnyQueueReader(options, schema_for(options.include_headers, True))
 
 
 @pytest.fixture

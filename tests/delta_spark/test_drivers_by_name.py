@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 from shard_driver import SHIPPING_SHARDS, STOCK_SHARDS, TABLES, define  # noqa: E402
 from test_saga_drivers import _driver, _log, _shard_queues, _standby_then_orders, _stop  # noqa: E402
 
-from conftest import wait_until  # noqa: E402
+from helpers import wait_until  # noqa: E402
 from safebunny.saga.define import topology  # noqa: E402
 
 ORDERS = 60

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 
 from test_saga_drivers import _close_active_consumers, _full_log, _log, _stop  # noqa: E402
 
-from conftest import publish_numbered, wait_until  # noqa: E402
+from helpers import publish_numbered, wait_until  # noqa: E402
 
 HERE = Path(__file__).parent
 ORDERS = 45

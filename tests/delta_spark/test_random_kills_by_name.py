@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 import random_kills  # noqa: E402
 from step_crash_driver import by_name_database  # noqa: E402
 
-from conftest import queue_totals  # noqa: E402
+from helpers import queue_totals  # noqa: E402
 
 N, BATCH = 150, 50  # three batches, as in the crash matrix
 

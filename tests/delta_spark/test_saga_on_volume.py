@@ -23,7 +23,7 @@ from test_drivers_by_name import CRASH_AT, _create_tables, _orders  # noqa: E402
 from test_saga_drivers import _driver, _log, _shard_queues, _standby_then_orders, _stop  # noqa: E402
 
 import safebunny  # noqa: E402
-from conftest import queue_totals, wait_until  # noqa: E402
+from helpers import queue_totals, wait_until  # noqa: E402
 from safebunny.demo.main import main as demo  # noqa: E402
 from safebunny.exactly_once.inbox.table import INBOX_SCHEMA, PARTITIONS  # noqa: E402
 from safebunny.saga.run.drain import waiting  # noqa: E402

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "e2e"))
 from test_step import _run  # noqa: E402 - the same availableNow run of a step as tests/e2e's
 
 import safebunny  # noqa: E402
-from conftest import publish_numbered, queue_totals, wait_until  # noqa: E402
+from helpers import publish_numbered, queue_totals, wait_until  # noqa: E402
 from safebunny.delta.commit_tags import commit_tag  # noqa: E402
 
 

@@ -20,7 +20,7 @@ from step_crash_driver import by_name_database  # noqa: E402
 from test_step_crash import N, _kill_matrices  # noqa: E402
 
 import safebunny  # noqa: E402
-from conftest import queue_totals, wait_until  # noqa: E402
+from helpers import queue_totals, wait_until  # noqa: E402
 
 SAME = ["step.after_effects:2", "step.after_inbox:2"]
 # (kill point in the second batch, ledger rows the new epoch writes), as in tests/e2e/test_step_crash.py

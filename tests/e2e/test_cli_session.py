@@ -14,7 +14,7 @@ from safebunny.cli import exits
 from safebunny.cli.main import main
 from safebunny.ids import correlation_id_for
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 SAGA_FILE = str(Path(__file__).with_name("cli_saga.py"))
 

@@ -3,7 +3,7 @@ sampled from the broker, both keyed by the step's label."""
 
 from __future__ import annotations
 
-from conftest import publish_numbered, wait_until
+from helpers import publish_numbered, wait_until
 
 
 def test_monitor_follows_a_real_query(spark, amqp_uri: str, make_queue, tmp_path, admin) -> None:  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ import os
 import pika
 
 import safebunny
-from conftest import publish_numbered
+from helpers import publish_numbered
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.collect.journal_read import JournalRead
 

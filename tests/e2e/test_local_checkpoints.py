@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import publish_numbered, queue_totals
-from conftest import wait_until as _wait
+from helpers import publish_numbered, queue_totals
+from helpers import wait_until as _wait
 from safebunny.spark.conf import CHECKPOINT_FILE_MANAGER_KEY, LOCAL_CHECKPOINT_FILE_MANAGER
 
 _DEFAULT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"

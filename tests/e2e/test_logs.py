@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from conftest import run_drivers
+from helpers import run_drivers
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 DRIVER = r'''
 import sys

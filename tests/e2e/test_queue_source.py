@@ -3,8 +3,8 @@
 
 import pytest
 
-from conftest import publish_numbered, queue_totals
-from conftest import wait_until as _wait
+from helpers import publish_numbered, queue_totals
+from helpers import wait_until as _wait
 
 
 def _publish(uri, queue, n, start=0):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 README = Path(__file__).parents[2] / "README.md"
 README_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"

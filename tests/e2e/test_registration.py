@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 # One fresh JVM for both checks: first as installed (Spark's own lookup), then after safebunny.register
 SCRIPT = textwrap.dedent(

@@ -10,7 +10,7 @@ import pika
 import pytest
 
 import safebunny
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 
 ORDER = "orderId string, sku string, qty int, card string"

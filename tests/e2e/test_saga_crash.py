@@ -17,7 +17,7 @@ import safebunny
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga.run.drain import waiting
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("saga_crash_driver.py")
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga.define import topology
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.cli.locate import load_saga
 from safebunny.saga.look.metrics import SagaMetrics
 

@@ -26,7 +26,7 @@ from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.saga.define import topology
 from safebunny.saga.run.drain import waiting
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

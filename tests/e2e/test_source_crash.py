@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
+from helpers import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("crash_driver.py")
 N = 600  # three batches of 200 (crash_driver.py): every kill point is in the first two, a batch follows it

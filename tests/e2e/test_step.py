@@ -8,7 +8,7 @@ import pyspark.sql.functions as F
 import pytest
 
 import safebunny
-from conftest import publish_numbered, queue_totals, wait_until
+from helpers import publish_numbered, queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 
 

@@ -12,7 +12,7 @@ import pika
 import pytest
 
 import safebunny
-from conftest import queue_totals, wait_until
+from helpers import queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.spark_delta import last_per_key_sql
 from safebunny.exactly_once import FailedRow

@@ -15,10 +15,10 @@ import random_kills
 
 import safebunny
 from brokers import ThrowawayBroker
-from conftest import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
+from helpers import Admin, publish_numbered, queue_totals, restart_in_one_driver, run_drivers, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 DRIVER = Path(__file__).with_name("step_crash_driver.py")
 N = 150  # three batches of 50

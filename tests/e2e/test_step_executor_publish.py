@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyspark.sql.functions as F
 
 import safebunny
-from conftest import publish_numbered, queue_totals, wait_until
+from helpers import publish_numbered, queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 

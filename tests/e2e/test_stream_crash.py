@@ -7,7 +7,7 @@ from test_source_crash import N, _batches, _done, _fill, _run
 
 from conftest import use_stream_broker
 
-pytestmark = pytest.mark.xdist_group("drivers")  # tests/conftest.py: drivers of their own
+pytestmark = pytest.mark.xdist_group("drivers")  # tests/xdist_units.py: drivers of their own
 
 # streams need the stream plugin: a broker that has it (a throwaway one when the run's broker lacks it)
 broker, amqp_uri = use_stream_broker()

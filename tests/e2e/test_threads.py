@@ -3,7 +3,7 @@
 import threading
 
 import safebunny
-from conftest import publish_numbered, wait_until
+from helpers import publish_numbered, wait_until
 
 
 def _in_thread(fn):

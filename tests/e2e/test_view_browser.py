@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.cli.locate import load_saga
 from safebunny.saga.look.view_html import STEP_FIELDS
 

@@ -15,12 +15,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from conftest import publish_numbered, queue_totals, wait_until
+from helpers import publish_numbered, queue_totals, wait_until
 
 DRIVER = textwrap.dedent("""
     import os, signal, sys
     sys.path.insert(0, {tests!r})
-    from conftest import publish_numbered, queue_reader
+    from helpers import publish_numbered, queue_reader
 
     reader = queue_reader({uri!r}, {queue!r}, {journal!r}, maxMessagesPerTrigger="{batch}")
     reader.prepareForTriggerAvailableNow()  # the run reads the {n} messages there now

@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from pyspark_safebunny.queue_reader import ReadAllAvailable
 from safebunny.storage.pause import write_await_file
 

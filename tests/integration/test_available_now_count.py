@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from pyspark_safebunny.queue_reader import ReadAllAvailable
 from safebunny.errors import SafeBunnyBrokerError
 

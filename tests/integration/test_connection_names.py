@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import safebunny
 from brokers import ThrowawayBroker
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.amqp.confirming_publisher import close_all
 from safebunny.exactly_once import FailedRow
 from safebunny.options.source import parse_source_options

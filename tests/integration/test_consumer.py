@@ -6,9 +6,9 @@ import pika
 import pytest
 
 from brokers import ThrowawayBroker
-from conftest import publish_numbered as _publish
-from conftest import queue_totals
-from conftest import wait_until as _wait
+from helpers import publish_numbered as _publish
+from helpers import queue_totals
+from helpers import wait_until as _wait
 from safebunny.errors import SafeBunnyBrokerError
 from safebunny.queues.consumer import QueueConsumer, open_connection
 

@@ -6,7 +6,7 @@ queue, a large prefetch) once went through pika's BlockingChannel event queue an
 after deliveries that arrived later directly.
 """
 
-from conftest import publish_numbered
+from helpers import publish_numbered
 from safebunny.queues.consumer import QueueConsumer
 
 

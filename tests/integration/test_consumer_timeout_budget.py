@@ -8,7 +8,7 @@ import time
 import pika
 import pytest
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from safebunny.errors import SafeBunnyBrokerError
 
 

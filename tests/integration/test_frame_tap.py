@@ -8,7 +8,7 @@ from datetime import datetime
 import pika
 import pytest
 
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.queues.consumer import QueueConsumer
 
 FIELDS = ("content_type", "content_encoding", "headers", "delivery_mode", "priority", "correlation_id",

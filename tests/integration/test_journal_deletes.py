@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from safebunny.queues.journal import Journal, batch_file_name
 
 

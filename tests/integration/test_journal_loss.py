@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from safebunny.errors import SafeBunnyDataLossError
 from safebunny.queues.journal import batch_file_name
 

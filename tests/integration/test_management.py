@@ -7,7 +7,7 @@ import pika
 
 import safebunny
 from brokers import ThrowawayBroker, free_port
-from conftest import wait_until
+from helpers import wait_until
 from safebunny.amqp.management import queue_counts
 from safebunny.saga.define import topology
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import safebunny.queues.consumer as consumer_mod
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from safebunny.errors import BrokerUnreachableError, SafeBunnyBrokerError
 
 

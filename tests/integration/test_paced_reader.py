@@ -8,7 +8,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 
 
 def test_a_paced_reader_spaces_its_batches_by_the_interval(amqp_uri, make_queue, tmp_path: Path):

@@ -4,8 +4,8 @@ import time
 
 import pyarrow as pa
 
-from conftest import publish_numbered
-from conftest import queue_reader as _reader
+from helpers import publish_numbered
+from helpers import queue_reader as _reader
 from safebunny.amqp import message_rows
 from safebunny.queues.journal import Journal
 

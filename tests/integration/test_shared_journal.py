@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import publish_numbered, queue_reader, queue_totals, wait_until
+from helpers import publish_numbered, queue_reader, queue_totals, wait_until
 from safebunny.queues.journal_owner import OFFSET_KEY, OWNER_FILE, JournalOwnerError
 
 

@@ -7,7 +7,7 @@ reader consumes with its full prefetch from the start."""
 
 from __future__ import annotations
 
-from conftest import publish_numbered, queue_reader
+from helpers import publish_numbered, queue_reader
 from pyspark_safebunny.queue_reader import ReadMaxRows
 
 N = 3000

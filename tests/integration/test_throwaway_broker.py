@@ -5,7 +5,7 @@ import os
 import pytest
 
 from brokers import ThrowawayBroker, amqp_answers, processes_with_env
-from conftest import wait_until
+from helpers import wait_until
 
 
 def test_throwaway_broker_starts_answers_and_leaves_nothing_behind():
