@@ -63,11 +63,17 @@ def test_no_hit_reads_no_rows_and_a_hit_is_confirmed() -> None:
     assert index.builds == 1
 
 
-def test_other_writers_are_read_by_batch_skipped_or_rebuilt_from() -> None:
+def _built(*done: str) -> tuple[FakeInbox, SparkSeenIndex]:
+    """An inbox whose node billing did ``done`` in batch (e1, 0), and its index built by a first look-up."""
     table = FakeInbox()
     index = SparkSeenIndex(table, "billing")
-    table.marker("billing", "e1", 0, ["m0"])
+    table.marker("billing", "e1", 0, list(done))
     index.lookup(["q"], SINCE, "e1", 1)
+    return table, index
+
+
+def test_other_writers_are_read_by_batch_skipped_or_rebuilt_from() -> None:
+    table, index = _built("m0")
     table.scans.clear()
     table.marker("billing", "e2", 0, ["n0"])  # another driver of the node
     table.marker("shipping", "e3", 0, ["s0"])  # another node
@@ -82,10 +88,7 @@ def test_other_writers_are_read_by_batch_skipped_or_rebuilt_from() -> None:
 
 
 def test_a_deleted_id_is_not_seen_though_its_hash_stays() -> None:
-    table = FakeInbox()
-    index = SparkSeenIndex(table, "billing")
-    table.marker("billing", "e1", 0, ["m0", "m1"])
-    index.lookup(["q"], SINCE, "e1", 1)
+    table, index = _built("m0", "m1")
     table.rows = [row for row in table.rows if row[1] != "m0"]
     table.commit(None, "DELETE")
     assert index.lookup(["m0", "m1"], SINCE, "e1", 1) == {"m1"}
@@ -93,10 +96,7 @@ def test_a_deleted_id_is_not_seen_though_its_hash_stays() -> None:
 
 
 def test_a_moved_window_builds_again() -> None:
-    table = FakeInbox()
-    index = SparkSeenIndex(table, "billing")
-    table.marker("billing", "e1", 0, ["m0"])
-    index.lookup(["q"], SINCE, "e1", 1)
+    table, index = _built("m0")
     index.lookup(["q"], SINCE + dt.timedelta(days=1), "e1", 1)
     assert index.builds == 2
 
