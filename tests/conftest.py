@@ -368,10 +368,12 @@ def spark(tmp_path_factory):  # type: ignore[no-untyped-def]
     session.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def volume(tmp_path_factory):  # type: ignore[no-untyped-def]
     """A FUSE folder under /Volumes that behaves as a Unity Catalog volume (no rename, no hard link; tests/
-    volume_mount.py), unmounted after the module; skipped, saying why, where FUSE, libfuse2 or fusepy is missing."""
+    volume_mount.py), unmounted after the test; skipped, saying why, where FUSE, libfuse2 or fusepy is missing.
+    One mount a test (it starts in well under a second), so its log of refused calls is that test's alone and the
+    volume tests, each minutes of drivers, are units of their own that the two xdist workers share."""
     from volume_mount import mount, why_not
 
     reason = why_not()

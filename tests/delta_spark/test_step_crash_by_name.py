@@ -3,7 +3,11 @@ a Hive catalog that outlives the driver), then a restart from the same checkpoin
 exactly one effect row per input, one merge row per input written by the epoch the claims say, every output
 published, every claim retired. The machinery is tests/e2e/test_step_crash.py's, with ``by_name`` scenarios in two
 lanes, each with a Derby metastore of its own: a lane's drivers (its crashes, then one driver restarting them) run one
-after another, the two lanes side by side."""
+after another, the two lanes side by side.
+
+The restarts after a kill inside a batch spell every table ``spark_catalog.<database>.<table>`` where the crashed
+driver wrote ``<database>.<table>`` (one table, a second spelling: the effects' app ids and the fence's lock must not
+change with it); the restarts after a create cut short keep the first spelling, so both are restarted from."""
 
 from __future__ import annotations
 
@@ -32,8 +36,6 @@ NEW = [("step.after_claim:2", 100), ("step.after_one_effect:3", 100), ("step.aft
 # for good. The append target, the merge target and the inbox, each with the restart that is hardest for it.
 CREATES = [("create.effects", "effects", {}), ("create.ledger", "ledger", {"checkpoint": "ck-new"}),
            ("create.inbox", "inbox", {}), ("create.inbox-new", "inbox", {"checkpoint": "ck-new"})]
-# A kill after the batch's effects, then a restart that spells every table spark_catalog.<database>.<table>
-SPELLINGS = [("step.after_effects:1", {}), ("step.after_effects:2", {"checkpoint": "ck-new"})]
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +43,13 @@ def matrices(broker, amqp_uri, tmp_path_factory):
     # two Hive catalogs (tests/e2e/driver_session.py), one per lane: Derby opens in one JVM at a time, so the
     # drivers of one run one after another and the two lanes side by side
     metastores = [tmp_path_factory.mktemp("metastore") for _ in range(2)]
-    same = [(crash_at, {"by_name": True}) for crash_at in SAME]
-    # outcomes not recorded: each ledger row's epoch says which epoch merged it (as in tests/e2e/test_step_crash.py)
-    new = [(crash_at, {"by_name": True, "journal": "journal", "effects": "both", "record": False})
-           for crash_at, _ in NEW]
     both = {"by_name": True, "effects": "both", "journal": "journal"}
-    matrices = {"same": (same, {}), "new": (new, {"checkpoint": "ck-new"})}
+    same = [(crash_at, both) for crash_at in SAME]
+    # outcomes not recorded: each ledger row's epoch says which epoch merged it (as in tests/e2e/test_step_crash.py)
+    new = [(crash_at, {**both, "record": False}) for crash_at, _ in NEW]
+    matrices = {"same": (same, {"qualified": True}), "new": (new, {"checkpoint": "ck-new", "qualified": True})}
     matrices.update({label: ([(label, {**both, "kill_on_create": table})], restart)
                      for label, table, restart in CREATES})
-    matrices.update({f"spelled-{crash_at}": ([(crash_at, both)], {**restart, "qualified": True})
-                     for crash_at, restart in SPELLINGS})
     for runs, finished in _kill_matrices(amqp_uri, tmp_path_factory, matrices, metastores=metastores):
         yield runs, finished, metastores
 
@@ -74,21 +73,24 @@ def _check(spark, broker, admin, metastores, queue, out, workdir):
 
 
 @pytest.mark.parametrize("crash_at", SAME)
-def test_a_step_by_name_killed_then_restarted_from_its_checkpoint_ends_exactly_once(spark, broker, admin, matrices,
-                                                                                   crash_at):
+def test_a_step_by_name_killed_then_restarted_from_its_checkpoint_under_a_second_spelling_ends_exactly_once(
+        spark, broker, admin, matrices, crash_at):
+    """Killed after a batch's effects or after its marker; the restart from the
+    same checkpoint names the same tables spark_catalog.<database>.<table>: each effect once, in both tables."""
     runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs["same", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
-    _check(spark, broker, admin, metastores, queue, out, workdir)
+    ids = _check(spark, broker, admin, metastores, queue, out, workdir)
+    assert sorted(r.messageId for r in _rows(spark, metastores, workdir, "ledger")) == sorted(ids)
 
 
 @pytest.mark.parametrize("crash_at,merged_by_new_epoch", NEW)
-def test_a_step_by_name_killed_then_run_from_a_new_checkpoint_applies_each_effect_once(
+def test_a_step_by_name_killed_then_run_from_a_new_checkpoint_under_a_second_spelling_applies_each_effect_once(
         spark, broker, admin, matrices, crash_at, merged_by_new_epoch):
-    """The new epoch reads the dead batch's claim and asks each table's history (DESCRIBE HISTORY, the commits'
-    userMetadata) whether that batch applied there: the append holds each message once, and the merge's rows say
-    which epoch wrote them."""
+    """The new epoch (its tables spelled spark_catalog.<database>.<table>) reads the dead batch's claim and asks each
+    table's history (DESCRIBE HISTORY, the commits' userMetadata) whether that batch applied there: the append holds
+    each message once, and the merge's rows say which epoch wrote them."""
     runs, finished, metastores = matrices
     queue, out, workdir, crashed = runs["new", crash_at]
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
@@ -110,16 +112,5 @@ def test_a_create_by_name_cut_short_by_a_kill_is_taken_over_by_the_restart(spark
     database = by_name_database(str(workdir))
     # the kill fell between the log and the name, and the restart registered that log (delta/spark_delta.py)
     assert f"{database}.{table}' does not exist by name" in finished.stderr, finished.stderr[-3000:]
-    ids = _check(spark, broker, admin, metastores, queue, out, workdir)
-    assert sorted(r.messageId for r in _rows(spark, metastores, workdir, "ledger")) == sorted(ids)
-
-
-@pytest.mark.parametrize("crash_at,restart", SPELLINGS)
-def test_a_second_spelling_of_the_tables_after_a_kill_applies_nothing_twice(spark, broker, admin, matrices,
-                                                                           crash_at, restart):
-    runs, finished, metastores = matrices
-    queue, out, workdir, crashed = runs[f"spelled-{crash_at}", crash_at]
-    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
-    assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
     ids = _check(spark, broker, admin, metastores, queue, out, workdir)
     assert sorted(r.messageId for r in _rows(spark, metastores, workdir, "ledger")) == sorted(ids)
