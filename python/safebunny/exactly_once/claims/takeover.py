@@ -187,7 +187,7 @@ def _target_hash(key: tuple[str, str, tuple[str, ...]]) -> str:
 def lock_app_id(node: str, effect: Effect) -> str:
     """The app id every batch of ``node`` (any epoch, any driver) carries in its commits to ``effect``'s table by
     name: batches that can hold one message share a node and a target, so their commits compare-and-set one
-    version (:mod:`~safebunny.delta.spark_delta`)."""
+    version (:mod:`~safebunny.delta.spark_commits`)."""
     return f"safebunny.lock.{node}.{_target_hash(effect.key)}"
 
 
