@@ -33,7 +33,7 @@ from typing import Any
 
 from bench import connector as conn
 from bench import raw
-from bench.report import ratio_line
+from bench.report import alternating_rounds, ratio_line
 from bench.session import bench_session
 
 __all__ = ["main", "run_step", "TARGETS"]
@@ -115,6 +115,25 @@ def run_step(spark: Any, uri: str, queue: str, out: str, n: int, batch: int, wor
     return run, wall, phases
 
 
+def _step_round(got: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A round's record and line: the step (and, but for ``--by-name``, the step publishing from the executors)
+    against the raw stage loop."""
+    step, execs = got["step"], got.get("step-executors")
+    r = {"raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": step["msgs_s"],
+         "ratio": round(step["msgs_s"] / got["raw"], 3), "step_wall_s": step["wall_s"],
+         "step_batches": step["batches"], "step_batch_ms": step["batch_ms"], "step_phase_s": step["phase_s"]}
+    if execs is None:  # --by-name: the driver's publish only
+        return r, (f"raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step by name {r['step_msgs_s']:,} msg/s, ratio "
+                   f"{r['ratio']}; phases (median s) {r['step_phase_s']}")
+    r.update({"executors_msgs_s": execs["msgs_s"], "executors_ratio": round(execs["msgs_s"] / got["raw"], 3),
+              "executors_vs_driver": round(execs["msgs_s"] / step["msgs_s"], 3), "executors_wall_s": execs["wall_s"],
+              "executors_batch_ms": execs["batch_ms"], "executors_phase_s": execs["phase_s"]})
+    return r, (f"raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step (driver publish) {r['step_msgs_s']:,} msg/s, "
+               f"ratio {r['ratio']}; step (executor publish) {r['executors_msgs_s']:,} msg/s, ratio "
+               f"{r['executors_ratio']}, {r['executors_vs_driver']} of the driver's; phases (median s) driver "
+               f"{r['step_phase_s']}, executors {r['executors_phase_s']}")
+
+
 def _job_counted(spark: Any, run_batch: Any, counts: Any) -> tuple[Any, list[int]]:
     """``run_batch`` that counts the Spark jobs each batch started (the scheduler's next job id before and after:
     every job of the session, the batch's read beside the step included)."""
@@ -145,57 +164,32 @@ def main(argv: list[str] | None = None) -> None:
     if args.record_cost:
         record_cost(args.n, args.batch, args.rounds)
         return
-    rounds = []
     cases: tuple[str, ...] = ("raw", "step") if args.by_name else ("raw", "step", "step-executors")
     with bench_session("sb-bench-step-") as session:
         workdir = session.workdir
         book = session.book(_URI)
         spark = session.start_spark(args.delta_jars if args.by_name else None)
-        for index in range(args.rounds):
-            # rotate which case runs first, so a drift of the machine's load favours none
-            order = cases[index % len(cases):] + cases[:index % len(cases)]
-            got: dict[str, Any] = {}
-            for case in order:
-                q_in = book.declare(f"{case}-in-{index}", "classic")
-                q_out = book.declare(f"{case}-out-{index}", "classic")
-                raw.publish_window(_URI, q_in, args.n)
-                if case == "raw":
-                    got["raw"] = raw.stage_loop(_URI, q_in, q_out, args.n).rate
-                else:
-                    run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir,
-                                                 executors=case == "step-executors", by_name=args.by_name)
-                    emitted = book.depth(q_out)
-                    if emitted != args.n or book.depth(q_in) != 0:
-                        raise conn.ConnectorBenchError(
-                            f"{case}: {emitted} emitted (expected {args.n}), {book.depth(q_in)} left in {q_in!r}")
-                    got[case] = {"msgs_s": round(run.rate), "wall_s": round(wall, 1),
-                                 "batches": run.extra.get("batches"), "batch_ms": run.batch_ms, "phase_s": phases}
-                book.delete(q_in)
-                book.delete(q_out)
-            step, execs = got["step"], got.get("step-executors")
-            if execs is None:  # --by-name: the driver's publish only
-                rounds.append({"order": list(order), "raw_stage_msgs_s": round(got["raw"]),
-                               "step_msgs_s": step["msgs_s"], "ratio": round(step["msgs_s"] / got["raw"], 3),
-                               "step_wall_s": step["wall_s"], "step_batches": step["batches"],
-                               "step_batch_ms": step["batch_ms"], "step_phase_s": step["phase_s"]})
-                r = rounds[-1]
-                print(f"round {index + 1} ({', '.join(order)}): raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step "
-                      f"by name {r['step_msgs_s']:,} msg/s, ratio {r['ratio']}; phases (median s) {r['step_phase_s']}")
-                continue
-            rounds.append({"order": list(order), "raw_stage_msgs_s": round(got["raw"]), "step_msgs_s": step["msgs_s"],
-                           "ratio": round(step["msgs_s"] / got["raw"], 3), "step_wall_s": step["wall_s"],
-                           "step_batches": step["batches"], "step_batch_ms": step["batch_ms"],
-                           "step_phase_s": step["phase_s"],
-                           "executors_msgs_s": execs["msgs_s"],
-                           "executors_ratio": round(execs["msgs_s"] / got["raw"], 3),
-                           "executors_vs_driver": round(execs["msgs_s"] / step["msgs_s"], 3),
-                           "executors_wall_s": execs["wall_s"], "executors_batch_ms": execs["batch_ms"],
-                           "executors_phase_s": execs["phase_s"]})
-            r = rounds[-1]
-            print(f"round {index + 1} ({', '.join(order)}): raw stage loop {r['raw_stage_msgs_s']:,} msg/s; step "
-                  f"(driver publish) {r['step_msgs_s']:,} msg/s, ratio {r['ratio']}; step (executor publish) "
-                  f"{r['executors_msgs_s']:,} msg/s, ratio {r['executors_ratio']}, {r['executors_vs_driver']} of "
-                  f"the driver's; phases (median s) driver {r['step_phase_s']}, executors {r['executors_phase_s']}")
+
+        def measure(case: str, index: int) -> Any:
+            q_in = book.declare(f"{case}-in-{index}", "classic")
+            q_out = book.declare(f"{case}-out-{index}", "classic")
+            raw.publish_window(_URI, q_in, args.n)
+            if case == "raw":
+                got: Any = raw.stage_loop(_URI, q_in, q_out, args.n).rate
+            else:
+                run, wall, phases = run_step(spark, _URI, q_in, q_out, args.n, args.batch, workdir,
+                                             executors=case == "step-executors", by_name=args.by_name)
+                emitted = book.depth(q_out)
+                if emitted != args.n or book.depth(q_in) != 0:
+                    raise conn.ConnectorBenchError(
+                        f"{case}: {emitted} emitted (expected {args.n}), {book.depth(q_in)} left in {q_in!r}")
+                got = {"msgs_s": round(run.rate), "wall_s": round(wall, 1), "batches": run.extra.get("batches"),
+                       "batch_ms": run.batch_ms, "phase_s": phases}
+            book.delete(q_in)
+            book.delete(q_out)
+            return got
+
+        rounds = alternating_rounds(args.rounds, cases, measure, _step_round)
         ratio = statistics.median(r["ratio"] for r in rounds)
         if args.by_name:
             result = {"n": args.n, "batch": args.batch, "by_name": "pyspark 4.2.0, delta-spark 4.4.0",
@@ -226,34 +220,36 @@ def main(argv: list[str] | None = None) -> None:
 
 def record_cost(n: int, batch: int, rounds: int) -> None:
     """The step's rate with ``record_frame_outcomes`` on over off, alternating which runs first, median of rounds."""
-    out: list[dict[str, Any]] = []
     with bench_session("sb-bench-step-record-") as session:
         book = session.book(_URI)
         spark = session.start_spark(None)
-        for index in range(rounds):
-            got: dict[bool, Any] = {}
-            for record in ((True, False) if index % 2 == 0 else (False, True)):
-                for attempt in range(4):  # a query whose Python worker missed Spark's fixed 10 s connect-back
-                    q_in, q_out = book.declare(f"rec-{record}-in-{index}-{attempt}", "classic"), book.declare(
-                        f"rec-{record}-out-{index}-{attempt}", "classic")
-                    raw.publish_window(_URI, q_in, n)
-                    try:
-                        run, _, phases = run_step(spark, _URI, q_in, q_out, n, batch, session.workdir, record=record)
-                    except Exception as exc:  # noqa: BLE001 - only that start failure is retried, on new queues
-                        if "failed to connect back" not in str(exc) or attempt == 3:
-                            raise
-                        print(f"retrying the {'recorded' if record else 'unrecorded'} step: {str(exc)[:120]}")
-                        continue
-                    finally:
-                        book.delete(q_in)
-                        book.delete(q_out)
-                    break
-                got[record] = {"msgs_s": round(run.rate), "batch_ms": run.batch_ms, "phase_s": phases}
-            out.append({"recorded": got[True], "unrecorded": got[False],
-                        "ratio": round(got[True]["msgs_s"] / got[False]["msgs_s"], 3)})
-            print(f"round {index + 1}: recorded {got[True]['msgs_s']:,} msg/s, unrecorded {got[False]['msgs_s']:,} "
-                  f"msg/s, ratio {out[-1]['ratio']}; phases (median s) recorded {got[True]['phase_s']}, "
-                  f"unrecorded {got[False]['phase_s']}")
+
+        def measure(case: str, index: int) -> dict[str, Any]:
+            record, attempt = case == "recorded", 0
+            while True:  # again on new queues (4 tries) when the query's Python worker missed Spark's 10 s connect-back
+                q_in, q_out = book.declare(f"rec-{record}-in-{index}-{attempt}", "classic"), book.declare(
+                    f"rec-{record}-out-{index}-{attempt}", "classic")
+                raw.publish_window(_URI, q_in, n)
+                try:
+                    run, _, phases = run_step(spark, _URI, q_in, q_out, n, batch, session.workdir, record=record)
+                    return {"msgs_s": round(run.rate), "batch_ms": run.batch_ms, "phase_s": phases}
+                except Exception as exc:  # noqa: BLE001 - only that start failure is retried, on new queues
+                    if "failed to connect back" not in str(exc) or attempt == 3:
+                        raise
+                    print(f"retrying the {case} step: {str(exc)[:120]}")
+                finally:
+                    book.delete(q_in)
+                    book.delete(q_out)
+                attempt += 1
+
+        def summary(got: dict[str, Any]) -> tuple[dict[str, Any], str]:
+            on, off = got["recorded"], got["unrecorded"]
+            ratio = round(on["msgs_s"] / off["msgs_s"], 3)
+            return {"recorded": on, "unrecorded": off, "ratio": ratio}, (
+                f"recorded {on['msgs_s']:,} msg/s, unrecorded {off['msgs_s']:,} msg/s, ratio {ratio}; phases "
+                f"(median s) recorded {on['phase_s']}, unrecorded {off['phase_s']}")
+
+        out = alternating_rounds(rounds, ("recorded", "unrecorded"), measure, summary)
     ratio = statistics.median(r["ratio"] for r in out)
     print(f"recorded / unrecorded, {batch:,}/batch, median of {rounds} rounds: {ratio}")
     result = {"n": n, "batch": batch, "rounds": out, "median_ratio": ratio, "load": os.getloadavg(),

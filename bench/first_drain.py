@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.report import ratio_line
+from bench.report import alternating_rounds, ratio_line
 from bench.session import bench_session
 
 __all__ = ["main", "TARGET"]
@@ -67,20 +67,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.saga_drain import _raw
 
-    rounds = []
+
+    def summary(got: dict) -> tuple[dict, str]:
+        r = {"raw_stage_msgs_s": round(got["raw"]), **got["saga"],
+             "ratio": round(got["saga"]["msgs_s_per_hop"] / got["raw"], 3)}
+        return r, (f"first drain {r['seconds']} s = {r['msgs_s_per_hop']:,} msg/s per hop (session start "
+                   f"{r['session_start_s']} s, process {r['process_wall_s']} s); raw stage loop "
+                   f"{r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']}")
+
     with bench_session("sb-bench-first-parent-") as session:
         book = session.book(_URI)
-        for index in range(args.rounds):
-            got: dict = {}
-            for case in (("raw", "saga") if index % 2 == 0 else ("saga", "raw")):
-                got[case] = _raw(book, args.orders) if case == "raw" else _first_drain(args.orders)
-            ratio = got["saga"]["msgs_s_per_hop"] / got["raw"]
-            rounds.append({"raw_stage_msgs_s": round(got["raw"]), **got["saga"], "ratio": round(ratio, 3),
-                           "load_1m": round(os.getloadavg()[0], 2)})
-            r = rounds[-1]
-            print(f"round {index + 1}: first drain {r['seconds']} s = {r['msgs_s_per_hop']:,} msg/s per hop (session "
-                  f"start {r['session_start_s']} s, process {r['process_wall_s']} s); raw stage loop "
-                  f"{r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']}; load {r['load_1m']}", flush=True)
+        rounds = alternating_rounds(args.rounds, ("raw", "saga"), lambda case, _: (
+            _raw(book, args.orders) if case == "raw" else _first_drain(args.orders)), summary)
     ratio = statistics.median(r["ratio"] for r in rounds)
     print(ratio_line(f"first drain in a fresh process / raw stage loop per hop, {args.orders:,} orders, default path, "
                      f"median of {len(rounds)} rounds", ratio, TARGET), flush=True)

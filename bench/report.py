@@ -8,12 +8,15 @@ filled in.
 from __future__ import annotations
 
 import json
+import os
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = [
     "CaseResult",
+    "alternating_rounds",
     "Target",
     "broker_ceiling_target",
     "evaluate_targets",
@@ -124,6 +127,26 @@ def ratio_line(label: str, value: float | None, floor: float | None, digits: int
     if floor is None:
         return f"{label}: {shown} (no target)"
     return f"{label}: {shown} (target >= {floor}x): {verdict(None if value is None else value >= floor)}"
+
+
+def alternating_rounds(count: int, cases: Sequence[str], measure: Callable[[str, int], Any],
+                       summary: Callable[[dict[str, Any]], tuple[dict[str, Any], str]], title: str = "round",
+                       load: Callable[[], float] = lambda: os.getloadavg()[0]) -> list[dict[str, Any]]:
+    """``count`` rounds, each measuring every one of ``cases`` (``measure(case, index)``, ``index`` the round's), the
+    case that runs first rotating by one a round, so that a drift of the machine's load favours none. ``summary(got)``
+    (case -> what ``measure`` returned): the round's record and its line. Each record gets the round's ``order`` and
+    ``load_1m`` (the load average as the round began); each line is printed as its round ends, ``<title> N
+    (<order>): <line>; load L``. The records, in the order run."""
+    rounds = []
+    for index in range(count):
+        load_1m = round(load(), 2)
+        shift = index % len(cases)
+        order = [*cases[shift:], *cases[:shift]]
+        got = {case: measure(case, index) for case in order}
+        record, line = summary(got)
+        rounds.append({"order": order, **record, "load_1m": load_1m})
+        print(f"{title} {index + 1} ({', '.join(order)}): {line}; load {load_1m}", flush=True)
+    return rounds
 
 
 def _fmt_num(value: float | None, digits: int = 0) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 from bench import connector as conn
 from bench import raw
 from bench.broker import QueueBook
-from bench.report import ratio_line
+from bench.report import alternating_rounds, ratio_line
 from bench.session import bench_session
 
 __all__ = ["main", "drain_saga", "TARGETS", "BY_NAME_TARGETS"]
@@ -140,26 +140,23 @@ def main(argv: list[str] | None = None) -> int:
         book = session.book(_URI)
         spark = session.start_spark(args.delta_jars if args.by_name else None)
         for orders in sizes:
-            rounds = []
-            for index in range(args.rounds):
-                load = os.getloadavg()[0]
-                got: dict[str, Any] = {}
-                for case in (("raw", "saga") if index % 2 == 0 else ("saga", "raw")):
-                    if case == "raw" and args.record_cost:  # the same saga, its outcomes not recorded
-                        got[case] = drain_saga(spark, _URI, orders, workdir, args.batch_size, False,
-                                               args.by_name)["msgs_s_per_hop"]
-                    else:
-                        got[case] = (_raw(book, orders) if case == "raw"
-                                     else drain_saga(spark, _URI, orders, workdir, args.batch_size,
-                                                     by_name=args.by_name))
-                ratio = got["saga"]["msgs_s_per_hop"] / got["raw"]
-                rounds.append({"raw_stage_msgs_s": round(got["raw"]), **got["saga"], "ratio": round(ratio, 3),
-                               "load_1m": round(load, 2)})
-                r = rounds[-1]
-                print(f"{orders:,} orders, round {index + 1}: saga drain {r['seconds']} s = {r['msgs_s_per_hop']:,} "
-                      f"msg/s per hop ({r['drain_rounds']} drain rounds, {r['batches']} batches, largest "
-                      f"{r['largest_batch']}); {base} {r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']} "
-                      f"(target >= {targets.get(orders, '-')}); load {r['load_1m']}", flush=True)
+
+            def measure(case: str, _index: int, orders: int = orders) -> Any:
+                if case == "raw" and args.record_cost:  # the same saga, its outcomes not recorded
+                    return drain_saga(spark, _URI, orders, workdir, args.batch_size, False,
+                                      args.by_name)["msgs_s_per_hop"]
+                return (_raw(book, orders) if case == "raw"
+                        else drain_saga(spark, _URI, orders, workdir, args.batch_size, by_name=args.by_name))
+
+            def summary(got: dict[str, Any], orders: int = orders) -> tuple[dict[str, Any], str]:
+                r = {"raw_stage_msgs_s": round(got["raw"]), **got["saga"],
+                     "ratio": round(got["saga"]["msgs_s_per_hop"] / got["raw"], 3)}
+                return r, (f"saga drain {r['seconds']} s = {r['msgs_s_per_hop']:,} msg/s per hop ({r['drain_rounds']} "
+                           f"drain rounds, {r['batches']} batches, largest {r['largest_batch']}); {base} "
+                           f"{r['raw_stage_msgs_s']:,} msg/s; ratio {r['ratio']} (target >= "
+                           f"{targets.get(orders, '-')})")
+
+            rounds = alternating_rounds(args.rounds, ("raw", "saga"), measure, summary, f"{orders:,} orders, round")
             ratio = statistics.median(r["ratio"] for r in rounds)
             target = targets.get(orders)
             cases.append({"orders": orders, "median_ratio": round(ratio, 3), "target": target,

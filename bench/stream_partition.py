@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bench import connector as conn
 from bench import raw
-from bench.report import STREAM_ONE_PARTITION_TARGET, ratio_line
+from bench.report import STREAM_ONE_PARTITION_TARGET, alternating_rounds, ratio_line
 from bench.run import STREAM_MMPT
 from bench.session import bench_session
 
@@ -46,7 +46,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2, help="source reads before the first round")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    rounds = []
     with bench_session("sb-bench-stream1-") as session:
         workdir = session.workdir
         broker = session.stream_broker(_URI)
@@ -64,18 +63,15 @@ def main(argv: list[str] | None = None) -> int:
 
         for _ in range(args.warmup):
             source()
-        for index in range(args.rounds):
-            load = os.getloadavg()[0]
-            order = ("raw", "source") if index % 2 == 0 else ("source", "raw")
-            got = {case: (raw.rstream_consume(broker.uri, stream, args.n).rate if case == "raw" else source())
-                   for case in order}
-            rounds.append({"order": list(order), "rstream_msgs_s": round(got["raw"]),
-                           "source_msgs_s": round(got["source"]), "ratio": round(got["source"] / got["raw"], 3),
-                           "load_1m": round(load, 2), "source_phases_ms_p50": phases[-1]})
-            r = rounds[-1]
-            print(f"round {index + 1} ({', '.join(order)}): rstream consume {r['rstream_msgs_s']:,} msg/s; source, "
-                  f"1 partition {r['source_msgs_s']:,} msg/s; ratio {r['ratio']}; load {r['load_1m']}; the source's "
-                  f"Spark phases, p50 ms: {_largest(phases[-1])}", flush=True)
+
+        def summary(got: dict) -> tuple[dict, str]:
+            r = {"rstream_msgs_s": round(got["raw"]), "source_msgs_s": round(got["source"]),
+                 "ratio": round(got["source"] / got["raw"], 3), "source_phases_ms_p50": phases[-1]}
+            return r, (f"rstream consume {r['rstream_msgs_s']:,} msg/s; source, 1 partition {r['source_msgs_s']:,} "
+                       f"msg/s; ratio {r['ratio']}; the source's Spark phases, p50 ms: {_largest(phases[-1])}")
+
+        rounds = alternating_rounds(args.rounds, ("raw", "source"), lambda case, _: (
+            raw.rstream_consume(broker.uri, stream, args.n).rate if case == "raw" else source()), summary)
         ratio = statistics.median(r["ratio"] for r in rounds)
         print(ratio_line(f"stream source, 1 partition / raw rstream consume, median of {len(rounds)} rounds "
                          "(issue 50, item 3)", ratio, STREAM_ONE_PARTITION_TARGET), flush=True)

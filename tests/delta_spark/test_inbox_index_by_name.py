@@ -51,4 +51,4 @@ def test_the_index_answers_from_the_driver_and_keeps_up_with_every_writer(spark,
                           "processedDate string").write.format("delta").mode("append") \
         .option("mergeSchema", "true").saveAsTable(table)
     assert mine.seen(["w0", "m1"], "e1", 2, now=NOW) == {"w0", "m1"}
-    assert mine.target.index("billing").builds == 2
+    assert mine.target.inbox.index("billing").builds == 2

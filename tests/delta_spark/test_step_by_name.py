@@ -105,7 +105,8 @@ def test_a_replayed_commit_is_skipped_by_delta_and_read_back_from_the_history(sp
     table, and the confs a merge sets are cleared after it."""
     import pyarrow as pa
 
-    from safebunny.delta.spark_delta import TXN_APP_CONF, SparkDeltaTarget
+    from safebunny.delta.spark_commits import TXN_APP_CONF
+    from safebunny.delta.spark_delta import SparkDeltaTarget
 
     rows = pa.table({"messageId": ["m1", "m2", "m3"], "k": ["a", "a", "b"], "v": [1, 2, 3]})
     appended = SparkDeltaTarget(f"{database}.appended", spark, checked=True)

@@ -110,7 +110,7 @@ def test_a_create_by_name_cut_short_by_a_kill_is_taken_over_by_the_restart(spark
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-3000:]
     assert f"DRIVER-DONE {workdir}\n" in finished.stdout, finished.stderr[-3000:]
     database = by_name_database(str(workdir))
-    # the kill fell between the log and the name, and the restart registered that log (delta/spark_delta.py)
+    # the kill fell between the log and the name, and the restart registered that log (delta/spark_create.py)
     assert f"{database}.{table}' does not exist by name" in finished.stderr, finished.stderr[-3000:]
     ids = _check(spark, broker, admin, metastores, queue, out, workdir)
     assert sorted(r.messageId for r in _rows(spark, metastores, workdir, "ledger")) == sorted(ids)

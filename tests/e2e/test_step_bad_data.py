@@ -14,7 +14,7 @@ import pytest
 import safebunny
 from helpers import queue_totals, wait_until
 from safebunny.delta.delta_rs import DeltaRsTarget
-from safebunny.delta.spark_delta import last_per_key_sql
+from safebunny.delta.spark_sql import last_per_key_sql
 from safebunny.exactly_once import FailedRow
 from safebunny.exactly_once.collect.batch import STAND_IN_PREFIX
 

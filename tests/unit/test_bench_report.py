@@ -118,3 +118,24 @@ def test_one_stream_partition_is_judged_against_raw_rstream_consume() -> None:
     one = targets["stream source, 1 partition"]  # 30,000 / 100,000 msg/s
     assert one.met is False and one.value == "source · stream · 1 partition: 0.30×" and "0.85×" in one.goal
     assert "[not met] stream source, 1 partition" in format_text(_results(), evaluate_targets(_results()))
+
+
+def test_alternating_rounds_rotate_which_case_runs_first_and_print_each_round(capsys) -> None:
+    from bench.report import alternating_rounds
+
+    ran: list[tuple[str, int]] = []
+
+    def measure(case: str, index: int) -> float:
+        ran.append((case, index))
+        return {"raw": 100.0, "a": 50.0, "b": 25.0}[case]
+
+    def summary(got: dict) -> tuple[dict, str]:
+        ratio = got["a"] / got["raw"]
+        return {"ratio": ratio}, f"ratio {ratio}"
+
+    rounds = alternating_rounds(4, ("raw", "a", "b"), measure, summary, "size 1, round", load=lambda: 1.234)
+    assert [r["order"] for r in rounds] == [["raw", "a", "b"], ["a", "b", "raw"], ["b", "raw", "a"],
+                                            ["raw", "a", "b"]]
+    assert ran[:4] == [("raw", 0), ("a", 0), ("b", 0), ("a", 1)]
+    assert rounds[0] == {"order": ["raw", "a", "b"], "ratio": 0.5, "load_1m": 1.23}
+    assert capsys.readouterr().out.splitlines()[1] == "size 1, round 2 (a, b, raw): ratio 0.5; load 1.23"

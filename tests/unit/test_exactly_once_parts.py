@@ -12,13 +12,8 @@ import pytest
 import safebunny
 from safebunny.delta.commit_tags import applied_in_history, commit_tag, lock_in_history
 from safebunny.delta.delta_rs import sweep_staging_files
-from safebunny.delta.spark_delta import (
-    merge_sql,
-    name_parts,
-    orphan_location,
-    qualified_name,
-    quote_name,
-)
+from safebunny.delta.spark_create import orphan_location
+from safebunny.delta.spark_sql import merge_sql, name_parts, qualified_name, quote_name
 from safebunny.errors import SafeBunnyError, SafeBunnyOptionError
 from safebunny.exactly_once.emits.routed_rows import build_publish_rows
 from safebunny.exactly_once.handlers.frame_handler import bisect

@@ -3,7 +3,7 @@ Inbox makes it. The look-ups run on real Delta Spark in tests/delta_spark."""
 
 import pytest
 
-from safebunny.delta.spark_delta import maintenance_sql, table_ref
+from safebunny.delta.spark_sql import maintenance_sql, table_ref
 from safebunny.errors import SafeBunnyOptionError
 from safebunny.exactly_once.inbox.table import Inbox
 

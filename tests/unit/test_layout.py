@@ -495,6 +495,7 @@ def test_exactly_once_reaches_delta_only_through_its_interface(path: Path) -> No
 #: Spark type, so it cannot be asked of spark/
 PYSPARK_OUTSIDE_SPARK = {
     "delta/spark_delta.py": "the Spark Delta backend: reads and writes tables by name through DataFrames",
+    "delta/spark_inbox.py": "an inbox's look-ups on Spark Delta filter and join the table's DataFrame",
     "exactly_once/collect/materialize.py": "builds the handler's DataFrame and Spark schema from a batch's rows",
     "exactly_once/collect/journal_read.py": "reads a batch's journal as the query's DataFrame beside the step",
     "exactly_once/handlers/frame_handler.py": "runs a DataFrame handler, whose failures are Spark's exceptions",

@@ -68,6 +68,9 @@ def test_names_that_went_or_moved_raise_our_error_naming_the_new_form():
     ("safebunny.saga.run.queries", "interval_ms", "safebunny.options.duration_ms"),
     ("safebunny.delta.spark_delta", "history_covers", "safebunny.delta.commit_tags"),
     ("safebunny.delta.spark_delta", "applied_in_history", "safebunny.delta.commit_tags"),
+    ("safebunny.delta.spark_delta", "last_per_key_sql", "safebunny.delta.spark_sql"),
+    ("safebunny.delta.spark_delta", "TXN_APP_CONF", "safebunny.delta.spark_commits"),
+    ("safebunny.delta.spark_delta", "orphan_location", "safebunny.delta.spark_create"),
     ("safebunny.cli.run", "session", "safebunny.spark.session.run_session"),
     ("safebunny.saga.look.instance_state", "Parked", "safebunny.saga.look.parked.Parked")])
 def test_a_name_that_moved_out_of_a_module_is_our_error_naming_where_it_is(module, name, new):

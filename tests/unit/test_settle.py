@@ -6,7 +6,7 @@ import pyarrow as pa
 
 from safebunny.delta.delta_rs import DeltaRsTarget
 from safebunny.delta.merge_rows import last_per_key
-from safebunny.delta.spark_delta import last_per_key_sql
+from safebunny.delta.spark_sql import last_per_key_sql
 from safebunny.exactly_once.collect.materialize import Materialized, identified, settle_outcome
 from safebunny.exactly_once.handlers.row_handler import from_rows
 from safebunny.exactly_once.handlers.row_types import ROW_TYPE_ERROR, build_tables, infer_schema, type_decisions

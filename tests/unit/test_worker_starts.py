@@ -19,11 +19,11 @@ def test_steps_that_missed_start_one_at_a_time_and_others_are_never_held() -> No
     steps = UnstartedSteps(wait_s=1.0, stagger_s=5.0)
     steps.missed("a")
     steps.missed("b")
-    assert steps.pending("a") and steps.pending("b") and not steps.pending("c")
-    assert steps.may_start("a", now=100.0)
-    assert not steps.may_start("b", now=103.0), "b waits for a's stagger"
-    assert steps.may_start("c", now=103.0), "a step that did not miss is never held"
-    assert steps.may_start("b", now=105.0) and not steps.pending("b")
+    assert steps.starting("a", now=100.0) == "again"
+    assert steps.starting("b", now=103.0) == "wait", "b waits for a's stagger"
+    assert steps.starting("c", now=103.0) == "restart", "a step that did not miss is never held"
+    assert steps.starting("b", now=105.0) == "again"
+    assert steps.starting("b", now=106.0) == "restart", "started again once: the next start is a restart"
 
 
 def test_a_drain_gives_up_after_tries_misses_in_a_row() -> None:

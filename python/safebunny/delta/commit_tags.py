@@ -1,6 +1,7 @@
 """The tag every Spark Delta effect commit carries in its ``userMetadata`` (its app transaction, and the lock of a
 table by name), and what a table's ``DESCRIBE HISTORY`` says through those tags: pure rules, tested without Spark,
-that :mod:`.spark_delta` reads its histories with (docs/exactly-once.md, "The fence for tables by name")."""
+that :mod:`.spark_delta` reads its histories with and :mod:`.spark_commits` tags its commits with
+(docs/exactly-once.md, "The fence for tables by name")."""
 
 from __future__ import annotations
 

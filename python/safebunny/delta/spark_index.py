@@ -11,7 +11,7 @@ rebuilds the index. So the index holds every done id of the node in the table (a
 confirmed by reading those ids from the table with the exact filter before anything is dropped; no hit, no read.
 It never decides by itself: whatever it cannot account for sends it back to a scan.
 
-Pure apart from its table (:class:`IndexedTable`, which :class:`~safebunny.delta.spark_delta.SparkDeltaTarget`
+Pure apart from its table (:class:`IndexedTable`, which :class:`~safebunny.delta.spark_inbox.SparkInbox`
 is): the reads of rows and history are the table's, so this module is tested without Spark.
 """
 

@@ -119,7 +119,7 @@ class BatchClaims:
         while True:
             try:
                 with _one_at_a_time(self.node) if locked else contextlib.nullcontext():
-                    histories = takeover.histories(effects)  # tables by name: their lock, read before the listing
+                    histories = takeover.histories(locked)  # tables by name: their lock, read before the listing
                     orphans = self._orphans(epoch, batch_id)
                     met = takeover.apply(effects, orphans, lambda: self.inbox.seen(ids, epoch, batch_id) | (
                         late() if late is not None else set()), pins, histories)

@@ -57,21 +57,26 @@ class Takeover:
     epoch: str
     batch_id: int
     identities: dict[str, str] = field(default_factory=dict)
+    targets: dict[tuple, DeltaTarget] = field(default_factory=dict)
 
-    def histories(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> dict[tuple, Any]:
-        """Per target given by name, its history, read before the claims are listed: the lock's version there is
-        what the commit compares against, so any commit of this node landing after this read refuses it."""
-        out = {}
-        for key, (effect, _table) in effects.items():
-            target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
-            if not target.fenceable:
-                out[key] = target.history()
-        return out
+    def target(self, key: tuple, effect: Effect) -> DeltaTarget:
+        """The target of ``effect`` (keyed ``key``), resolved once per batch."""
+        if key not in self.targets:
+            self.targets[key] = delta_target(effect.table, self.spark, what="The effect table", checked=True)
+        return self.targets[key]
 
-    def locked(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> bool:
-        """Whether any target of ``effects`` is fenced by its lock (a table by name: :meth:`histories` reads it)."""
-        return any(not delta_target(effect.table, self.spark, what="The effect table", checked=True).fenceable
-                   for effect, _table in effects.values())
+    def locked(self, effects: Mapping[tuple, tuple[Effect, pa.Table]]) -> dict[tuple, DeltaTarget]:
+        """The targets of ``effects`` fenced by their lock (tables by name: :meth:`histories` reads them), by key;
+        empty when every one is fenceable."""
+        targets = {key: self.target(key, effect) for key, (effect, _table) in effects.items()}
+        return {key: target for key, target in targets.items() if not target.fenceable}
+
+    @staticmethod
+    def histories(locked: Mapping[tuple, DeltaTarget]) -> dict[tuple, Any]:
+        """Per target given by name (:meth:`locked`), its history, read before the claims are listed: the lock's
+        version there is what the commit compares against, so any commit of this node landing after this read
+        refuses it."""
+        return {key: target.history() for key, target in locked.items()}
 
     def apply(self, effects: Mapping[tuple, tuple[Effect, pa.Table]], orphans: Sequence[Claim],
               late_done: Callable[[], set[str]], pins: dict[tuple, int | None],
@@ -91,7 +96,7 @@ class Takeover:
         met = stale = False
         for key in sorted(effects, key=repr):
             effect, table = effects[key]
-            target = delta_target(effect.table, self.spark, what="The effect table", checked=True)
+            target = self.target(key, effect)
             history = histories.get(key)  # only tables by name have one
             plan = self._plan(effect, target, table, orphans, pins.get(key), history)
             met = met or plan.done or bool(plan.leave_out)
@@ -187,7 +192,7 @@ def _target_hash(key: tuple[str, str, tuple[str, ...]]) -> str:
 def lock_app_id(node: str, effect: Effect) -> str:
     """The app id every batch of ``node`` (any epoch, any driver) carries in its commits to ``effect``'s table by
     name: batches that can hold one message share a node and a target, so their commits compare-and-set one
-    version (:mod:`~safebunny.delta.spark_delta`)."""
+    version (:mod:`~safebunny.delta.spark_commits`)."""
     return f"safebunny.lock.{node}.{_target_hash(effect.key)}"
 
 

@@ -123,13 +123,13 @@ class RunningSaga:
                               message_of(failure) if failure is not None else "no error", backoff)
                     note_serialization_race(self.saga, step, failure)
                 if now >= retry_at[label]:
-                    never_ran = self.unstarted.pending(label)
-                    if not self.unstarted.may_start(label, now):
+                    start = self.unstarted.starting(label, now)
+                    if start == "wait":
                         continue  # another step that missed started less than its stagger ago
                     del retry_at[label]
                     self.restarts[label] += 1
                     note_restart(self.saga, label, self.errors.get(label))
-                    if not never_ran:
+                    if start == "restart":  # a query that never ran is no failure of the step's
                         self.failing[label] += 1
                     self._restarted_at[label] = now
                     try:

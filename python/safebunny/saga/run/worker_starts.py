@@ -14,7 +14,9 @@ Pure: the caller passes the clock.
 
 from __future__ import annotations
 
-__all__ = ["STAGGER_S", "TRIES", "WAIT_S", "UnstartedSteps"]
+from typing import Literal
+
+__all__ = ["STAGGER_S", "TRIES", "WAIT_S", "Start", "UnstartedSteps"]
 
 #: seconds before the first start again; each further miss in a row doubles it, up to 16 times
 WAIT_S = 2.0
@@ -22,6 +24,10 @@ WAIT_S = 2.0
 STAGGER_S = 5.0
 #: misses in a row after which a drain raises the step's error (the supervisor of a running saga never gives up)
 TRIES = 6
+#: how a step due to start starts (:meth:`UnstartedSteps.starting`): ``"wait"``, not yet (another step that missed
+#: started less than :data:`STAGGER_S` ago); ``"again"``, its query did not start last time (not a failure of the
+#: step's); ``"restart"``, it did not miss
+Start = Literal["wait", "again", "restart"]
 
 
 class UnstartedSteps:
@@ -45,20 +51,16 @@ class UnstartedSteps:
         """The seconds ``label`` waits before its next start after its misses in a row so far."""
         return self.wait_s * 2.0 ** min(max(self.streak.get(label, 1), 1) - 1, 4)
 
-    def pending(self, label: str) -> bool:
-        """Whether ``label``'s next start is the start again of a query that did not start."""
-        return label in self._pending
-
-    def may_start(self, label: str, now: float) -> bool:
-        """Whether ``label``, due to start, may start at ``now``; if so its start is counted for the stagger (a step
-        that is not pending always may)."""
+    def starting(self, label: str, now: float) -> Start:
+        """How ``label``, due to start, starts at ``now`` (:data:`Start`); a start again is counted for the stagger
+        (a step that did not miss is never held)."""
         if label not in self._pending:
-            return True
+            return "restart"
         if now < self._next_at:
-            return False
+            return "wait"
         self._next_at = now + self.stagger_s
         self._pending.discard(label)
-        return True
+        return "again"
 
     def ran(self, label: str) -> None:
         """``label``'s query ran (a round ended, or it stayed up): its misses in a row start again from none."""
