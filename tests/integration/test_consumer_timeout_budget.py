@@ -67,6 +67,7 @@ def test_batches_well_inside_the_consumer_timeout_run_on(short_timeout_broker, t
     finally:
         reader.stop()
     # The warning is an estimate from measured batch durations: on a loaded machine one interval can pass half the
-    # timeout (CI saw 1.3 s once) and then the warning is right. It must not come from the 0.3 s batches themselves.
+    # timeout (CI saw 1.3 s once, and 0.5x s, printed "0.5", beside a benchmark) and then the warning is right. It
+    # must not come from the 0.3 s batches themselves: it warns past 0.5 s, which prints as 0.5 at one decimal.
     estimates = [r.getMessage() for r in caplog.records if "waits about" in r.getMessage()]
-    assert all(float(m.split("the last batch took ")[1].split(" s,")[0]) > 0.5 for m in estimates), estimates
+    assert all(float(m.split("the last batch took ")[1].split(" s,")[0]) >= 0.5 for m in estimates), estimates
