@@ -8,10 +8,12 @@ forget its tier.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,6 +113,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         os.environ["SPARK_SUBMIT_OPTS"] += f" {archive_options(path)}"
     _ARCHIVE_LINE = f"safebunny tests: {said}"
 
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):  # type: ignore[no-untyped-def]
+    """After a test of the shared session and its fixtures' teardown: a streaming query still running there was
+    left behind by the test. It would poll its source on every trigger for the rest of the run (CPU the other
+    tests need on 2 cores), so it is stopped, and a warning in the run's summary names the test."""
+    yield
+    if "spark" not in getattr(item, "fixturenames", ()):
+        return
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    for query in session.streams.active:
+        warnings.warn(f"{item.nodeid} left streaming query {query.name or query.id} running; stopped it",
+                      stacklevel=1)
+        with contextlib.suppress(Exception):
+            query.stop()
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _JVM_ARCHIVE is not None:
