@@ -77,7 +77,7 @@ def test_step_applies_each_message_once_and_emits_derived_ids(spark, broker, amq
 
 def test_failing_rows_are_isolated_recorded_and_handed_over(spark, broker, amqp_uri, make_queue, tmp_path):
     queue = make_queue()
-    publish_numbered(amqp_uri, queue, 120, body=_orders)
+    publish_numbered(amqp_uri, queue, 30, body=_orders)  # one batch: each sub-job of the isolation is a Spark job
     effects, inbox = str(tmp_path / "effects"), str(tmp_path / "inbox")
     handed = []
     step = safebunny.Step(node="fragile", inbox=inbox, settings=safebunny.StepSettings(
@@ -85,7 +85,7 @@ def test_failing_rows_are_isolated_recorded_and_handed_over(spark, broker, amqp_
 
     @F.udf("int")
     def picky(amount):
-        if amount % 50 == 7:
+        if amount % 15 == 7:
             raise ValueError(f"cannot bill amount {amount}")
         return amount
 
@@ -93,9 +93,9 @@ def test_failing_rows_are_isolated_recorded_and_handed_over(spark, broker, amqp_
         return safebunny.Outcome(effects=[safebunny.append(
             _parsed(orders).withColumn("amount", picky("amount")), effects)])
 
-    _run(spark, amqp_uri, queue, str(tmp_path / "ck"), str(tmp_path / "journal"), step.foreach_batch(handle), batch=60)
-    bad = {f"m{i}" for i in range(120) if i % 50 == 7}
-    assert sorted(r["messageId"] for r in _table(effects)) == sorted({f"m{i}" for i in range(120)} - bad)
+    _run(spark, amqp_uri, queue, str(tmp_path / "ck"), str(tmp_path / "journal"), step.foreach_batch(handle), batch=30)
+    bad = {f"m{i}" for i in range(30) if i % 15 == 7}
+    assert sorted(r["messageId"] for r in _table(effects)) == sorted({f"m{i}" for i in range(30)} - bad)
     assert {f.message_id for f in handed} == bad
     assert all("cannot bill amount" in f.reason and f.row["value"] for f in handed)
     failed = [r for r in _table(inbox) if r["status"] == "failed"]
